@@ -1,0 +1,79 @@
+//! What `#[agent_tool]` expands to refers to, and nothing else. Not a public
+//! API: names here change without notice. Routing generated paths through
+//! this module means users depend on `aptix` alone, never on `linkme`.
+
+pub use core::future::Future;
+pub use core::marker::{Send, Sync};
+pub use core::option::Option;
+pub use core::result::Result;
+pub use core::time::Duration;
+pub use std::sync::OnceLock;
+
+pub use linkme;
+pub use schemars::JsonSchema;
+pub use serde::Serialize;
+pub use serde::de::DeserializeOwned;
+
+pub use crate::catalog::{DynTool, TOOLS};
+pub use crate::context::ToolContext;
+pub use crate::error::ToolError;
+pub use crate::executor::{FnTool, SchemaOnlyTool};
+pub use crate::schema::{DefinitionError, ToolDefinition};
+pub use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolFn};
+
+/// The return type of a tool function: `Result<T, E>` with `E: Into<ToolError>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a valid return type for an agent tool",
+    label = "an agent tool returns `Result<T, E>`",
+    note = "`T` must implement `Serialize` and `JsonSchema`, and `E` must convert into `aptix::ToolError` (any `std::error::Error` does)"
+)]
+pub trait IntoToolResult {
+    /// The success type `T`.
+    type Ok;
+    /// Converts the error side into a `ToolError`.
+    fn into_tool_result(self) -> Result<Self::Ok, ToolError>;
+}
+
+impl<T, E: Into<ToolError>> IntoToolResult for Result<T, E> {
+    type Ok = T;
+    #[inline]
+    fn into_tool_result(self) -> Result<T, ToolError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// Proves the arguments type is usable; its errors name the user's type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the arguments of an agent tool",
+    label = "this type must derive `Deserialize` and `JsonSchema`",
+    note = "add `#[derive(Deserialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
+)]
+pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {}
+impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArgs for T {}
+
+/// Proves the output type is usable; its errors name the user's type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the output of an agent tool",
+    label = "this type must derive `Serialize` and `JsonSchema`",
+    note = "add `#[derive(Serialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
+)]
+pub trait ToolOutput: Serialize + JsonSchema + Send + 'static {}
+impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for T {}
+
+/// Proves a declared `output = T` type (what a client or person sends back).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the declared output of an agent tool",
+    label = "this type must derive `Deserialize` and `JsonSchema`",
+    note = "the client or person's answer is parsed into `{Self}`: add `#[derive(Deserialize, JsonSchema)]`"
+)]
+pub trait ToolResolution: DeserializeOwned + JsonSchema + 'static {}
+impl<T: DeserializeOwned + JsonSchema + 'static> ToolResolution for T {}
+
+/// Type-level assertion used by generated code at the span of the user's type.
+pub const fn assert_args<T: ToolArgs>() {}
+/// Type-level assertion used by generated code at the span of the user's type.
+pub const fn assert_output<T: ToolOutput>() {}
+/// Type-level assertion used by generated code at the span of the user's type.
+pub const fn assert_resolution<T: ToolResolution>() {}
+/// Type-level assertion used by generated code at the span of the user's return type.
+pub const fn assert_return<T: IntoToolResult>() {}

@@ -1,0 +1,35 @@
+//! The Aptix runtime. Users depend on the `aptix` facade crate instead; this
+//! crate holds everything `#[agent_tool]` generates code against, as plain
+//! Rust that can be read, tested and benchmarked.
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | [`tool`] | the `Tool` / `ToolFn` traits, execution mode, approval |
+//! | [`context`] | `ToolContext`: ids, cancellation, typed state |
+//! | [`error`] | `ToolError` and the stable `ErrorCode`s |
+//! | [`envelope`] | the `{"ok":…}` result envelope |
+//! | [`schema`] | canonical definitions and provider [`schema::dialect`]s |
+//! | [`validate`] | argument validation with model-readable rejections |
+//! | [`catalog`] | the linked tool registry and `Catalog` |
+//! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
+
+pub mod catalog;
+pub mod context;
+pub mod envelope;
+pub mod error;
+pub mod executor;
+pub mod schema;
+pub mod tool;
+pub mod validate;
+
+pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
+pub use context::ToolContext;
+pub use envelope::{Envelope, EnvelopeError, EnvelopeIds};
+pub use error::{ErrorCode, ToolError};
+pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall};
+pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
+pub use tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolFn};
+pub use tokio_util::sync::CancellationToken;
+
+#[doc(hidden)]
+pub mod __private;

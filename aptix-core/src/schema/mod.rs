@@ -1,0 +1,351 @@
+//! Tool definitions: the canonical schema every dialect is lowered from.
+//!
+//! The canonical schema is what schemars produces for the arguments type
+//! (JSON Schema 2020-12, reusable types in `$defs`), made stricter in one
+//! way: every plain object is closed with `additionalProperties: false`,
+//! because a model that invents a field has made a mistake it should be told
+//! about, not one that should be silently ignored. The executor validates
+//! against exactly this schema, and every provider dialect is a pure function
+//! of it (see [`dialect`]).
+
+pub mod dialect;
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use serde_json::{Map, Value, json};
+
+use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool};
+use crate::validate::ArgsValidator;
+
+pub use dialect::{Dialect, DialectError};
+
+/// Why a tool's definition cannot be used. Reported when the catalog is
+/// built (at start-up, or by `aptix_testkit::assert_catalog_valid` in CI).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefinitionError {
+    /// The arguments type is not a JSON object; models always send objects.
+    #[error(
+        "tool `{tool}` ({source_location}): its arguments type `{type_name}` is {found}, but tool arguments are always a JSON object; use a struct with named fields"
+    )]
+    ArgsNotObject {
+        /// The tool's name.
+        tool: String,
+        /// The arguments type.
+        type_name: String,
+        /// What the schema describes instead.
+        found: String,
+        /// Where the tool was declared.
+        source_location: String,
+    },
+    /// A field has no doc comment, so the model would have to guess its meaning.
+    #[error(
+        "tool `{tool}` ({source_location}): field `{field}` of `{type_name}` has no description; add a doc comment (`/// ...`) to the field"
+    )]
+    UndocumentedField {
+        /// The tool's name.
+        tool: String,
+        /// The type that declares the field.
+        type_name: String,
+        /// The field's name.
+        field: String,
+        /// Where the tool was declared.
+        source_location: String,
+    },
+    /// The generated schema is not a schema jsonschema accepts.
+    #[error("tool `{tool}` ({source_location}): its schema is invalid: {message}")]
+    InvalidSchema {
+        /// The tool's name.
+        tool: String,
+        /// What jsonschema reported.
+        message: String,
+        /// Where the tool was declared.
+        source_location: String,
+    },
+}
+
+/// The complete, validated definition of one tool, built once per process.
+#[derive(Debug)]
+pub struct ToolDefinition {
+    name: &'static str,
+    description: &'static str,
+    usage: &'static str,
+    executor: ExecutorKind,
+    approval: Approval,
+    timeout: Option<Duration>,
+    source: SourceLocation,
+    args_type: &'static str,
+    parameters: Value,
+    output: Value,
+    validator: ArgsValidator,
+}
+
+impl ToolDefinition {
+    /// Builds and checks the definition of `T`. Generated code caches the
+    /// result in a `OnceLock`, so this runs once per tool per process.
+    pub fn build<T: Tool>() -> Result<ToolDefinition, DefinitionError> {
+        let args_type = std::any::type_name::<T::Args>();
+        let parameters = canonical_parameters::<T::Args>();
+        let location = T::SOURCE.to_string();
+        check_object_root(T::NAME, args_type, &parameters, &location)?;
+        check_field_descriptions(T::NAME, args_type, &parameters, &location)?;
+        let validator = ArgsValidator::new(&parameters).map_err(|message| {
+            DefinitionError::InvalidSchema {
+                tool: T::NAME.to_owned(),
+                message,
+                source_location: location.clone(),
+            }
+        })?;
+        Ok(ToolDefinition {
+            name: T::NAME,
+            description: T::DESCRIPTION,
+            usage: T::USAGE,
+            executor: T::EXECUTOR,
+            approval: T::APPROVAL,
+            timeout: T::TIMEOUT,
+            source: T::SOURCE,
+            args_type,
+            parameters,
+            output: canonical_output::<T::Output>(),
+            validator,
+        })
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// What the tool does (the schema description).
+    pub fn description(&self) -> &'static str {
+        self.description
+    }
+
+    /// When the model should call it.
+    pub fn usage(&self) -> &'static str {
+        self.usage
+    }
+
+    /// Where its final behaviour happens.
+    pub fn executor(&self) -> ExecutorKind {
+        self.executor
+    }
+
+    /// Whether calls need approval.
+    pub fn approval(&self) -> Approval {
+        self.approval
+    }
+
+    /// The tool's own time limit, if declared.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Where it was declared.
+    pub fn source(&self) -> SourceLocation {
+        self.source
+    }
+
+    /// The Rust type of its arguments.
+    pub fn args_type(&self) -> &'static str {
+        self.args_type
+    }
+
+    /// The canonical JSON Schema of the arguments.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    /// The JSON Schema of the result the model finally receives.
+    pub fn output_schema(&self) -> &Value {
+        &self.output
+    }
+
+    /// The validator the executor uses: built from [`ToolDefinition::parameters`].
+    pub fn validator(&self) -> &ArgsValidator {
+        &self.validator
+    }
+
+    /// The function-tool definition (TUL-011 §4): `type`, `name`,
+    /// `description`, `parameters`.
+    pub fn function_tool(&self) -> Value {
+        json!({
+            "type": "function",
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        })
+    }
+
+    /// The definition as a provider expects it.
+    pub fn lower(&self, dialect: Dialect) -> Result<Value, DialectError> {
+        dialect::lower(dialect, self.name, self.description, &self.parameters)
+    }
+
+    /// Everything that, when changed, changes what a model or a client sees.
+    /// Hashed by the catalog fingerprint.
+    pub fn canonical_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "description": self.description,
+            "usage": self.usage,
+            "executor": self.executor,
+            "approval": self.approval,
+            "parameters": self.parameters,
+            "output": self.output,
+        })
+    }
+}
+
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.meta_schema = None;
+            settings.inline_subschemas = false;
+        })
+        .into_generator()
+}
+
+/// The canonical arguments schema of `A`: schemars' 2020-12 output, without
+/// the root `title` (the tool name is the title), objects closed.
+pub fn canonical_parameters<A: JsonSchema>() -> Value {
+    let mut schema = generator().into_root_schema_for::<A>().to_value();
+    if let Value::Object(root) = &mut schema {
+        root.remove("title");
+        root.remove("$schema");
+    }
+    close_objects(&mut schema, true);
+    schema
+}
+
+/// The canonical schema of a result type. Results are produced by our own
+/// serializer, so their objects are left as schemars describes them.
+pub fn canonical_output<T: JsonSchema>() -> Value {
+    let mut schema = generator().into_root_schema_for::<T>().to_value();
+    if let Value::Object(root) = &mut schema {
+        root.remove("title");
+        root.remove("$schema");
+    }
+    schema
+}
+
+const COMBINATORS: [&str; 3] = ["allOf", "anyOf", "oneOf"];
+
+/// Adds `additionalProperties: false` to every object schema that stands for
+/// a whole value. An object that sits beside a combinator (`properties` and
+/// `oneOf` in one schema: serde's `flatten` of an enum) is only part of the
+/// value, and closing it or its branches would reject valid input, so those
+/// are left open.
+fn close_objects(schema: &mut Value, whole: bool) {
+    let Value::Object(map) = schema else { return };
+    let has_combinator = COMBINATORS.iter().any(|key| map.contains_key(*key));
+    let has_properties = map.contains_key("properties");
+    if whole && has_properties && !has_combinator && !map.contains_key("additionalProperties") {
+        map.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (key, child) in map.iter_mut() {
+        match key.as_str() {
+            "properties" | "$defs" | "definitions" | "patternProperties" => {
+                if let Value::Object(children) = child {
+                    children.values_mut().for_each(|c| close_objects(c, true));
+                }
+            }
+            "items" | "additionalProperties" | "not" | "contains" => close_objects(child, true),
+            "prefixItems" => {
+                if let Value::Array(items) = child {
+                    items.iter_mut().for_each(|c| close_objects(c, true));
+                }
+            }
+            k if COMBINATORS.contains(&k) => {
+                // Branches are whole values unless the parent also has properties.
+                if let Value::Array(branches) = child {
+                    branches
+                        .iter_mut()
+                        .for_each(|c| close_objects(c, whole && !has_properties));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn describe_kind(schema: &Value) -> String {
+    match schema.get("type") {
+        Some(Value::String(t)) => format!("a JSON {t}"),
+        Some(other) => format!("of type {other}"),
+        None if schema.get("oneOf").is_some() || schema.get("anyOf").is_some() => {
+            "an enum (one of several shapes)".to_owned()
+        }
+        None => "not a fixed JSON type".to_owned(),
+    }
+}
+
+fn check_object_root(
+    tool: &str,
+    type_name: &str,
+    schema: &Value,
+    location: &str,
+) -> Result<(), DefinitionError> {
+    let is_object = schema.get("type").and_then(Value::as_str) == Some("object")
+        && !COMBINATORS.iter().any(|key| schema.get(*key).is_some());
+    if is_object {
+        Ok(())
+    } else {
+        Err(DefinitionError::ArgsNotObject {
+            tool: tool.to_owned(),
+            type_name: type_name.to_owned(),
+            found: describe_kind(schema),
+            source_location: location.to_owned(),
+        })
+    }
+}
+
+/// Every struct field the model fills in needs a description: the arguments
+/// type's own fields, and the fields of every struct it refers to.
+fn check_field_descriptions(
+    tool: &str,
+    type_name: &str,
+    schema: &Value,
+    location: &str,
+) -> Result<(), DefinitionError> {
+    let missing = |owner: &str, properties: &Map<String, Value>| {
+        properties
+            .iter()
+            .find(|(_, field)| !has_description(field))
+            .map(|(field, _)| DefinitionError::UndocumentedField {
+                tool: tool.to_owned(),
+                type_name: owner.to_owned(),
+                field: field.clone(),
+                source_location: location.to_owned(),
+            })
+    };
+    if let Some(Value::Object(properties)) = schema.get("properties") {
+        if let Some(error) = missing(type_name, properties) {
+            return Err(error);
+        }
+    }
+    if let Some(Value::Object(defs)) = schema.get("$defs") {
+        for (def_name, def) in defs {
+            let plain_struct = def.get("type").and_then(Value::as_str) == Some("object")
+                && !COMBINATORS.iter().any(|key| def.get(*key).is_some());
+            if let (true, Some(Value::Object(properties))) = (plain_struct, def.get("properties")) {
+                if let Some(error) = missing(def_name, properties) {
+                    return Err(error);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn has_description(field: &Value) -> bool {
+    match field {
+        Value::Object(map) => map
+            .get("description")
+            .and_then(Value::as_str)
+            .is_some_and(|text| !text.trim().is_empty()),
+        // `true` schemas (e.g. `serde_json::Value` fields) cannot carry one.
+        _ => false,
+    }
+}

@@ -1,0 +1,133 @@
+//! The tool contract: what `#[agent_tool]` implements for every declared tool.
+//!
+//! Two traits, because two kinds of declaration exist. Every tool is a [`Tool`]
+//! (name, usage, execution mode, argument schema). Only the function form also
+//! has server code to run, and so also implements [`ToolFn`]; the struct form
+//! ("schema only" tools whose final behaviour happens in a client, a person or
+//! the provider) does not, and the type system keeps anyone from calling it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::catalog::DynTool;
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::schema::{DefinitionError, ToolDefinition};
+
+/// Where a tool's final behaviour happens (the seeds' execution mode).
+///
+/// Every call is still mediated by the server: arguments are parsed and
+/// validated here before anything else sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    /// The server runs the tool and its result goes straight back to the model.
+    Server,
+    /// The server validates and shapes a payload; a client (browser, IDE) runs it.
+    Client,
+    /// A person answers; the answer is the result.
+    Human,
+    /// The model provider runs it (e.g. hosted web search); never dispatched here.
+    Provider,
+}
+
+impl ExecutorKind {
+    /// The attribute spelling (`server`, `client`, `human`, `provider`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Server => "server",
+            ExecutorKind::Client => "client",
+            ExecutorKind::Human => "human",
+            ExecutorKind::Provider => "provider",
+        }
+    }
+}
+
+/// Whether a person must approve a call before it proceeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// The call proceeds without asking anyone.
+    Auto,
+    /// The call waits for an approval; only valid for server and client tools
+    /// (a human tool already asks a person; a provider tool never stops here).
+    RequiresApproval,
+}
+
+impl Approval {
+    /// The attribute spelling (`auto`, `requires_approval`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Approval::Auto => "auto",
+            Approval::RequiresApproval => "requires_approval",
+        }
+    }
+}
+
+/// Where a tool was declared, so that catalog errors can point at source code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceLocation {
+    /// `file!()` of the declaration.
+    pub file: &'static str,
+    /// `line!()` of the declaration.
+    pub line: u32,
+    /// `module_path!()` of the declaration.
+    pub module_path: &'static str,
+}
+
+impl std::fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} ({})", self.file, self.line, self.module_path)
+    }
+}
+
+/// A tool an LLM may call. Implemented by `#[agent_tool]`; implementing it by
+/// hand is possible but the macro's compile-time checks are then yours to do.
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls; unique in a catalog, `^[A-Za-z0-9_-]{1,64}$`.
+    const NAME: &'static str;
+    /// When the model should call the tool (surfaced in prompts and the CLI).
+    const USAGE: &'static str;
+    /// What the tool does: the schema's `description`.
+    const DESCRIPTION: &'static str;
+    /// Where the final behaviour happens.
+    const EXECUTOR: ExecutorKind;
+    /// Whether a person must approve each call.
+    const APPROVAL: Approval;
+    /// The tool's own time limit; `None` uses the executor's default.
+    const TIMEOUT: Option<Duration>;
+    /// Where the tool was declared.
+    const SOURCE: SourceLocation;
+
+    /// The arguments the model sends: always a JSON object.
+    type Args: DeserializeOwned + JsonSchema + Send + 'static;
+    /// What the model finally receives as the result: the function's output
+    /// for server tools, the declared `output` for client and human tools.
+    type Output: JsonSchema;
+
+    /// The canonical definition, built once and cached for the process.
+    fn definition() -> Result<&'static ToolDefinition, &'static DefinitionError>;
+
+    /// The type-erased form the catalog and executor hold.
+    fn dyn_tool() -> &'static dyn DynTool;
+}
+
+/// A tool with server code: the function form of `#[agent_tool]`.
+///
+/// For server tools `call` produces the final result; for client and human
+/// tools it is the server preflight (AGN-005): it validates, authorises and
+/// shapes the payload that the client or person then acts on.
+pub trait ToolFn: Tool {
+    /// What `call` returns on success.
+    type Returned: Serialize + Send + 'static;
+
+    /// Runs the declared function.
+    fn call(
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<Self::Returned, ToolError>> + Send;
+}

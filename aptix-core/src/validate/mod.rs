@@ -1,0 +1,183 @@
+//! Argument validation: the model's raw argument string in, typed arguments
+//! or a correctable rejection out.
+//!
+//! Two paths give one answer. The fast path checks the raw text against the
+//! compiled schema without building a `serde_json::Value` ([`fast`]), then
+//! parses straight into the arguments type. Anything it cannot vouch for goes
+//! down the full path: parse to a `Value`, validate with `jsonschema`, and
+//! collect every violation with its JSON path, so the model can fix all its
+//! mistakes in one retry.
+
+pub mod fast;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::error::ErrorCode;
+use fast::FastValidator;
+
+/// Validates raw argument strings against one tool's canonical schema.
+pub struct ArgsValidator {
+    full: jsonschema::Validator,
+    fast: Option<FastValidator>,
+}
+
+impl std::fmt::Debug for ArgsValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgsValidator")
+            .field("fast_path", &self.fast.is_some())
+            .finish()
+    }
+}
+
+/// Why arguments were refused, in terms the model can act on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// `invalid_json`, `not_object` or `invalid_arguments`.
+    pub code: ErrorCode,
+    /// A message for the model: every problem, each with where and what was expected.
+    pub message: String,
+    /// The same problems, structured: `[{"path": "/x", "message": "..."}]`.
+    pub details: Option<Value>,
+}
+
+impl ArgsValidator {
+    /// Compiles `schema` (a canonical parameters schema). The error is
+    /// jsonschema's message for a schema it cannot compile.
+    pub fn new(schema: &Value) -> Result<Self, String> {
+        let full = jsonschema::draft202012::new(schema).map_err(|error| error.to_string())?;
+        Ok(ArgsValidator {
+            full,
+            fast: FastValidator::compile(schema),
+        })
+    }
+
+    /// Whether raw arguments can be checked without building a `Value`.
+    pub fn has_fast_path(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Validates `raw` and parses it into `A`.
+    ///
+    /// An empty or all-whitespace string counts as `{}`: some models send
+    /// nothing at all for a tool without parameters.
+    pub fn parse<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
+        let raw = if raw.trim().is_empty() { "{}" } else { raw };
+        if let Some(fast) = &self.fast {
+            if fast.is_valid(raw) {
+                if let Ok(args) = serde_json::from_str::<A>(raw) {
+                    return Ok(args);
+                }
+            }
+        }
+        self.parse_full(raw)
+    }
+
+    /// The full path: one `Value` parse, every violation reported.
+    fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
+        let value: Value = serde_json::from_str(raw).map_err(|error| invalid_json(raw, &error))?;
+        if !value.is_object() {
+            return Err(not_object(&value));
+        }
+        let violations: Vec<(String, String)> = self
+            .full
+            .iter_errors(&value)
+            .map(|error| (error.instance_path().as_str().to_owned(), error.to_string()))
+            .collect();
+        if !violations.is_empty() {
+            return Err(invalid_arguments(violations));
+        }
+        // The schema accepts it; the Rust type may still be stricter (a float
+        // where an integer is declared, a custom `Deserialize`).
+        serde_path_to_error::deserialize(&value).map_err(|error| {
+            let path = pointer_of(error.path());
+            invalid_arguments(vec![(path, error.inner().to_string())])
+        })
+    }
+}
+
+fn invalid_json(raw: &str, error: &serde_json::Error) -> Rejection {
+    let text = error.to_string();
+    let reason = text.split(" at line ").next().unwrap_or(&text);
+    let offset = char_offset(raw, error.line(), error.column());
+    let total = raw.chars().count();
+    let start = offset.saturating_sub(24);
+    let before: String = raw.chars().skip(start).take(offset - start).collect();
+    let ellipsis = if start > 0 { "…" } else { "" };
+    let message = format!(
+        "The arguments are not valid JSON: {reason} at character {offset} of {total} (after `{ellipsis}{before}`). Send one JSON object with the tool's parameters."
+    );
+    Rejection {
+        code: ErrorCode::InvalidJson,
+        message,
+        details: Some(json!({ "offset": offset, "reason": reason })),
+    }
+}
+
+/// serde_json reports 1-based lines and columns (columns in bytes); the model
+/// thinks in characters of one string, so report a character offset.
+fn char_offset(raw: &str, line: usize, column: usize) -> usize {
+    let mut byte = 0;
+    for (index, text) in raw.split_inclusive('\n').enumerate() {
+        if index + 1 == line {
+            byte += column.min(text.len());
+            break;
+        }
+        byte += text.len();
+    }
+    let byte = byte.min(raw.len());
+    raw.char_indices().take_while(|(i, _)| *i < byte).count()
+}
+
+fn not_object(value: &Value) -> Rejection {
+    let found = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    Rejection {
+        code: ErrorCode::NotObject,
+        message: format!(
+            "The arguments must be a JSON object whose members are the tool's parameters, not {found}."
+        ),
+        details: Some(json!({ "found": found })),
+    }
+}
+
+fn invalid_arguments(violations: Vec<(String, String)>) -> Rejection {
+    let mut message = String::from("The arguments do not match the tool's parameters:");
+    for (path, problem) in &violations {
+        let at = if path.is_empty() { "the top level" } else { path };
+        message.push_str(&format!("\n- at {at}: {problem}"));
+    }
+    message.push_str("\nFix every listed problem and call the tool again.");
+    let details = violations
+        .into_iter()
+        .map(|(path, message)| json!({ "path": path, "message": message }))
+        .collect();
+    Rejection {
+        code: ErrorCode::InvalidArguments,
+        message,
+        details: Some(Value::Array(details)),
+    }
+}
+
+/// serde_path_to_error's path (`a.b[0]`) as a JSON pointer (`/a/b/0`),
+/// the notation every other violation uses.
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut pointer = String::new();
+    for segment in path.iter() {
+        pointer.push('/');
+        match segment {
+            Segment::Seq { index } => pointer.push_str(&index.to_string()),
+            Segment::Map { key } => pointer.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Enum { variant } => pointer.push_str(variant),
+            Segment::Unknown => pointer.push('?'),
+        }
+    }
+    pointer
+}
