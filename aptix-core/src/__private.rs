@@ -19,7 +19,12 @@ pub use crate::context::ToolContext;
 pub use crate::error::ToolError;
 pub use crate::executor::{FnTool, SchemaOnlyTool};
 pub use crate::schema::{DefinitionError, ToolDefinition};
-pub use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolFn};
+pub use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
+pub use serde_json::Value;
+
+/// The arguments of the stub a failed `#[agent_tool]` emits; never used at run time.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct StubArgs {}
 
 /// The return type of a tool function: `Result<T, E>` with `E: Into<ToolError>`.
 #[diagnostic::on_unimplemented(
@@ -42,24 +47,6 @@ impl<T, E: Into<ToolError>> IntoToolResult for Result<T, E> {
     }
 }
 
-/// Proves the arguments type is usable; its errors name the user's type.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be the arguments of an agent tool",
-    label = "this type must derive `Deserialize` and `JsonSchema`",
-    note = "add `#[derive(Deserialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
-)]
-pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {}
-impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArgs for T {}
-
-/// Proves the output type is usable; its errors name the user's type.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be the output of an agent tool",
-    label = "this type must derive `Serialize` and `JsonSchema`",
-    note = "add `#[derive(Serialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
-)]
-pub trait ToolOutput: Serialize + JsonSchema + Send + 'static {}
-impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for T {}
-
 /// Proves a declared `output = T` type (what a client or person sends back).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the declared output of an agent tool",
@@ -69,10 +56,6 @@ impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for T {}
 pub trait ToolResolution: DeserializeOwned + JsonSchema + 'static {}
 impl<T: DeserializeOwned + JsonSchema + 'static> ToolResolution for T {}
 
-/// Type-level assertion used by generated code at the span of the user's type.
-pub const fn assert_args<T: ToolArgs>() {}
-/// Type-level assertion used by generated code at the span of the user's type.
-pub const fn assert_output<T: ToolOutput>() {}
 /// Type-level assertion used by generated code at the span of the user's type.
 pub const fn assert_resolution<T: ToolResolution>() {}
 /// Type-level assertion used by generated code at the span of the user's return type.

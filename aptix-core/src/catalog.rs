@@ -104,7 +104,11 @@ pub struct CatalogError {
 
 impl fmt::Display for CatalogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the tool catalog is invalid ({} problem", self.problems.len())?;
+        write!(
+            f,
+            "the tool catalog is invalid ({} problem",
+            self.problems.len()
+        )?;
         if self.problems.len() != 1 {
             f.write_str("s")?;
         }
@@ -174,7 +178,10 @@ impl Catalog {
 
     /// The tool names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.inner.entries.iter().map(|entry| entry.definition.name())
+        self.inner
+            .entries
+            .iter()
+            .map(|entry| entry.definition.name())
     }
 
     /// The definitions, sorted by name.
@@ -204,7 +211,9 @@ impl Catalog {
 
     /// Every definition lowered to `dialect`, in name order.
     pub fn lower(&self, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
-        self.definitions().map(|definition| definition.lower(dialect)).collect()
+        self.definitions()
+            .map(|definition| definition.lower(dialect))
+            .collect()
     }
 
     /// A prompt section telling the model when to call each tool (the
@@ -212,7 +221,11 @@ impl Catalog {
     pub fn usage_prompt(&self) -> String {
         let mut text = String::from("Tools and when to call them:");
         for definition in self.definitions() {
-            text.push_str(&format!("\n- {}: {}", definition.name(), definition.usage()));
+            text.push_str(&format!(
+                "\n- {}: {}",
+                definition.name(),
+                definition.usage()
+            ));
         }
         text
     }
@@ -247,7 +260,11 @@ impl CatalogBuilder {
     pub fn build(self) -> Result<Catalog, CatalogError> {
         let mut tools = self.tools;
         tools.sort_by(|a, b| {
-            (a.name(), a.source().file, a.source().line).cmp(&(b.name(), b.source().file, b.source().line))
+            (a.name(), a.source().file, a.source().line).cmp(&(
+                b.name(),
+                b.source().file,
+                b.source().line,
+            ))
         });
         // The same tool added twice (by `linked()` and by `tool::<T>()`) is one tool.
         tools.dedup_by(|a, b| a.name() == b.name() && a.source() == b.source());

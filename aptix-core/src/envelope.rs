@@ -111,7 +111,9 @@ impl Envelope {
     }
 
     /// The result parsed into `T`, for tests and programs that consume results.
-    pub fn result_as<T: serde::de::DeserializeOwned>(&self) -> Option<Result<T, serde_json::Error>> {
+    pub fn result_as<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Option<Result<T, serde_json::Error>> {
         self.result().map(|raw| serde_json::from_str(raw.get()))
     }
 

@@ -56,8 +56,7 @@ impl fmt::Display for ErrorCode {
 
 /// The message the model sees for every internal error. Deliberately vague:
 /// internal details (paths, SQL, stack traces) stay in the logs.
-pub const INTERNAL_MESSAGE: &str =
-    "The tool failed because of an internal error. The error was logged; retrying with the same arguments will probably fail again.";
+pub const INTERNAL_MESSAGE: &str = "The tool failed because of an internal error. The error was logged; retrying with the same arguments will probably fail again.";
 
 /// What a tool function returns when it does not succeed.
 ///

@@ -40,7 +40,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of `name` with raw `arguments`.
-    pub fn new(id: impl Into<Arc<str>>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<Arc<str>>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             name: name.into(),
@@ -184,10 +188,7 @@ impl Executor {
             tool_call_id = &*call.id,
             conversation_id = ctx.conversation_id().unwrap_or_default(),
         );
-        let outcome = self
-            .dispatch(entry, call, ctx, ids)
-            .instrument(span)
-            .await;
+        let outcome = self.dispatch(entry, call, ctx, ids).instrument(span).await;
         Execution {
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
@@ -196,16 +197,24 @@ impl Executor {
         }
     }
 
-    async fn dispatch(&self, entry: Entry, call: &ToolCall, ctx: &ToolContext, ids: EnvelopeIds) -> Outcome {
+    async fn dispatch(
+        &self,
+        entry: Entry,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        ids: EnvelopeIds,
+    ) -> Outcome {
         let definition = entry.definition;
         let mode = (definition.executor(), definition.approval());
         let result = match mode {
             (ExecutorKind::Provider, _) => return Outcome::PassThrough,
             // Approval comes before the function runs: only validate now.
             (ExecutorKind::Server, Approval::RequiresApproval) => {
-                std::panic::catch_unwind(AssertUnwindSafe(|| entry.tool.validate_only(&call.arguments)))
-                    .map_err(Guarded::Panicked)
-                    .and_then(|inner| inner.map_err(Guarded::Failed))
+                std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    entry.tool.validate_only(&call.arguments)
+                }))
+                .map_err(Guarded::Panicked)
+                .and_then(|inner| inner.map_err(Guarded::Failed))
             }
             _ => self.guarded_run(entry, call, ctx).await,
         };
@@ -214,17 +223,30 @@ impl Executor {
             Err(failure) => return Outcome::Final(failure_envelope(definition, ids, failure)),
         };
         let (reason, then) = match mode {
-            (ExecutorKind::Server, Approval::Auto) => return Outcome::Final(Envelope::ok(ids, payload)),
+            (ExecutorKind::Server, Approval::Auto) => {
+                return Outcome::Final(Envelope::ok(ids, payload));
+            }
             (ExecutorKind::Provider, _) => return Outcome::PassThrough,
             (ExecutorKind::Server, Approval::RequiresApproval) => (AwaitReason::Approval, None),
-            (ExecutorKind::Client, Approval::RequiresApproval) => (AwaitReason::Approval, Some(AwaitReason::Client)),
+            (ExecutorKind::Client, Approval::RequiresApproval) => {
+                (AwaitReason::Approval, Some(AwaitReason::Client))
+            }
             (ExecutorKind::Client, Approval::Auto) => (AwaitReason::Client, None),
             (ExecutorKind::Human, _) => (AwaitReason::Human, None),
         };
-        Outcome::Awaiting(Awaiting { reason, then, payload })
+        Outcome::Awaiting(Awaiting {
+            reason,
+            then,
+            payload,
+        })
     }
 
-    async fn guarded_run(&self, entry: Entry, call: &ToolCall, ctx: &ToolContext) -> Result<Box<RawValue>, Guarded> {
+    async fn guarded_run(
+        &self,
+        entry: Entry,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> Result<Box<RawValue>, Guarded> {
         let token = ctx.cancellation().clone();
         if token.is_cancelled() {
             return Err(Guarded::Cancelled);
@@ -255,7 +277,11 @@ impl Executor {
         let message = format!(
             "There is no tool named `{}`. Available tools: {}.",
             call.name,
-            if available.is_empty() { "none".to_owned() } else { available.join(", ") }
+            if available.is_empty() {
+                "none".to_owned()
+            } else {
+                available.join(", ")
+            }
         );
         let envelope = Envelope::error_with(
             ids,
@@ -322,10 +348,21 @@ fn failure_envelope(definition: &ToolDefinition, ids: EnvelopeIds, failure: Guar
         }
         Guarded::Cancelled => {
             tracing::info!("tool call cancelled");
-            (ErrorCode::Cancelled, "The call was cancelled before it finished.".to_owned(), None)
+            (
+                ErrorCode::Cancelled,
+                "The call was cancelled before it finished.".to_owned(),
+                None,
+            )
         }
     };
-    Envelope::error_with(ids, EnvelopeError { code, message, details })
+    Envelope::error_with(
+        ids,
+        EnvelopeError {
+            code,
+            message,
+            details,
+        },
+    )
 }
 
 fn humanize(duration: Duration) -> String {
@@ -354,20 +391,26 @@ impl<T> SchemaOnlyTool<T> {
 }
 
 fn definition_of<T: Tool>() -> Result<&'static ToolDefinition, RunFailure> {
-    T::definition().map_err(|error: &DefinitionError| RunFailure::Tool(ToolError::internal_message(error.to_string())))
+    T::definition().map_err(|error: &DefinitionError| {
+        RunFailure::Tool(ToolError::internal_message(error.to_string()))
+    })
 }
 
 /// Validates and returns the arguments text itself as the payload.
 fn validated_payload<T: Tool>(raw: &str) -> Result<Box<RawValue>, RunFailure> {
     let definition = definition_of::<T>()?;
-    let value: serde_json::Value = definition.validator().parse(raw).map_err(RunFailure::Rejected)?;
+    let value: serde_json::Value = definition
+        .validator()
+        .parse(raw)
+        .map_err(RunFailure::Rejected)?;
     // The typed parse proves the arguments fit the Rust type too.
     <T::Args as serde::Deserialize>::deserialize(&value).map_err(|error| {
         RunFailure::Tool(ToolError::invalid_arguments(format!(
             "The arguments do not match the tool's parameters: {error}"
         )))
     })?;
-    serde_json::value::to_raw_value(&value).map_err(|error| RunFailure::Tool(ToolError::internal(error)))
+    serde_json::value::to_raw_value(&value)
+        .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
 }
 
 impl<T: ToolFn> DynTool for FnTool<T> {
@@ -383,12 +426,20 @@ impl<T: ToolFn> DynTool for FnTool<T> {
         T::definition()
     }
 
-    fn run<'a>(&'a self, raw: &'a str, ctx: &'a ToolContext) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>> {
+    fn run<'a>(
+        &'a self,
+        raw: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>> {
         Box::pin(async move {
             let definition = definition_of::<T>()?;
-            let args: T::Args = definition.validator().parse(raw).map_err(RunFailure::Rejected)?;
+            let args: T::Args = definition
+                .validator()
+                .parse(raw)
+                .map_err(RunFailure::Rejected)?;
             let output = T::call(args, ctx).await.map_err(RunFailure::Tool)?;
-            serde_json::value::to_raw_value(&output).map_err(|error| RunFailure::Tool(ToolError::internal(error)))
+            serde_json::value::to_raw_value(&output)
+                .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
         })
     }
 
@@ -410,7 +461,11 @@ impl<T: Tool> DynTool for SchemaOnlyTool<T> {
         T::definition()
     }
 
-    fn run<'a>(&'a self, raw: &'a str, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>> {
+    fn run<'a>(
+        &'a self,
+        raw: &'a str,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>> {
         Box::pin(async move { validated_payload::<T>(raw) })
     }
 

@@ -28,8 +28,8 @@ pub use envelope::{Envelope, EnvelopeError, EnvelopeIds};
 pub use error::{ErrorCode, ToolError};
 pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall};
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
-pub use tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolFn};
 pub use tokio_util::sync::CancellationToken;
+pub use tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
 
 #[doc(hidden)]
 pub mod __private;

@@ -104,7 +104,7 @@ pub trait Tool: Send + Sync + 'static {
     const SOURCE: SourceLocation;
 
     /// The arguments the model sends: always a JSON object.
-    type Args: DeserializeOwned + JsonSchema + Send + 'static;
+    type Args: ToolArgs;
     /// What the model finally receives as the result: the function's output
     /// for server tools, the declared `output` for client and human tools.
     type Output: JsonSchema;
@@ -123,7 +123,7 @@ pub trait Tool: Send + Sync + 'static {
 /// shapes the payload that the client or person then acts on.
 pub trait ToolFn: Tool {
     /// What `call` returns on success.
-    type Returned: Serialize + Send + 'static;
+    type Returned: ToolOutput;
 
     /// Runs the declared function.
     fn call(
@@ -131,3 +131,23 @@ pub trait ToolFn: Tool {
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<Self::Returned, ToolError>> + Send;
 }
+
+/// What an arguments type needs: it is parsed from the model's JSON and
+/// described to the model by its schema. Implemented for every such type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the arguments of an agent tool",
+    label = "this type must derive `Deserialize` and `JsonSchema`",
+    note = "add `#[derive(Deserialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
+)]
+pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {}
+impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArgs for T {}
+
+/// What a tool function's success type needs: it is serialized into the
+/// envelope and described by the output schema. Implemented for every such type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the output of an agent tool",
+    label = "this type must derive `Serialize` and `JsonSchema`",
+    note = "add `#[derive(Serialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
+)]
+pub trait ToolOutput: Serialize + JsonSchema + Send + 'static {}
+impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for T {}

@@ -90,13 +90,12 @@ impl ToolDefinition {
         let location = T::SOURCE.to_string();
         check_object_root(T::NAME, args_type, &parameters, &location)?;
         check_field_descriptions(T::NAME, args_type, &parameters, &location)?;
-        let validator = ArgsValidator::new(&parameters).map_err(|message| {
-            DefinitionError::InvalidSchema {
+        let validator =
+            ArgsValidator::new(&parameters).map_err(|message| DefinitionError::InvalidSchema {
                 tool: T::NAME.to_owned(),
                 message,
                 source_location: location.clone(),
-            }
-        })?;
+            })?;
         Ok(ToolDefinition {
             name: T::NAME,
             description: T::DESCRIPTION,

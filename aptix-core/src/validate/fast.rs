@@ -2,6 +2,10 @@
 #[derive(Debug)]
 pub struct FastValidator;
 impl FastValidator {
-    pub fn compile(_schema: &serde_json::Value) -> Option<FastValidator> { None }
-    pub fn is_valid(&self, _raw: &str) -> bool { false }
+    pub fn compile(_schema: &serde_json::Value) -> Option<FastValidator> {
+        None
+    }
+    pub fn is_valid(&self, _raw: &str) -> bool {
+        false
+    }
 }

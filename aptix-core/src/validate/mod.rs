@@ -150,7 +150,11 @@ fn not_object(value: &Value) -> Rejection {
 fn invalid_arguments(violations: Vec<(String, String)>) -> Rejection {
     let mut message = String::from("The arguments do not match the tool's parameters:");
     for (path, problem) in &violations {
-        let at = if path.is_empty() { "the top level" } else { path };
+        let at = if path.is_empty() {
+            "the top level"
+        } else {
+            path
+        };
         message.push_str(&format!("\n- at {at}: {problem}"));
     }
     message.push_str("\nFix every listed problem and call the tool again.");

@@ -1,0 +1,58 @@
+//! What the macro emits when the declaration breaks a rule: the errors, the
+//! user's item unchanged, and a stub `Tool` impl for the type the user will
+//! refer to. Without the stub, every `.tool::<HelloWorldTool>()` in the crate
+//! would add a "cannot find type" error and bury the one that matters
+//! (the approach of `thiserror-impl/src/fallback.rs`).
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::check::{Failure, Stub};
+
+pub fn fallback(failure: Failure, item: TokenStream) -> TokenStream {
+    let errors = failure.error.into_compile_error();
+    let rt = quote!(::aptix::__private);
+    let stub_impl = |ident: &syn::Ident| {
+        quote! {
+            const _: () = {
+                impl #rt::Tool for #ident {
+                    const NAME: &'static str = "";
+                    const USAGE: &'static str = "";
+                    const DESCRIPTION: &'static str = "";
+                    const EXECUTOR: #rt::ExecutorKind = #rt::ExecutorKind::Server;
+                    const APPROVAL: #rt::Approval = #rt::Approval::Auto;
+                    const TIMEOUT: #rt::Option<#rt::Duration> = #rt::Option::None;
+                    const SOURCE: #rt::SourceLocation = #rt::SourceLocation {
+                        file: ::core::file!(),
+                        line: ::core::line!(),
+                        module_path: ::core::module_path!(),
+                    };
+                    type Args = #rt::StubArgs;
+                    type Output = ();
+                    fn definition() -> #rt::Result<&'static #rt::ToolDefinition, &'static #rt::DefinitionError> {
+                        ::core::unreachable!()
+                    }
+                    fn dyn_tool() -> &'static dyn #rt::DynTool {
+                        ::core::unreachable!()
+                    }
+                }
+            };
+        }
+    };
+    let stub = match &failure.stub {
+        Some(Stub::FnStruct { vis, ident }) => {
+            let imp = stub_impl(ident);
+            quote! {
+                #vis struct #ident;
+                #imp
+            }
+        }
+        Some(Stub::StructImpl { ident }) => stub_impl(ident),
+        None => TokenStream::new(),
+    };
+    quote! {
+        #errors
+        #item
+        #stub
+    }
+}
