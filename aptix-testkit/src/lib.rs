@@ -1,1 +1,264 @@
+//! Test helpers for crates that declare Aptix tools.
+//!
+//! - [`ToolHarness`]: call one tool (or a catalog) with JSON and inspect the
+//!   envelope, through the real executor: the same validation, time limits
+//!   and error mapping as production.
+//! - [`assert_catalog_valid`]: the one-line CI test every tool crate adds
+//!   (TUL-011's start-up test): every linked tool has a valid definition and
+//!   a unique name.
+//! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
+//!   every provider dialect, so a schema change shows up as a reviewable diff.
+//!
+//! These helpers panic with a descriptive message on failure, as test
+//! assertions do.
 
+use aptix_core::{
+    Awaiting, Catalog, Dialect, Envelope, EnvelopeError, ErrorCode, Execution, Executor, Outcome,
+    Tool, ToolCall, ToolContext,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+#[doc(hidden)]
+pub use insta as __insta;
+
+/// Calls tools through a real [`Executor`] in tests.
+pub struct ToolHarness {
+    executor: Executor,
+    context: ToolContext,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl ToolHarness {
+    /// A harness over a catalog holding only `T`.
+    ///
+    /// # Panics
+    /// If `T`'s definition is invalid (the panic message says why).
+    pub fn for_tool<T: Tool>() -> Self {
+        match Catalog::builder().tool::<T>().build() {
+            Ok(catalog) => Self::new(catalog),
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// A harness over `catalog`.
+    pub fn new(catalog: Catalog) -> Self {
+        ToolHarness {
+            executor: Executor::new(catalog),
+            context: ToolContext::new()
+                .with_conversation_id("test-conversation")
+                .with_session_id("test-session"),
+            next_id: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    /// Uses `context` (ids, state, cancellation) for every call.
+    pub fn with_context(mut self, context: ToolContext) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// Replaces the executor, e.g. to set a default time limit.
+    pub fn with_executor(mut self, configure: impl FnOnce(Executor) -> Executor) -> Self {
+        self.executor = configure(self.executor);
+        self
+    }
+
+    /// The executor, for assertions on its catalog.
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// Calls the only tool of the harness (or the first, by name) with `arguments`.
+    pub async fn call(&self, arguments: Value) -> CallResult {
+        let name = self.executor.catalog().names().next().unwrap_or_default().to_owned();
+        self.call_named(&name, &arguments.to_string()).await
+    }
+
+    /// Calls the only tool (or the first, by name) with a raw argument string,
+    /// exactly as a model might write it.
+    pub async fn call_raw(&self, arguments: &str) -> CallResult {
+        let name = self.executor.catalog().names().next().unwrap_or_default().to_owned();
+        self.call_named(&name, arguments).await
+    }
+
+    /// Calls the tool named `name` with a raw argument string.
+    pub async fn call_named(&self, name: &str, arguments: &str) -> CallResult {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let call = ToolCall::new(format!("call_{id}"), name, arguments);
+        CallResult {
+            execution: self.executor.execute(&call, &self.context).await,
+        }
+    }
+}
+
+/// What one harness call produced, with asserting accessors.
+#[derive(Debug, Clone)]
+pub struct CallResult {
+    /// The full execution record.
+    pub execution: Execution,
+}
+
+impl CallResult {
+    /// The envelope of a finished call.
+    ///
+    /// # Panics
+    /// If the call suspended or passed through instead.
+    pub fn envelope(&self) -> &Envelope {
+        match &self.execution.outcome {
+            Outcome::Final(envelope) => envelope,
+            other => panic!("expected a finished call, got {other:?}"),
+        }
+    }
+
+    /// The result of a successful call, parsed into `T`.
+    ///
+    /// # Panics
+    /// If the call failed (the envelope is in the message) or the result is not a `T`.
+    pub fn ok<T: DeserializeOwned>(&self) -> T {
+        let envelope = self.envelope();
+        match envelope.result_as::<T>() {
+            Some(Ok(value)) => value,
+            Some(Err(error)) => panic!(
+                "the result does not parse as {}: {error}\nenvelope: {envelope}",
+                std::any::type_name::<T>()
+            ),
+            None => panic!("expected success, got {envelope}"),
+        }
+    }
+
+    /// The error of a failed call.
+    ///
+    /// # Panics
+    /// If the call succeeded.
+    pub fn error(&self) -> &EnvelopeError {
+        let envelope = self.envelope();
+        match envelope.error_body() {
+            Some(error) => error,
+            None => panic!("expected an error, got {envelope}"),
+        }
+    }
+
+    /// The error code of a failed call.
+    ///
+    /// # Panics
+    /// If the call succeeded.
+    pub fn code(&self) -> ErrorCode {
+        self.error().code
+    }
+
+    /// The suspension of a call that waits for approval, a client or a person.
+    ///
+    /// # Panics
+    /// If the call finished or passed through.
+    pub fn awaiting(&self) -> &Awaiting {
+        match &self.execution.outcome {
+            Outcome::Awaiting(awaiting) => awaiting,
+            other => panic!("expected a suspended call, got {other:?}"),
+        }
+    }
+
+    /// The payload of a suspended call as JSON.
+    ///
+    /// # Panics
+    /// As [`CallResult::awaiting`].
+    pub fn payload(&self) -> Value {
+        serde_json::from_str(self.awaiting().payload.get()).unwrap_or(Value::Null)
+    }
+}
+
+/// Asserts that every tool linked into this test binary has a valid
+/// definition and a unique name. Add it to every crate that declares tools:
+///
+/// ```ignore
+/// #[test]
+/// fn tool_catalog_is_valid() {
+///     aptix_testkit::assert_catalog_valid();
+/// }
+/// ```
+///
+/// # Panics
+/// With every problem found, each naming the tool and its source location.
+pub fn assert_catalog_valid() -> Catalog {
+    match Catalog::linked() {
+        Ok(catalog) => catalog,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Like [`assert_catalog_valid`], and also that every tool can be lowered
+/// into each of `dialects` (the providers this application talks to).
+///
+/// # Panics
+/// With every problem found.
+pub fn assert_catalog_valid_for(dialects: &[Dialect]) -> Catalog {
+    let catalog = assert_catalog_valid();
+    let problems: Vec<String> = dialects
+        .iter()
+        .flat_map(|dialect| {
+            catalog
+                .definitions()
+                .filter_map(move |definition| definition.lower(*dialect).err())
+        })
+        .map(|error| error.to_string())
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "some tools cannot be sent to a provider:\n- {}",
+        problems.join("\n- ")
+    );
+    catalog
+}
+
+/// Every dialect of one tool's definition, as snapshot-ready JSON: the
+/// lowered definition, or `{"error": "..."}` for a dialect that refuses it.
+/// Used by [`assert_schema_snapshot!`].
+pub fn dialect_snapshots<T: Tool>() -> Vec<(Dialect, Value)> {
+    let definition = match T::definition() {
+        Ok(definition) => definition,
+        Err(error) => panic!("{error}"),
+    };
+    Dialect::ALL
+        .iter()
+        .map(|dialect| {
+            let value = definition
+                .lower(*dialect)
+                .unwrap_or_else(|error| serde_json::json!({ "error": error.to_string() }));
+            (*dialect, value)
+        })
+        .collect()
+}
+
+/// Snapshots a tool's canonical definition and every dialect with insta,
+/// one snapshot each, named `<tool>@<dialect>`, in the calling file's
+/// `snapshots/` folder. Review every change as an API change.
+///
+/// ```ignore
+/// aptix_testkit::assert_schema_snapshot!(HelloWorldTool);
+/// ```
+#[macro_export]
+macro_rules! assert_schema_snapshot {
+    ($tool:ty) => {{
+        let definition = match <$tool as $crate::__Tool>::definition() {
+            Ok(definition) => definition,
+            Err(error) => panic!("{error}"),
+        };
+        $crate::__insta::assert_json_snapshot!(
+            format!("{}@canonical", <$tool as $crate::__Tool>::NAME),
+            definition.function_tool()
+        );
+        $crate::__insta::assert_json_snapshot!(
+            format!("{}@output", <$tool as $crate::__Tool>::NAME),
+            definition.output_schema()
+        );
+        for (dialect, value) in $crate::dialect_snapshots::<$tool>() {
+            $crate::__insta::assert_json_snapshot!(
+                format!("{}@{}", <$tool as $crate::__Tool>::NAME, dialect),
+                value
+            );
+        }
+    }};
+}
+
+#[doc(hidden)]
+pub use aptix_core::Tool as __Tool;

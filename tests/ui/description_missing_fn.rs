@@ -1,0 +1,15 @@
+use aptix::prelude::*;
+
+/// Arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct Args {
+    /// A name.
+    pub name: String,
+}
+
+#[agent_tool(name = "greet", usage = "Call to greet.")]
+async fn greet(args: Args) -> Result<String, ToolError> {
+    Ok(args.name)
+}
+
+fn main() {}
