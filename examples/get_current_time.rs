@@ -62,9 +62,19 @@ async fn main() {
             .build()
             .unwrap_or_else(|error| panic!("{error}")),
     );
-    for arguments in ["{}", r#"{"utc_offset_minutes": 60}"#, r#"{"utc_offset_minutes": 5000}"#] {
+    for arguments in [
+        "{}",
+        r#"{"utc_offset_minutes": 60}"#,
+        r#"{"utc_offset_minutes": 5000}"#,
+    ] {
         let call = aptix::ToolCall::new("call-1", "get_current_time", arguments);
         let execution = harness.execute(&call, &ToolContext::new()).await;
-        println!("{arguments}\n  -> {}", execution.envelope().map(ToString::to_string).unwrap_or_default());
+        println!(
+            "{arguments}\n  -> {}",
+            execution
+                .envelope()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        );
     }
 }

@@ -14,6 +14,8 @@ use aptix::prelude::*;
     output = Location
 )]
 #[derive(Debug, Deserialize, JsonSchema)]
+// The fields are read by the client that runs the tool, not by server code.
+#[allow(dead_code)]
 pub struct GetLocation {
     /// Why the location is needed; shown to the user in the permission prompt.
     #[schemars(length(min = 1, max = 200))]

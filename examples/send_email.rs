@@ -32,8 +32,21 @@ pub struct Sent {
 /// through `ToolContext` state.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    /// Every message sent, with its id.
-    pub sent: Mutex<Vec<(String, String)>>,
+    /// Every message sent.
+    pub sent: Mutex<Vec<Email>>,
+}
+
+/// One sent message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Email {
+    /// The id `send_email` reported.
+    pub message_id: String,
+    /// The recipient.
+    pub to: String,
+    /// The subject line.
+    pub subject: String,
+    /// The body.
+    pub body: String,
 }
 
 /// Sends an email on the user's behalf.
@@ -51,8 +64,13 @@ pub async fn send_email(args: SendEmailArgs, ctx: &ToolContext) -> Result<Sent, 
         .sent
         .lock()
         .map_err(|_| ToolError::internal_message("the outbox lock is poisoned"))?;
-    if !sent.iter().any(|(id, _)| *id == message_id) {
-        sent.push((message_id.clone(), args.to));
+    if !sent.iter().any(|email| email.message_id == message_id) {
+        sent.push(Email {
+            message_id: message_id.clone(),
+            to: args.to,
+            subject: args.subject,
+            body: args.body,
+        });
     }
     Ok(Sent { message_id })
 }

@@ -71,20 +71,34 @@ impl ToolHarness {
 
     /// Calls the only tool of the harness (or the first, by name) with `arguments`.
     pub async fn call(&self, arguments: Value) -> CallResult {
-        let name = self.executor.catalog().names().next().unwrap_or_default().to_owned();
+        let name = self
+            .executor
+            .catalog()
+            .names()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         self.call_named(&name, &arguments.to_string()).await
     }
 
     /// Calls the only tool (or the first, by name) with a raw argument string,
     /// exactly as a model might write it.
     pub async fn call_raw(&self, arguments: &str) -> CallResult {
-        let name = self.executor.catalog().names().next().unwrap_or_default().to_owned();
+        let name = self
+            .executor
+            .catalog()
+            .names()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         self.call_named(&name, arguments).await
     }
 
     /// Calls the tool named `name` with a raw argument string.
     pub async fn call_named(&self, name: &str, arguments: &str) -> CallResult {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let call = ToolCall::new(format!("call_{id}"), name, arguments);
         CallResult {
             execution: self.executor.execute(&call, &self.context).await,
