@@ -416,3 +416,15 @@ async fn the_tool_sees_the_call_id() {
     let harness = ToolHarness::for_tool::<WhoamiTool>();
     assert_eq!(harness.call(json!({})).await.ok::<String>(), "call_1");
 }
+
+#[tokio::test]
+async fn null_for_an_optional_field_means_absent_as_in_openai_strict_mode() {
+    let result = job_call(r#"{"millis":0,"then":"succeed","labels":null}"#).await;
+    assert_eq!(
+        result.envelope().to_value()["result"],
+        json!({ "labels": [] })
+    );
+    // A required field is still required.
+    let result = job_call(r#"{"millis":null,"then":"succeed"}"#).await;
+    assert_eq!(result.code(), ErrorCode::InvalidArguments);
+}

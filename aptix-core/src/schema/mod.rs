@@ -233,14 +233,16 @@ const COMBINATORS: [&str; 3] = ["allOf", "anyOf", "oneOf"];
 
 /// Adds `additionalProperties: false` to every object schema that stands for
 /// a whole value. An object that sits beside a combinator (`properties` and
-/// `oneOf` in one schema: serde's `flatten` of an enum) is only part of the
-/// value, and closing it or its branches would reject valid input, so those
-/// are left open.
+/// `oneOf` in one schema: serde's `flatten` of an enum) or beside a `$ref`
+/// (`{"$ref": …, "properties": {tag}}`: a newtype variant of an internally
+/// tagged enum) is only part of the value, and closing it or its branches
+/// would reject valid input, so those are left open.
 fn close_objects(schema: &mut Value, whole: bool) {
     let Value::Object(map) = schema else { return };
     let has_combinator = COMBINATORS.iter().any(|key| map.contains_key(*key));
     let has_properties = map.contains_key("properties");
-    if whole && has_properties && !has_combinator && !map.contains_key("additionalProperties") {
+    let partial = has_combinator || map.contains_key("$ref");
+    if whole && has_properties && !partial && !map.contains_key("additionalProperties") {
         map.insert("additionalProperties".into(), Value::Bool(false));
     }
     for (key, child) in map.iter_mut() {
@@ -319,19 +321,19 @@ fn check_field_descriptions(
                 source_location: location.to_owned(),
             })
     };
-    if let Some(Value::Object(properties)) = schema.get("properties") {
-        if let Some(error) = missing(type_name, properties) {
-            return Err(error);
-        }
+    if let Some(Value::Object(properties)) = schema.get("properties")
+        && let Some(error) = missing(type_name, properties)
+    {
+        return Err(error);
     }
     if let Some(Value::Object(defs)) = schema.get("$defs") {
         for (def_name, def) in defs {
             let plain_struct = def.get("type").and_then(Value::as_str) == Some("object")
                 && !COMBINATORS.iter().any(|key| def.get(*key).is_some());
-            if let (true, Some(Value::Object(properties))) = (plain_struct, def.get("properties")) {
-                if let Some(error) = missing(def_name, properties) {
-                    return Err(error);
-                }
+            if let (true, Some(Value::Object(properties))) = (plain_struct, def.get("properties"))
+                && let Some(error) = missing(def_name, properties)
+            {
+                return Err(error);
             }
         }
     }

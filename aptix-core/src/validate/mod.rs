@@ -18,6 +18,7 @@ use fast::FastValidator;
 
 /// Validates raw argument strings against one tool's canonical schema.
 pub struct ArgsValidator {
+    schema: Value,
     full: jsonschema::Validator,
     fast: Option<FastValidator>,
 }
@@ -47,6 +48,7 @@ impl ArgsValidator {
     pub fn new(schema: &Value) -> Result<Self, String> {
         let full = jsonschema::draft202012::new(schema).map_err(|error| error.to_string())?;
         Ok(ArgsValidator {
+            schema: schema.clone(),
             full,
             fast: FastValidator::compile(schema),
         })
@@ -63,29 +65,38 @@ impl ArgsValidator {
     /// nothing at all for a tool without parameters.
     pub fn parse<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
         let raw = if raw.trim().is_empty() { "{}" } else { raw };
-        if let Some(fast) = &self.fast {
-            if fast.is_valid(raw) {
-                if let Ok(args) = serde_json::from_str::<A>(raw) {
-                    return Ok(args);
-                }
-            }
+        if let Some(fast) = &self.fast
+            && fast.is_valid(raw)
+            && let Ok(args) = serde_json::from_str::<A>(raw)
+        {
+            return Ok(args);
         }
         self.parse_full(raw)
     }
 
     /// The full path: one `Value` parse, every violation reported.
     fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
-        let value: Value = serde_json::from_str(raw).map_err(|error| invalid_json(raw, &error))?;
+        let mut value: Value =
+            serde_json::from_str(raw).map_err(|error| invalid_json(raw, &error))?;
         if !value.is_object() {
             return Err(not_object(&value));
         }
-        let violations: Vec<(String, String)> = self
-            .full
-            .iter_errors(&value)
-            .map(|error| (error.instance_path().as_str().to_owned(), error.to_string()))
-            .collect();
-        if !violations.is_empty() {
-            return Err(invalid_arguments(violations));
+        if !self.full.is_valid(&value) {
+            // OpenAI's strict mode makes every optional property required and
+            // nullable, so a model sends `null` for "not given". Read it so.
+            let mut stripped = value.clone();
+            if strip_optional_nulls(&mut stripped, &self.schema, &self.schema, 0)
+                && self.full.is_valid(&stripped)
+            {
+                value = stripped;
+            } else {
+                let violations = self
+                    .full
+                    .iter_errors(&value)
+                    .map(|error| (error.instance_path().as_str().to_owned(), error.to_string()))
+                    .collect();
+                return Err(invalid_arguments(violations));
+            }
         }
         // The schema accepts it; the Rust type may still be stricter (a float
         // where an integer is declared, a custom `Deserialize`).
@@ -184,4 +195,76 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
         }
     }
     pointer
+}
+
+/// Removes `null` members whose property is optional and does not accept
+/// `null` itself; returns whether anything was removed. Follows local
+/// `$ref`s, objects and arrays; bounded in depth like serde_json's parser.
+fn strip_optional_nulls(value: &mut Value, schema: &Value, root: &Value, depth: usize) -> bool {
+    if depth > 128 {
+        return false;
+    }
+    let schema = match schema.get("$ref").and_then(Value::as_str) {
+        Some("#") => root,
+        Some(reference) => match reference
+            .strip_prefix("#/$defs/")
+            .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))
+        {
+            Some(target) => target,
+            None => return false,
+        },
+        None => schema,
+    };
+    let mut removed = false;
+    match value {
+        Value::Object(members) => {
+            let Some(Value::Object(properties)) = schema.get("properties") else {
+                return false;
+            };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|names| names.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            members.retain(|name, member| {
+                let drop = member.is_null()
+                    && !required.contains(&name.as_str())
+                    && properties.get(name).is_some_and(|p| !accepts_null(p, root));
+                removed |= drop;
+                !drop
+            });
+            for (name, member) in members.iter_mut() {
+                if let Some(property) = properties.get(name) {
+                    removed |= strip_optional_nulls(member, property, root, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    removed |= strip_optional_nulls(item, item_schema, root, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+    removed
+}
+
+fn accepts_null(schema: &Value, root: &Value) -> bool {
+    jsonschema::draft202012::new(&with_defs(schema, root))
+        .map(|validator| validator.is_valid(&Value::Null))
+        .unwrap_or(true)
+}
+
+/// A subschema made self-contained by carrying the root's `$defs`.
+fn with_defs(schema: &Value, root: &Value) -> Value {
+    match (schema, root.get("$defs")) {
+        (Value::Object(map), Some(defs)) => {
+            let mut map = map.clone();
+            map.insert("$defs".into(), defs.clone());
+            Value::Object(map)
+        }
+        _ => schema.clone(),
+    }
 }

@@ -1,0 +1,34 @@
+//! Every example tool's definition in every dialect, snapshotted. A change
+//! here is a change of what models and clients see: review it as an API
+//! change (`cargo insta review`).
+
+#[path = "../examples/get_current_time.rs"]
+mod get_current_time;
+#[path = "../examples/get_location.rs"]
+mod get_location;
+#[path = "../examples/hello_world.rs"]
+mod hello_world;
+#[path = "../examples/send_email.rs"]
+mod send_email;
+
+use aptix_testkit::assert_schema_snapshot;
+
+#[test]
+fn agent_hello_world() {
+    assert_schema_snapshot!(hello_world::HelloWorldTool);
+}
+
+#[test]
+fn get_current_time() {
+    assert_schema_snapshot!(get_current_time::GetCurrentTimeTool);
+}
+
+#[test]
+fn get_location() {
+    assert_schema_snapshot!(get_location::GetLocation);
+}
+
+#[test]
+fn send_email() {
+    assert_schema_snapshot!(send_email::SendEmailTool);
+}
