@@ -249,9 +249,16 @@ async fn unknown_tool_lists_the_available_names() {
     assert_eq!(result.code(), ErrorCode::UnknownTool);
     assert_eq!(
         result.error().message,
-        "There is no tool named `jobb`. Available tools: ask_human, job, open_file, stubborn, web_search."
+        "There is no tool named `jobb`. Did you mean `job`? Available tools: ask_human, job, open_file, stubborn, web_search."
     );
     assert!(!result.execution.is_server_tool());
+    // Far from every name: no suggestion.
+    let result = harness().call_named("get_weather", "{}").await;
+    assert!(
+        !result.error().message.contains("Did you mean"),
+        "{}",
+        result.error().message
+    );
 }
 
 #[tokio::test]

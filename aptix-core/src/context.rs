@@ -89,6 +89,11 @@ impl ToolContext {
         self.session_id.as_deref()
     }
 
+    /// The shared ids, cloned without copying the text.
+    pub(crate) fn shared_ids(&self) -> (Option<Arc<str>>, Option<Arc<str>>) {
+        (self.conversation_id.clone(), self.session_id.clone())
+    }
+
     /// Cancelled when the run is cancelled or the call's time limit passes.
     /// Long-running tools should watch it and stop cooperatively.
     pub fn cancellation(&self) -> &CancellationToken {

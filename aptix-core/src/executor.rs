@@ -7,6 +7,7 @@
 //! the agent.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -94,7 +95,7 @@ pub struct Execution {
     /// The call's id.
     pub tool_call_id: Arc<str>,
     /// The tool name as the model gave it.
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// The tool's execution mode, when the tool exists.
     pub executor: Option<ExecutorKind>,
     /// What happened.
@@ -173,10 +174,11 @@ impl Executor {
     /// Time limits need a Tokio runtime with timers enabled (the default of
     /// `#[tokio::main]`).
     pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> Execution {
+        let (conversation_id, session_id) = ctx.shared_ids();
         let ids = EnvelopeIds {
             tool_call_id: call.id.clone(),
-            conversation_id: ctx.conversation_id().map(Into::into),
-            session_id: ctx.session_id().map(Into::into),
+            conversation_id,
+            session_id,
         };
         let Some(entry) = self.catalog.entry(&call.name) else {
             return self.unknown_tool(call, ids);
@@ -191,7 +193,7 @@ impl Executor {
         let outcome = self.dispatch(entry, call, ctx, ids).instrument(span).await;
         Execution {
             tool_call_id: call.id.clone(),
-            name: call.name.clone(),
+            name: Cow::Borrowed(definition.name()),
             executor: Some(definition.executor()),
             outcome,
         }
@@ -274,8 +276,11 @@ impl Executor {
     fn unknown_tool(&self, call: &ToolCall, ids: EnvelopeIds) -> Execution {
         let available: Vec<&str> = self.catalog.names().collect();
         tracing::warn!(tool = %call.name, tool_call_id = &*call.id, "model called an unknown tool");
+        let suggestion = closest_name(&call.name, &available)
+            .map(|name| format!(" Did you mean `{name}`?"))
+            .unwrap_or_default();
         let message = format!(
-            "There is no tool named `{}`. Available tools: {}.",
+            "There is no tool named `{}`.{suggestion} Available tools: {}.",
             call.name,
             if available.is_empty() {
                 "none".to_owned()
@@ -293,11 +298,43 @@ impl Executor {
         );
         Execution {
             tool_call_id: call.id.clone(),
-            name: call.name.clone(),
+            name: Cow::Owned(call.name.clone()),
             executor: None,
             outcome: Outcome::Final(envelope),
         }
     }
+}
+
+/// The available name nearest to `wanted`, if it is near enough to be a
+/// typo (edit distance at most a third of the name, and at most 3).
+fn closest_name<'a>(wanted: &str, available: &[&'a str]) -> Option<&'a str> {
+    let wanted: Vec<char> = wanted.to_lowercase().chars().collect();
+    let limit = (wanted.len() / 3).clamp(1, 3);
+    available
+        .iter()
+        .map(|name| {
+            (
+                edit_distance(&wanted, &name.to_lowercase().chars().collect::<Vec<_>>()),
+                *name,
+            )
+        })
+        .filter(|(distance, _)| *distance <= limit)
+        .min()
+        .map(|(_, name)| name)
+}
+
+/// Levenshtein distance over characters; names are short, so O(n·m) is fine.
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 /// Every way a guarded run can fail.
