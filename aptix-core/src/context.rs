@@ -94,8 +94,10 @@ impl ToolContext {
         (self.conversation_id.clone(), self.session_id.clone())
     }
 
-    /// Cancelled when the run is cancelled or the call's time limit passes.
-    /// Long-running tools should watch it and stop cooperatively.
+    /// Cancelled when the caller cancels the run. Long-running tools should
+    /// watch it and stop cooperatively. (When a call's time limit passes, the
+    /// executor drops the tool's future instead: work the tool spawned on its
+    /// own is not stopped by that, so such tools should watch this token.)
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
     }
