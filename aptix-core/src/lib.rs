@@ -12,12 +12,14 @@
 //! | [`validate`] | argument validation with model-readable rejections |
 //! | [`catalog`] | the linked tool registry and `Catalog` |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
+//! | [`model`] | the `ChatModel` port and the one tool-call assembler |
 
 pub mod catalog;
 pub mod context;
 pub mod envelope;
 pub mod error;
 pub mod executor;
+pub mod model;
 pub mod schema;
 pub mod tool;
 pub mod validate;

@@ -1,0 +1,216 @@
+//! The model port: what the agent loop needs from any chat model.
+//!
+//! A request is a provider-neutral transcript plus tool definitions already
+//! lowered to the model's [`Dialect`]; the answer is a stream of
+//! [`ModelEvent`]s. Adapters translate their provider's wire format into
+//! these events and nothing more: assembling streamed tool calls happens in
+//! one place for every provider, [`assembly`].
+
+pub mod assembly;
+
+use std::pin::Pin;
+
+use futures_util::Stream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::schema::Dialect;
+
+/// One message of a conversation, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions for the model.
+    System {
+        /// The instructions.
+        content: String,
+    },
+    /// What the user said.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// What the model said, and the tools it called.
+    Assistant {
+        /// The text (may be empty when the model only called tools).
+        content: String,
+        /// The tool calls, in the model's order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<AssistantToolCall>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The call this answers.
+        tool_call_id: String,
+        /// The tool's name (Gemini and some servers need it).
+        name: String,
+        /// The envelope, as JSON text.
+        content: String,
+        /// Whether the envelope is a failure (Anthropic's `is_error`).
+        is_error: bool,
+    },
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message::System {
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User {
+            content: content.into(),
+        }
+    }
+}
+
+/// A tool call as it stands in the transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantToolCall {
+    /// The call's id, identical in the call and its result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments exactly as the model wrote them.
+    pub arguments: String,
+}
+
+/// Which tools the model may or must call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// This tool, by name.
+    Tool(String),
+}
+
+/// One request to a chat model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// Tool definitions, already lowered to the model's dialect.
+    pub tools: Vec<Value>,
+    /// Which tools the model may call.
+    pub tool_choice: ToolChoice,
+    /// Whether the model may call several tools in one turn.
+    pub parallel_tool_calls: bool,
+    /// The most tokens the model may produce.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// It finished its answer.
+    Stop,
+    /// It stopped to have tools called.
+    ToolCalls,
+    /// It ran into the token limit: anything open is truncated.
+    Length,
+    /// The provider filtered the output.
+    ContentFilter,
+    /// Something else, as the provider named it.
+    Other(String),
+}
+
+/// Tokens used by one model call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read.
+    pub input_tokens: u64,
+    /// Tokens written.
+    pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// A piece of a tool call as it streams in. OpenAI sends these per `index`;
+/// the Anthropic adapter numbers its `tool_use` blocks the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallDelta {
+    /// Which call of the turn this belongs to.
+    pub index: usize,
+    /// The call's id, on the delta that opens it.
+    pub id: Option<String>,
+    /// The tool's name, on the delta that opens it.
+    pub name: Option<String>,
+    /// The next piece of the arguments text.
+    pub arguments: String,
+}
+
+/// What a model stream yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// More answer text.
+    TextDelta(String),
+    /// More of a tool call.
+    ToolCallDelta(ToolCallDelta),
+    /// The end of the turn. Always the last event of a complete stream.
+    Finish {
+        /// Why the model stopped.
+        reason: FinishReason,
+        /// Tokens used, when the provider reports them.
+        usage: Option<Usage>,
+    },
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// The provider answered with an error status.
+    #[error("the model endpoint answered {status}: {body}")]
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the response body.
+        body: String,
+    },
+    /// The connection failed or broke.
+    #[error("could not reach the model endpoint: {0}")]
+    Transport(String),
+    /// The stream did not follow the provider's protocol.
+    #[error("the model stream is malformed: {0}")]
+    Protocol(String),
+    /// The stream ended before the model finished its turn.
+    #[error("the model stream ended before the turn finished")]
+    Incomplete,
+    /// No answer within the time limit.
+    #[error("the model did not answer in time")]
+    Timeout,
+    /// The run was cancelled.
+    #[error("the model call was cancelled")]
+    Cancelled,
+    /// The adapter is misconfigured (missing key, bad URL).
+    #[error("the model adapter is misconfigured: {0}")]
+    Config(String),
+}
+
+/// A stream of model events.
+pub type ModelStream<'a> = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send + 'a>>;
+
+/// A chat model the agent loop can drive.
+pub trait ChatModel: Send + Sync {
+    /// The schema dialect its tool definitions must be in.
+    fn dialect(&self) -> Dialect;
+
+    /// Streams one turn of the model's answer to `request`.
+    fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a>;
+}
