@@ -12,6 +12,10 @@
 //! These helpers panic with a descriptive message on failure, as test
 //! assertions do.
 
+pub mod mock_anthropic;
+pub mod mock_openai;
+pub mod mock_server;
+
 use aptix_core::{
     Awaiting, Catalog, Dialect, Envelope, EnvelopeError, ErrorCode, Execution, Executor, Outcome,
     Tool, ToolCall, ToolContext,

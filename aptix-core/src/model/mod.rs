@@ -7,6 +7,9 @@
 //! one place for every provider, [`assembly`].
 
 pub mod assembly;
+pub mod anthropic;
+pub mod http;
+pub mod openai;
 
 use std::pin::Pin;
 

@@ -1,0 +1,140 @@
+//! HTTP plumbing shared by the streaming adapters: one POST with retries
+//! before the first byte, then the response body as Server-Sent Events.
+//!
+//! Retrying is only safe before any of the answer has been read: after the
+//! first byte, a retry could show the user the start of an answer twice, so
+//! later failures end the turn instead.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::ModelError;
+
+/// Time limits and retry policy of a model endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpPolicy {
+    /// Connecting to the endpoint.
+    pub connect_timeout: Duration,
+    /// From sending the request to the response headers.
+    pub first_byte_timeout: Duration,
+    /// Between two events of the stream.
+    pub idle_timeout: Duration,
+    /// Retries after a 429, a 5xx or a connection failure, before the first byte.
+    pub max_retries: u32,
+    /// The first backoff; each retry doubles it (a `Retry-After` header wins).
+    pub initial_backoff: Duration,
+    /// The longest single wait between retries.
+    pub max_backoff: Duration,
+}
+
+impl Default for HttpPolicy {
+    fn default() -> Self {
+        HttpPolicy {
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(60),
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(20),
+        }
+    }
+}
+
+/// One Server-Sent Event: its `event:` name (empty when absent) and data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The event type.
+    pub event: String,
+    /// The data lines, joined.
+    pub data: String,
+}
+
+/// Builds a client with the policy's connect timeout.
+pub fn client(policy: &HttpPolicy) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .connect_timeout(policy.connect_timeout)
+        .build()
+        .map_err(|error| ModelError::Config(error.to_string()))
+}
+
+/// POSTs `body` to `url` and returns the response's events.
+pub async fn post_sse(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&'static str, String)],
+    body: &Value,
+    policy: &HttpPolicy,
+) -> Result<impl Stream<Item = Result<SseEvent, ModelError>> + Send + use<>, ModelError> {
+    let mut attempt = 0;
+    let response = loop {
+        let mut request = client.post(url).json(body);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let outcome = tokio::time::timeout(policy.first_byte_timeout, request.send()).await;
+        let retry_after = match outcome {
+            Err(_) => return Err(ModelError::Timeout),
+            Ok(Err(error))
+                if attempt < policy.max_retries && (error.is_connect() || error.is_request()) =>
+            {
+                tracing::warn!(attempt, %error, "model endpoint unreachable; retrying");
+                None
+            }
+            Ok(Err(error)) => return Err(ModelError::Transport(error.to_string())),
+            Ok(Ok(response)) if response.status().is_success() => break response,
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let retryable = status.as_u16() == 429 || status.is_server_error();
+                if !retryable || attempt >= policy.max_retries {
+                    let text = response.text().await.unwrap_or_default();
+                    let body: String = text.chars().take(2000).collect();
+                    return Err(ModelError::Http {
+                        status: status.as_u16(),
+                        body,
+                    });
+                }
+                tracing::warn!(
+                    attempt,
+                    status = status.as_u16(),
+                    "model endpoint busy; retrying"
+                );
+                retry_after_of(&response)
+            }
+        };
+        let backoff = policy
+            .initial_backoff
+            .saturating_mul(2u32.saturating_pow(attempt))
+            .min(policy.max_backoff);
+        tokio::time::sleep(retry_after.map_or(backoff, |wait| wait.min(policy.max_backoff))).await;
+        attempt += 1;
+    };
+    let idle = policy.idle_timeout;
+    let events = response.bytes_stream().eventsource();
+    Ok(futures_util::stream::unfold(
+        Box::pin(events),
+        move |mut events| async move {
+            let next = match tokio::time::timeout(idle, events.next()).await {
+                Err(_) => Some(Err(ModelError::Timeout)),
+                Ok(None) => None,
+                Ok(Some(Ok(event))) => Some(Ok(SseEvent {
+                    event: event.event,
+                    data: event.data,
+                })),
+                Ok(Some(Err(error))) => Some(Err(ModelError::Transport(error.to_string()))),
+            };
+            next.map(|item| (item, events))
+        },
+    ))
+}
+
+fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
