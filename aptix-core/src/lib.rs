@@ -12,8 +12,10 @@
 //! | [`validate`] | argument validation with model-readable rejections |
 //! | [`catalog`] | the linked tool registry and `Catalog` |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
+//! | [`agent`] | the agent loop: `Agent`, `Conversation`, `AgentEvent` |
 //! | [`model`] | the `ChatModel` port and the one tool-call assembler |
 
+pub mod agent;
 pub mod catalog;
 pub mod context;
 pub mod envelope;
@@ -24,6 +26,7 @@ pub mod schema;
 pub mod tool;
 pub mod validate;
 
+pub use agent::{Agent, AgentEvent, Conversation, DoneReason, Input};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
 pub use context::ToolContext;
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds};

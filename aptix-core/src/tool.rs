@@ -102,6 +102,10 @@ pub trait Tool: Send + Sync + 'static {
     const TIMEOUT: Option<Duration>;
     /// Where the tool was declared.
     const SOURCE: SourceLocation;
+    /// JSON pointers (e.g. `/password`) into the arguments and the result
+    /// whose values never reach events or logs: they show `"[redacted]"`
+    /// there, while the tool and the model see the real value.
+    const REDACT: &'static [&'static str] = &[];
 
     /// The arguments the model sends: always a JSON object.
     type Args: ToolArgs;

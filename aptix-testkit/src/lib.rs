@@ -15,6 +15,9 @@
 pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod mock_server;
+pub mod scripted_model;
+
+pub use scripted_model::{ScriptedModel, ScriptedTurn};
 
 use aptix_core::{
     Awaiting, Catalog, Dialect, Envelope, EnvelopeError, ErrorCode, Execution, Executor, Outcome,

@@ -6,8 +6,8 @@
 //! these events and nothing more: assembling streamed tool calls happens in
 //! one place for every provider, [`assembly`].
 
-pub mod assembly;
 pub mod anthropic;
+pub mod assembly;
 pub mod http;
 pub mod openai;
 

@@ -75,6 +75,7 @@ pub struct ToolDefinition {
     approval: Approval,
     timeout: Option<Duration>,
     source: SourceLocation,
+    redact: &'static [&'static str],
     args_type: &'static str,
     parameters: Value,
     output: Value,
@@ -104,6 +105,7 @@ impl ToolDefinition {
             approval: T::APPROVAL,
             timeout: T::TIMEOUT,
             source: T::SOURCE,
+            redact: T::REDACT,
             args_type,
             parameters,
             output: canonical_output::<T::Output>(),
@@ -144,6 +146,11 @@ impl ToolDefinition {
     /// Where it was declared.
     pub fn source(&self) -> SourceLocation {
         self.source
+    }
+
+    /// JSON pointers whose values are hidden from events and logs.
+    pub fn redact(&self) -> &'static [&'static str] {
+        self.redact
     }
 
     /// The Rust type of its arguments.

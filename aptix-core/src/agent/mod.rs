@@ -1,0 +1,593 @@
+//! The agent loop (the seeds' Reasoner / chat graph): model → tool calls →
+//! execute → feed back, until the model answers without tools, a call
+//! suspends, the iteration limit is reached, or the run is cancelled.
+//!
+//! A run is a stream of [`AgentEvent`]s that ends with exactly one
+//! [`AgentEvent::Done`], whatever happens. It borrows the [`Conversation`]
+//! mutably and leaves it holding everything the run added, so the caller
+//! persists it, or hands it to the next run.
+
+pub mod redact;
+pub mod transcript;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::catalog::Catalog;
+use crate::context::ToolContext;
+use crate::envelope::{Envelope, EnvelopeIds};
+use crate::error::ErrorCode;
+use crate::executor::{Awaiting, Executor, Outcome, ToolCall};
+use crate::model::assembly::{AssembledCall, CallStatus, TurnAssembler};
+use crate::model::{
+    AssistantToolCall, ChatModel, ChatRequest, Message, ModelError, ToolChoice, Usage,
+};
+use crate::schema::DialectError;
+
+/// A conversation: its id, and the transcript the model sees.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Conversation {
+    /// The conversation id, carried into every tool context and envelope.
+    pub id: String,
+    /// The session id, when the application has one.
+    pub session_id: Option<String>,
+    /// The transcript.
+    pub messages: Vec<Message>,
+}
+
+impl Conversation {
+    /// An empty conversation called `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        Conversation {
+            id: id.into(),
+            session_id: None,
+            messages: Vec::new(),
+        }
+    }
+
+    /// Sets the session id.
+    pub fn with_session_id(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// Adds a system message.
+    pub fn with_system(mut self, content: impl Into<String>) -> Self {
+        self.messages.push(Message::system(content));
+        self
+    }
+}
+
+/// What starts a run.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A new user message.
+    User(String),
+    /// Results of calls a previous run suspended on (from a client, a
+    /// person, or after an approval), by tool call id.
+    ToolResults(Vec<(String, Envelope)>),
+    /// Nothing new: ask the model again.
+    Continue,
+}
+
+/// A call a run stopped for.
+#[derive(Debug, Clone)]
+pub struct SuspendedCall {
+    /// The call's id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Who it waits for, and the prepared payload.
+    pub awaiting: Awaiting,
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone)]
+pub enum DoneReason {
+    /// The model answered without calling tools.
+    Completed,
+    /// Calls wait for an approval, a client or a person.
+    Suspended(Vec<SuspendedCall>),
+    /// The iteration limit was reached.
+    MaxIterations,
+    /// The run was cancelled.
+    Cancelled,
+    /// The model could not be reached or broke its protocol.
+    ModelError(ModelError),
+}
+
+/// What a run reports as it goes.
+#[derive(Debug, Clone)]
+pub enum AgentEvent {
+    /// More answer text.
+    TextDelta(String),
+    /// A tool call the model made; `arguments` are redacted for display.
+    ToolCallStart {
+        /// The call's id, the same in its result.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The arguments (parsed when they are JSON), secrets redacted.
+        arguments: Value,
+    },
+    /// The result of a call that finished; the envelope is redacted.
+    ToolCallResult {
+        /// The call's id.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The envelope, secrets redacted.
+        envelope: Value,
+    },
+    /// The end of the run: always the last event, exactly once.
+    Done {
+        /// Why the run ended.
+        reason: DoneReason,
+        /// Tokens used by every model call of the run.
+        usage: Usage,
+    },
+}
+
+/// Why an agent could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No model was given.
+    #[error("the agent has no model: call `.model(...)`")]
+    NoModel,
+    /// No catalog was given.
+    #[error("the agent has no tool catalog: call `.catalog(...)`")]
+    NoCatalog,
+    /// A tool cannot be expressed in the model's dialect.
+    #[error(transparent)]
+    Dialect(#[from] DialectError),
+}
+
+/// Builds an [`Agent`].
+#[must_use]
+pub struct AgentBuilder {
+    model: Option<Arc<dyn ChatModel>>,
+    catalog: Option<Catalog>,
+    context: ToolContext,
+    max_iterations: usize,
+    tool_concurrency: usize,
+    tool_choice: ToolChoice,
+    parallel_tool_calls: bool,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+    executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
+}
+
+impl AgentBuilder {
+    /// The model to drive.
+    pub fn model(mut self, model: impl ChatModel + 'static) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// The model to drive, shared.
+    pub fn shared_model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The tools the model may call.
+    pub fn catalog(mut self, catalog: Catalog) -> Self {
+        self.catalog = Some(catalog);
+        self
+    }
+
+    /// The base context of every tool call: typed state such as pools and
+    /// clients. Ids and cancellation are set per run.
+    pub fn context(mut self, context: ToolContext) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The most model calls in one run (default 10).
+    pub fn max_iterations(mut self, iterations: usize) -> Self {
+        self.max_iterations = iterations.max(1);
+        self
+    }
+
+    /// How many tool calls of one turn run at once (default 4).
+    pub fn tool_concurrency(mut self, concurrency: usize) -> Self {
+        self.tool_concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Which tools the model may call (default `Auto`).
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
+    }
+
+    /// Whether the model may call several tools in one turn (default true).
+    pub fn parallel_tool_calls(mut self, parallel: bool) -> Self {
+        self.parallel_tool_calls = parallel;
+        self
+    }
+
+    /// The most tokens per model call.
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Sampling temperature.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Adjusts the executor (e.g. its default time limit).
+    pub fn configure_executor(
+        mut self,
+        configure: impl FnOnce(Executor) -> Executor + 'static,
+    ) -> Self {
+        self.executor = Some(Box::new(configure));
+        self
+    }
+
+    /// Lowers every tool to the model's dialect once, and builds the agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let model = self.model.ok_or(AgentError::NoModel)?;
+        let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
+        let tools = catalog.lower(model.dialect())?;
+        let mut executor = Executor::new(catalog);
+        if let Some(configure) = self.executor {
+            executor = configure(executor);
+        }
+        Ok(Agent {
+            inner: Arc::new(Inner {
+                model,
+                executor,
+                tools,
+                context: self.context,
+                max_iterations: self.max_iterations,
+                tool_concurrency: self.tool_concurrency,
+                tool_choice: self.tool_choice,
+                parallel_tool_calls: self.parallel_tool_calls,
+                max_tokens: self.max_tokens,
+                temperature: self.temperature,
+            }),
+        })
+    }
+}
+
+/// A model, a catalog and the loop between them. Cheap to clone.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    model: Arc<dyn ChatModel>,
+    executor: Executor,
+    tools: Vec<Value>,
+    context: ToolContext,
+    max_iterations: usize,
+    tool_concurrency: usize,
+    tool_choice: ToolChoice,
+    parallel_tool_calls: bool,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("catalog", self.inner.executor.catalog())
+            .field("max_iterations", &self.inner.max_iterations)
+            .field("tool_concurrency", &self.inner.tool_concurrency)
+            .finish()
+    }
+}
+
+/// What one executed call contributes to the transcript and the events.
+struct Executed {
+    id: String,
+    name: String,
+    result: CallResult,
+}
+
+enum CallResult {
+    Finished(Envelope),
+    Suspended(Awaiting),
+}
+
+impl Agent {
+    /// Starts building an agent.
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder {
+            model: None,
+            catalog: None,
+            context: ToolContext::new(),
+            max_iterations: 10,
+            tool_concurrency: 4,
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: true,
+            max_tokens: None,
+            temperature: None,
+            executor: None,
+        }
+    }
+
+    /// The executor the loop dispatches through.
+    pub fn executor(&self) -> &Executor {
+        &self.inner.executor
+    }
+
+    /// Runs the loop on `conversation` with `input`, until it ends.
+    pub fn run<'a>(
+        &'a self,
+        conversation: &'a mut Conversation,
+        input: Input,
+    ) -> impl Stream<Item = AgentEvent> + Send + 'a {
+        self.run_with_cancellation(conversation, input, CancellationToken::new())
+    }
+
+    /// Like [`Agent::run`], stopping early when `cancellation` is cancelled.
+    pub fn run_with_cancellation<'a>(
+        &'a self,
+        conversation: &'a mut Conversation,
+        input: Input,
+        cancellation: CancellationToken,
+    ) -> impl Stream<Item = AgentEvent> + Send + 'a {
+        let inner = &*self.inner;
+        let span = tracing::info_span!(
+            "agent_run",
+            conversation_id = %conversation.id,
+            catalog_fingerprint = %inner.executor.catalog().fingerprint(),
+        );
+        let started = Instant::now();
+        let stream = async_stream::stream! {
+            let mut usage = Usage::default();
+            let mut tool_calls = 0usize;
+            let context = {
+                let mut context = inner.context.clone()
+                    .with_conversation_id(conversation.id.as_str())
+                    .with_cancellation(cancellation.clone());
+                if let Some(session) = &conversation.session_id {
+                    context = context.with_session_id(session.as_str());
+                }
+                context
+            };
+            match input {
+                Input::User(text) => conversation.messages.push(Message::user(text)),
+                Input::ToolResults(results) => append_results(conversation, results),
+                Input::Continue => {}
+            }
+            let mut reason = DoneReason::MaxIterations;
+            'turns: for iteration in 0..inner.max_iterations {
+                if cancellation.is_cancelled() {
+                    reason = DoneReason::Cancelled;
+                    break;
+                }
+                let fixes = transcript::repair(&mut conversation.messages, Some(conversation.id.as_str()));
+                if fixes > 0 {
+                    tracing::warn!(fixes, "repaired the transcript before the model request");
+                }
+                let request = ChatRequest {
+                    messages: conversation.messages.clone(),
+                    tools: inner.tools.clone(),
+                    tool_choice: inner.tool_choice.clone(),
+                    parallel_tool_calls: inner.parallel_tool_calls,
+                    max_tokens: inner.max_tokens,
+                    temperature: inner.temperature,
+                };
+                let model_span = tracing::info_span!("model_call", iteration);
+                let model_started = Instant::now();
+                let mut assembler = TurnAssembler::new();
+                let mut events = inner.model.stream(&request);
+                loop {
+                    let next = tokio::select! {
+                        biased;
+                        () = cancellation.cancelled() => {
+                            reason = DoneReason::Cancelled;
+                            break 'turns;
+                        }
+                        next = events.next().instrument(model_span.clone()) => next,
+                    };
+                    let Some(event) = next else { break };
+                    match event {
+                        Ok(event) => {
+                            if let crate::model::ModelEvent::TextDelta(text) = &event {
+                                yield AgentEvent::TextDelta(text.clone());
+                            }
+                            if let Err(error) = assembler.push(event) {
+                                reason = DoneReason::ModelError(error);
+                                break 'turns;
+                            }
+                        }
+                        Err(error) => {
+                            reason = DoneReason::ModelError(error);
+                            break 'turns;
+                        }
+                    }
+                }
+                drop(events);
+                let turn = match assembler.finish() {
+                    Ok(turn) => turn,
+                    Err(error) => {
+                        reason = DoneReason::ModelError(error);
+                        break;
+                    }
+                };
+                model_span.in_scope(|| tracing::info!(
+                    elapsed_ms = model_started.elapsed().as_millis() as u64,
+                    tool_calls = turn.tool_calls.len(),
+                    finish = ?turn.finish_reason,
+                    "model turn finished"
+                ));
+                if let Some(turn_usage) = turn.usage {
+                    usage += turn_usage;
+                }
+                conversation.messages.push(Message::Assistant {
+                    content: turn.text.clone(),
+                    tool_calls: turn
+                        .tool_calls
+                        .iter()
+                        .map(|call| AssistantToolCall {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        })
+                        .collect(),
+                });
+                if turn.tool_calls.is_empty() {
+                    reason = DoneReason::Completed;
+                    break;
+                }
+                for call in &turn.tool_calls {
+                    yield AgentEvent::ToolCallStart {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: redact::redacted_arguments(&call.arguments, self.redactions(&call.name)),
+                    };
+                }
+                tool_calls += turn.tool_calls.len();
+                let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter())
+                    .map(|call| self.execute(call, &context, conversation.id.as_str()))
+                    .buffered(inner.tool_concurrency);
+                let mut suspended = Vec::new();
+                while let Some(done) = executed.next().await {
+                    match done.result {
+                        CallResult::Finished(envelope) => {
+                            let value = envelope.to_value();
+                            yield AgentEvent::ToolCallResult {
+                                id: done.id.clone(),
+                                name: done.name.clone(),
+                                envelope: redact::redacted_envelope(&value, self.redactions(&done.name)),
+                            };
+                            conversation.messages.push(Message::Tool {
+                                tool_call_id: done.id,
+                                name: done.name,
+                                content: envelope.to_json_string(),
+                                is_error: !envelope.is_ok(),
+                            });
+                        }
+                        CallResult::Suspended(awaiting) => suspended.push(SuspendedCall {
+                            tool_call_id: done.id,
+                            name: done.name,
+                            awaiting,
+                        }),
+                    }
+                }
+                drop(executed);
+                if !suspended.is_empty() {
+                    reason = DoneReason::Suspended(suspended);
+                    break;
+                }
+            }
+            tracing::info!(
+                tool_calls,
+                input_tokens = usage.input_tokens,
+                output_tokens = usage.output_tokens,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                reason = reason_name(&reason),
+                "agent run finished"
+            );
+            yield AgentEvent::Done { reason, usage };
+        };
+        tracing_futures::Instrument::instrument(stream, span)
+    }
+
+    fn redactions(&self, name: &str) -> &'static [&'static str] {
+        self.inner
+            .executor
+            .catalog()
+            .get(name)
+            .map(|definition| definition.redact())
+            .unwrap_or(&[])
+    }
+
+    async fn execute(
+        &self,
+        call: AssembledCall,
+        context: &ToolContext,
+        conversation_id: &str,
+    ) -> Executed {
+        let ids = || EnvelopeIds {
+            tool_call_id: call.id.as_str().into(),
+            conversation_id: Some(conversation_id.into()),
+            session_id: context.session_id().map(Into::into),
+        };
+        let result = match call.status {
+            CallStatus::Truncated => CallResult::Finished(Envelope::error(
+                ids(),
+                ErrorCode::InvalidJson,
+                "The arguments were cut off because the model reached its output token limit. Call the tool again with complete (and, if possible, shorter) arguments.",
+            )),
+            CallStatus::Unnamed => CallResult::Finished(Envelope::error(
+                ids(),
+                ErrorCode::UnknownTool,
+                "The tool call has no tool name. Call a tool by its name.",
+            )),
+            CallStatus::Complete => {
+                let tool_call = ToolCall::new(
+                    call.id.as_str(),
+                    call.name.as_str(),
+                    call.arguments.as_str(),
+                );
+                let execution = self.inner.executor.execute(&tool_call, context).await;
+                match execution.outcome {
+                    Outcome::Final(envelope) => CallResult::Finished(envelope),
+                    Outcome::Awaiting(awaiting) => CallResult::Suspended(awaiting),
+                    // Provider tools run at the provider, which returns their
+                    // results itself; there is nothing to add here.
+                    Outcome::PassThrough => CallResult::Finished(Envelope::error(
+                        ids(),
+                        ErrorCode::Failed,
+                        "This tool runs at the model provider and cannot be called as a function here.",
+                    )),
+                }
+            }
+        };
+        Executed {
+            id: call.id,
+            name: call.name,
+            result,
+        }
+    }
+}
+
+fn reason_name(reason: &DoneReason) -> &'static str {
+    match reason {
+        DoneReason::Completed => "completed",
+        DoneReason::Suspended(_) => "suspended",
+        DoneReason::MaxIterations => "max_iterations",
+        DoneReason::Cancelled => "cancelled",
+        DoneReason::ModelError(_) => "model_error",
+    }
+}
+
+/// Appends results handed in for suspended calls, right after the
+/// assistant turn and results already there; the repair before the next
+/// request puts them in call order and drops any that answer nothing.
+fn append_results(conversation: &mut Conversation, results: Vec<(String, Envelope)>) {
+    for (tool_call_id, envelope) in results {
+        let name = conversation
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant { tool_calls, .. } => tool_calls
+                    .iter()
+                    .find(|call| call.id == tool_call_id)
+                    .map(|call| call.name.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        conversation.messages.push(Message::Tool {
+            tool_call_id,
+            name,
+            content: envelope.to_json_string(),
+            is_error: !envelope.is_ok(),
+        });
+    }
+}

@@ -1,0 +1,195 @@
+//! A `ChatModel` that replays a script: deterministic agent tests without
+//! a network, and the quickstart's offline model.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aptix_core::Dialect;
+use aptix_core::model::{
+    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream, ToolCallDelta, Usage,
+};
+use futures_util::StreamExt;
+
+/// One scripted model turn: the events it streams.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedTurn {
+    events: Vec<Result<ModelEvent, ModelError>>,
+    calls: usize,
+    finished: bool,
+    incomplete: bool,
+    delay: Duration,
+    usage: Option<Usage>,
+}
+
+impl ScriptedTurn {
+    /// An empty turn.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Streams `text`, word by word.
+    pub fn text(mut self, text: &str) -> Self {
+        for piece in text.split_inclusive(' ') {
+            self.events
+                .push(Ok(ModelEvent::TextDelta(piece.to_owned())));
+        }
+        self
+    }
+
+    /// A tool call whose arguments stream in pieces of a few characters,
+    /// as real models send them.
+    pub fn tool_call(self, id: &str, name: &str, arguments: &str) -> Self {
+        let chars: Vec<char> = arguments.chars().collect();
+        let pieces: Vec<String> = chars
+            .chunks(5)
+            .map(|piece| piece.iter().collect())
+            .collect();
+        let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        self.tool_call_chunks(id, name, &pieces)
+    }
+
+    /// A tool call whose arguments stream in exactly `pieces`.
+    pub fn tool_call_chunks(mut self, id: &str, name: &str, pieces: &[&str]) -> Self {
+        let index = self.calls;
+        self.calls += 1;
+        self.events
+            .push(Ok(ModelEvent::ToolCallDelta(ToolCallDelta {
+                index,
+                id: Some(id.to_owned()),
+                name: Some(name.to_owned()),
+                arguments: String::new(),
+            })));
+        for piece in pieces {
+            self.events
+                .push(Ok(ModelEvent::ToolCallDelta(ToolCallDelta {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments: (*piece).to_owned(),
+                })));
+        }
+        self
+    }
+
+    /// Ends the turn with `reason` (by default: `ToolCalls` when the turn
+    /// has calls, `Stop` otherwise).
+    pub fn finish(mut self, reason: FinishReason) -> Self {
+        self.events.push(Ok(ModelEvent::Finish {
+            reason,
+            usage: self.usage,
+        }));
+        self.finished = true;
+        self
+    }
+
+    /// Reports this usage with the finish.
+    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
+        self.usage = Some(Usage {
+            input_tokens,
+            output_tokens,
+        });
+        self
+    }
+
+    /// Fails with `error` at this point of the stream.
+    pub fn error(mut self, error: ModelError) -> Self {
+        self.events.push(Err(error));
+        self.finished = true;
+        self
+    }
+
+    /// Ends the stream without a finish, as a dropped connection would.
+    pub fn incomplete(mut self) -> Self {
+        self.incomplete = true;
+        self
+    }
+
+    /// Waits this long before each event.
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    fn into_events(mut self) -> (Vec<Result<ModelEvent, ModelError>>, Duration) {
+        if !self.finished && !self.incomplete {
+            let reason = if self.calls > 0 {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            };
+            self.events.push(Ok(ModelEvent::Finish {
+                reason,
+                usage: self.usage,
+            }));
+        }
+        (self.events, self.delay)
+    }
+}
+
+/// Replays [`ScriptedTurn`]s, one per model call, and records the requests.
+pub struct ScriptedModel {
+    dialect: Dialect,
+    turns: Mutex<VecDeque<ScriptedTurn>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    /// A model that answers with `turns` in order.
+    pub fn new(turns: impl IntoIterator<Item = ScriptedTurn>) -> Self {
+        ScriptedModel {
+            dialect: Dialect::OpenAiStrict,
+            turns: Mutex::new(turns.into_iter().collect()),
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Asks for tool definitions in `dialect` (default OpenAI strict).
+    pub fn with_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests
+            .lock()
+            .map(|requests| requests.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many scripted turns are left.
+    pub fn remaining(&self) -> usize {
+        self.turns.lock().map(|turns| turns.len()).unwrap_or(0)
+    }
+}
+
+impl ChatModel for ScriptedModel {
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
+        if let Ok(mut requests) = self.requests.lock() {
+            requests.push(request.clone());
+        }
+        let turn = self
+            .turns
+            .lock()
+            .ok()
+            .and_then(|mut turns| turns.pop_front());
+        let Some(turn) = turn else {
+            let error = ModelError::Protocol("the scripted model has no more turns".into());
+            return Box::pin(futures_util::stream::iter([Err(error)]));
+        };
+        let (events, delay) = turn.into_events();
+        Box::pin(
+            futures_util::stream::iter(events).then(move |event| async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                event
+            }),
+        )
+    }
+}

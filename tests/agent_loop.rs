@@ -1,0 +1,416 @@
+//! The agent loop with a scripted model: ordering, concurrency, errors fed
+//! back, suspension and resumption, repair, and exactly one `Done`.
+
+#[path = "../examples/get_location.rs"]
+mod get_location;
+#[path = "../examples/hello_world.rs"]
+mod hello_world;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aptix::model::{FinishReason, Message, ModelError};
+use aptix::prelude::*;
+use aptix::{
+    Agent, AgentEvent, AwaitReason, Catalog, Conversation, DoneReason, Envelope, EnvelopeIds, Input,
+};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+static TALLY: AtomicUsize = AtomicUsize::new(0);
+static RENDEZVOUS: std::sync::LazyLock<tokio::sync::Barrier> =
+    std::sync::LazyLock::new(|| tokio::sync::Barrier::new(2));
+
+/// Arguments of `nap`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Nap {
+    /// How long to sleep, in milliseconds.
+    pub millis: u64,
+}
+
+/// Sleeps, then reports how long.
+#[agent_tool(name = "nap", usage = "Test tool.")]
+async fn nap(args: Nap) -> Result<u64, ToolError> {
+    tokio::time::sleep(Duration::from_millis(args.millis)).await;
+    Ok(args.millis)
+}
+
+/// Counts its runs (used by one test only).
+#[agent_tool(name = "tally", usage = "Test tool.")]
+async fn tally(_args: Nap) -> Result<usize, ToolError> {
+    Ok(TALLY.fetch_add(1, Ordering::SeqCst) + 1)
+}
+
+/// Waits until a second call of this tool is running too: two calls can
+/// only both succeed if they run at the same time.
+#[agent_tool(name = "rendezvous", usage = "Test tool.")]
+async fn rendezvous(args: Nap) -> Result<u64, ToolError> {
+    match tokio::time::timeout(Duration::from_secs(5), RENDEZVOUS.wait()).await {
+        Ok(_) => {
+            tokio::time::sleep(Duration::from_millis(args.millis)).await;
+            Ok(args.millis)
+        }
+        Err(_) => Err(ToolError::failed("the other call never started")),
+    }
+}
+
+fn agent(turns: Vec<ScriptedTurn>) -> (Agent, std::sync::Arc<ScriptedModel>) {
+    let model = std::sync::Arc::new(ScriptedModel::new(turns));
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(Catalog::linked().unwrap_or_else(|e| panic!("{e}")))
+        .max_iterations(4)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    (agent, model)
+}
+
+async fn run(agent: &Agent, conversation: &mut Conversation, input: Input) -> Vec<AgentEvent> {
+    agent.run(conversation, input).collect().await
+}
+
+fn done(events: &[AgentEvent]) -> &DoneReason {
+    let dones: Vec<&DoneReason> = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::Done { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dones.len(), 1, "exactly one Done: {events:?}");
+    assert!(
+        matches!(events.last(), Some(AgentEvent::Done { .. })),
+        "Done comes last"
+    );
+    dones[0]
+}
+
+fn results(events: &[AgentEvent]) -> Vec<(String, Value)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallResult { id, envelope, .. } => Some((id.clone(), envelope.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn text(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tool_round_trip_then_an_answer() {
+    let (agent, model) = agent(vec![
+        ScriptedTurn::new()
+            .tool_call("call_a", "agent_hello_world", r#"{"name":"Ada"}"#)
+            .usage(10, 5),
+        ScriptedTurn::new()
+            .text("Ada has been greeted.")
+            .usage(20, 6),
+    ]);
+    let mut conversation = Conversation::new("conv-1").with_system("Be brief.");
+    let events = run(&agent, &mut conversation, Input::User("Greet Ada".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    assert!(
+        matches!(events.last(), Some(AgentEvent::Done { usage, .. }) if usage.input_tokens == 30 && usage.output_tokens == 11)
+    );
+    match &events[0] {
+        AgentEvent::ToolCallStart {
+            id,
+            name,
+            arguments,
+        } => {
+            assert_eq!(
+                (id.as_str(), name.as_str()),
+                ("call_a", "agent_hello_world")
+            );
+            assert_eq!(arguments, &json!({ "name": "Ada" }));
+        }
+        other => panic!("{other:?}"),
+    }
+    let results = results(&events);
+    assert_eq!(results[0].0, "call_a");
+    assert_eq!(
+        results[0].1["result"]["message"],
+        json!("Hello, Ada! Welcome.")
+    );
+    assert_eq!(results[0].1["conversation_id"], json!("conv-1"));
+    assert_eq!(text(&events), "Ada has been greeted.");
+    // The second request carried the result right after the call.
+    let second = &model.requests()[1];
+    match &second.messages[3] {
+        Message::Tool {
+            tool_call_id,
+            content,
+            is_error,
+            ..
+        } => {
+            assert_eq!(tool_call_id, "call_a");
+            assert!(!is_error);
+            assert!(content.contains("Hello, Ada!"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(conversation.messages.len(), 5);
+    // Tools were sent in the model's dialect, sorted.
+    assert_eq!(second.tools[0]["name"], json!("agent_hello_world"));
+    assert_eq!(second.tools[0]["strict"], json!(true));
+}
+
+#[tokio::test]
+async fn parallel_calls_run_concurrently_and_come_back_in_the_models_order() {
+    // Each call waits for the other to start; run one after the other they
+    // would time out. The first then finishes last, yet comes back first.
+    let (agent, model) = agent(vec![
+        ScriptedTurn::new()
+            .tool_call("slow", "rendezvous", r#"{"millis":200}"#)
+            .tool_call("fast", "rendezvous", r#"{"millis":0}"#),
+        ScriptedTurn::new().text("Met."),
+    ]);
+    let mut conversation = Conversation::new("conv-2");
+    let events = run(&agent, &mut conversation, Input::User("meet".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let results = results(&events);
+    assert!(
+        results
+            .iter()
+            .all(|(_, envelope)| envelope["ok"] == json!(true)),
+        "{results:?}"
+    );
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["slow", "fast"]);
+    let order: Vec<String> = model.requests()[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["slow", "fast"]);
+}
+
+#[tokio::test]
+async fn invalid_json_is_fed_back_and_the_model_retries() {
+    let (agent, _) = agent(vec![
+        ScriptedTurn::new().tool_call("bad", "agent_hello_world", r#"{"name": "Ada"#),
+        ScriptedTurn::new().tool_call("good", "agent_hello_world", r#"{"name": "Ada"}"#),
+        ScriptedTurn::new().text("Done."),
+    ]);
+    let mut conversation = Conversation::new("conv-3");
+    let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let results = results(&events);
+    assert_eq!(results[0].0, "bad");
+    assert_eq!(results[0].1["error"]["code"], json!("invalid_json"));
+    assert_eq!(results[1].1["ok"], json!(true));
+}
+
+#[tokio::test]
+async fn a_call_cut_off_by_the_token_limit_is_never_executed() {
+    let (agent, _) = agent(vec![
+        ScriptedTurn::new()
+            .tool_call("whole", "tally", r#"{"millis":0}"#)
+            .tool_call("cut", "tally", r#"{"millis":0}"#)
+            .finish(FinishReason::Length),
+        ScriptedTurn::new().text("Sorry."),
+    ]);
+    let mut conversation = Conversation::new("conv-4");
+    let events = run(&agent, &mut conversation, Input::User("nap".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let results = results(&events);
+    assert_eq!(results[0].1["result"], json!(1));
+    assert_eq!(results[1].1["error"]["code"], json!("invalid_json"));
+    assert!(
+        results[1].1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cut off"))
+    );
+    assert_eq!(
+        TALLY.load(Ordering::SeqCst),
+        1,
+        "the cut-off call never ran"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_fed_back() {
+    let (agent, _) = agent(vec![
+        ScriptedTurn::new().tool_call("x", "agent_hello_wrld", r#"{"name":"Ada"}"#),
+        ScriptedTurn::new().text("Oops."),
+    ]);
+    let mut conversation = Conversation::new("conv-5");
+    let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
+    let results = results(&events);
+    assert_eq!(results[0].1["error"]["code"], json!("unknown_tool"));
+    assert!(
+        results[0].1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Did you mean `agent_hello_world`?"))
+    );
+}
+
+#[tokio::test]
+async fn a_client_call_suspends_the_run_and_its_result_resumes_it() {
+    let (agent, model) = agent(vec![
+        ScriptedTurn::new()
+            .tool_call("greet", "agent_hello_world", r#"{"name":"Ada"}"#)
+            .tool_call("where", "get_location", r#"{"reason":"weather"}"#),
+        ScriptedTurn::new().text("It is sunny where you are."),
+    ]);
+    let mut conversation = Conversation::new("conv-6");
+    let events = run(&agent, &mut conversation, Input::User("weather?".into())).await;
+    let DoneReason::Suspended(calls) = done(&events) else {
+        panic!("expected a suspension: {events:?}");
+    };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].tool_call_id, "where");
+    assert_eq!(calls[0].awaiting.reason, AwaitReason::Client);
+    assert_eq!(calls[0].awaiting.payload.get(), r#"{"reason":"weather"}"#);
+    // The server call finished and is in the transcript; the client call is not.
+    assert_eq!(results(&events).len(), 1);
+
+    let location = serde_json::value::to_raw_value(
+        &json!({ "latitude": 48.85, "longitude": 2.35, "accuracy_m": 30.0 }),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ids = EnvelopeIds {
+        tool_call_id: "where".into(),
+        conversation_id: Some("conv-6".into()),
+        session_id: None,
+    };
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::ToolResults(vec![("where".into(), Envelope::ok(ids, location))]),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let second = &model.requests()[1];
+    let tool_ids: Vec<&str> = second
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tool_ids, ["greet", "where"]);
+}
+
+#[tokio::test]
+async fn a_dangling_call_is_repaired_before_the_next_request() {
+    let (agent, model) = agent(vec![ScriptedTurn::new().text("Carrying on.")]);
+    let mut conversation = Conversation::new("conv-7");
+    conversation.messages.push(Message::user("hi"));
+    conversation.messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![aptix::model::AssistantToolCall {
+            id: "lost".into(),
+            name: "nap".into(),
+            arguments: "{}".into(),
+        }],
+    });
+    let events = run(&agent, &mut conversation, Input::Continue).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    match &model.requests()[0].messages[2] {
+        Message::Tool {
+            tool_call_id,
+            is_error,
+            content,
+            ..
+        } => {
+            assert_eq!(tool_call_id, "lost");
+            assert!(is_error);
+            assert!(content.contains("interrupted"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_iteration_limit_ends_the_run_once() {
+    let turns = (0..10)
+        .map(|i| ScriptedTurn::new().tool_call(&format!("c{i}"), "nap", r#"{"millis":0}"#))
+        .collect();
+    let (agent, model) = agent(turns);
+    let mut conversation = Conversation::new("conv-8");
+    let events = run(&agent, &mut conversation, Input::User("loop".into())).await;
+    assert!(matches!(done(&events), DoneReason::MaxIterations));
+    assert_eq!(model.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn a_model_error_ends_the_run_once() {
+    let (agent, _) = agent(vec![
+        ScriptedTurn::new()
+            .text("Half an ans")
+            .error(ModelError::Transport("reset".into())),
+    ]);
+    let mut conversation = Conversation::new("conv-9");
+    let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
+    assert!(matches!(
+        done(&events),
+        DoneReason::ModelError(ModelError::Transport(_))
+    ));
+    // Nothing half-finished entered the transcript.
+    assert_eq!(conversation.messages.len(), 1);
+}
+
+#[tokio::test]
+async fn an_incomplete_stream_ends_the_run_once() {
+    let (agent, _) = agent(vec![
+        ScriptedTurn::new()
+            .tool_call("c", "nap", r#"{"millis":0}"#)
+            .incomplete(),
+    ]);
+    let mut conversation = Conversation::new("conv-10");
+    let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
+    assert!(matches!(
+        done(&events),
+        DoneReason::ModelError(ModelError::Incomplete)
+    ));
+    assert!(results(&events).is_empty());
+}
+
+#[tokio::test]
+async fn cancellation_ends_the_run_once() {
+    let (agent, _) = agent(vec![
+        ScriptedTurn::new()
+            .text("a b c d e f g h")
+            .with_delay(Duration::from_millis(50)),
+    ]);
+    let mut conversation = Conversation::new("conv-11");
+    let token = aptix::CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        cancel.cancel();
+    });
+    let events: Vec<AgentEvent> = agent
+        .run_with_cancellation(&mut conversation, Input::User("hi".into()), token)
+        .collect()
+        .await;
+    assert!(matches!(done(&events), DoneReason::Cancelled));
+    assert!(text(&events).len() < "a b c d e f g h".len());
+}
+
+#[tokio::test]
+async fn no_model_call_means_no_model_request_and_still_one_done() {
+    let (agent, model) = agent(vec![]);
+    let mut conversation = Conversation::new("conv-12");
+    let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
+    assert!(matches!(
+        done(&events),
+        DoneReason::ModelError(ModelError::Protocol(_))
+    ));
+    assert_eq!(model.requests().len(), 1);
+}
