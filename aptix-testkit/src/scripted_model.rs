@@ -130,6 +130,7 @@ impl ScriptedTurn {
 /// Replays [`ScriptedTurn`]s, one per model call, and records the requests.
 pub struct ScriptedModel {
     dialect: Dialect,
+    repeat: bool,
     turns: Mutex<VecDeque<ScriptedTurn>>,
     requests: Mutex<Vec<ChatRequest>>,
 }
@@ -139,9 +140,17 @@ impl ScriptedModel {
     pub fn new(turns: impl IntoIterator<Item = ScriptedTurn>) -> Self {
         ScriptedModel {
             dialect: Dialect::OpenAiStrict,
+            repeat: false,
             turns: Mutex::new(turns.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Starts the script over when it runs out, forever (for benchmarks and
+    /// soak tests). Requests are not recorded in this mode.
+    pub fn repeating(mut self) -> Self {
+        self.repeat = true;
+        self
     }
 
     /// Asks for tool definitions in `dialect` (default OpenAI strict).

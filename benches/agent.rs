@@ -1,0 +1,141 @@
+//! Agent-loop costs, each against a baseline measured in the same run:
+//! - tool-call assembly throughput on a large recorded stream (MB/s) against
+//!   `serde_json::from_str` of the same final argument strings;
+//! - loop overhead per turn with the scripted model (µs).
+//!
+//! `cargo bench --bench agent`
+
+#[path = "../examples/hello_world.rs"]
+#[allow(dead_code)]
+mod hello_world;
+
+use std::hint::black_box;
+
+use aptix::model::assembly::TurnAssembler;
+use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
+use aptix::{Agent, Catalog, Conversation, Input};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::StreamExt;
+
+/// One turn of 32 parallel calls, each with ~16 KiB of arguments, streamed
+/// in 6-byte deltas the way OpenAI-compatible servers send them.
+fn recorded_stream() -> (Vec<ModelEvent>, Vec<String>) {
+    let mut arguments = Vec::new();
+    for call in 0..32 {
+        let notes: Vec<String> = (0..400).map(|i| format!("note {call}-{i} \u{e9}\u{20ac}")).collect();
+        arguments.push(serde_json::json!({ "call": call, "notes": notes }).to_string());
+    }
+    let mut events = Vec::new();
+    for index in 0..arguments.len() {
+        events.push(ModelEvent::ToolCallDelta(ToolCallDelta {
+            index,
+            id: Some(format!("call_{index}")),
+            name: Some("record".into()),
+            arguments: String::new(),
+        }));
+    }
+    let chunked: Vec<Vec<String>> = arguments
+        .iter()
+        .map(|text| {
+            let chars: Vec<char> = text.chars().collect();
+            chars.chunks(6).map(|chunk| chunk.iter().collect()).collect()
+        })
+        .collect();
+    let longest = chunked.iter().map(Vec::len).max().unwrap_or(0);
+    // Interleave the calls, as parallel calls arrive.
+    for step in 0..longest {
+        for (index, pieces) in chunked.iter().enumerate() {
+            if let Some(piece) = pieces.get(step) {
+                events.push(ModelEvent::ToolCallDelta(ToolCallDelta {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments: piece.clone(),
+                }));
+            }
+        }
+    }
+    events.push(ModelEvent::Finish {
+        reason: FinishReason::ToolCalls,
+        usage: None,
+    });
+    (events, arguments)
+}
+
+fn assembly(c: &mut Criterion) {
+    let (events, arguments) = recorded_stream();
+    let bytes: usize = arguments.iter().map(String::len).sum();
+    let mut group = c.benchmark_group("assembly (32 parallel calls, 6-byte deltas)");
+    group.throughput(Throughput::Bytes(bytes as u64));
+    group.bench_function("baseline: serde_json::from_str of the final arguments", |b| {
+        b.iter(|| {
+            for text in &arguments {
+                black_box(serde_json::from_str::<serde_json::Value>(black_box(text)).ok());
+            }
+        });
+    });
+    group.bench_function("aptix: TurnAssembler push + finish", |b| {
+        b.iter_batched(
+            || events.clone(),
+            |events| {
+                let mut assembler = TurnAssembler::new();
+                for event in events {
+                    if assembler.push(event).is_err() {
+                        panic!("assembly failed");
+                    }
+                }
+                black_box(assembler.finish().ok())
+            },
+            criterion::BatchSize::LargeInput,
+        );
+    });
+    group.finish();
+}
+
+fn loop_overhead(c: &mut Criterion) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => panic!("{error}"),
+    };
+    let catalog = Catalog::builder()
+        .tool::<hello_world::HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let text_agent = Agent::builder()
+        .model(ScriptedModel::new([ScriptedTurn::new().text("Hello there, how can I help?")]).repeating())
+        .catalog(catalog.clone())
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let tool_agent = Agent::builder()
+        .model(
+            ScriptedModel::new([
+                ScriptedTurn::new().tool_call("call_1", "agent_hello_world", r#"{"name":"Ada"}"#),
+                ScriptedTurn::new().text("Done."),
+            ])
+            .repeating(),
+        )
+        .catalog(catalog)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+
+    let mut group = c.benchmark_group("agent loop (scripted model)");
+    group.bench_function("one text turn (1 model call)", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let mut conversation = Conversation::new("bench");
+            let events = text_agent.run(&mut conversation, Input::User("hi".into())).count().await;
+            black_box(events)
+        });
+    });
+    group.bench_function("tool round trip (2 model calls, 1 tool call)", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let mut conversation = Conversation::new("bench");
+            let events = tool_agent.run(&mut conversation, Input::User("greet Ada".into())).count().await;
+            black_box(events)
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, assembly, loop_overhead);
+criterion_main!(benches);
