@@ -23,7 +23,9 @@ use futures_util::StreamExt;
 fn recorded_stream() -> (Vec<ModelEvent>, Vec<String>) {
     let mut arguments = Vec::new();
     for call in 0..32 {
-        let notes: Vec<String> = (0..400).map(|i| format!("note {call}-{i} \u{e9}\u{20ac}")).collect();
+        let notes: Vec<String> = (0..400)
+            .map(|i| format!("note {call}-{i} \u{e9}\u{20ac}"))
+            .collect();
         arguments.push(serde_json::json!({ "call": call, "notes": notes }).to_string());
     }
     let mut events = Vec::new();
@@ -39,7 +41,10 @@ fn recorded_stream() -> (Vec<ModelEvent>, Vec<String>) {
         .iter()
         .map(|text| {
             let chars: Vec<char> = text.chars().collect();
-            chars.chunks(6).map(|chunk| chunk.iter().collect()).collect()
+            chars
+                .chunks(6)
+                .map(|chunk| chunk.iter().collect())
+                .collect()
         })
         .collect();
     let longest = chunked.iter().map(Vec::len).max().unwrap_or(0);
@@ -68,13 +73,16 @@ fn assembly(c: &mut Criterion) {
     let bytes: usize = arguments.iter().map(String::len).sum();
     let mut group = c.benchmark_group("assembly (32 parallel calls, 6-byte deltas)");
     group.throughput(Throughput::Bytes(bytes as u64));
-    group.bench_function("baseline: serde_json::from_str of the final arguments", |b| {
-        b.iter(|| {
-            for text in &arguments {
-                black_box(serde_json::from_str::<serde_json::Value>(black_box(text)).ok());
-            }
-        });
-    });
+    group.bench_function(
+        "baseline: serde_json::from_str of the final arguments",
+        |b| {
+            b.iter(|| {
+                for text in &arguments {
+                    black_box(serde_json::from_str::<serde_json::Value>(black_box(text)).ok());
+                }
+            });
+        },
+    );
     group.bench_function("aptix: TurnAssembler push + finish", |b| {
         b.iter_batched(
             || events.clone(),
@@ -94,7 +102,10 @@ fn assembly(c: &mut Criterion) {
 }
 
 fn loop_overhead(c: &mut Criterion) {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => panic!("{error}"),
     };
@@ -103,7 +114,10 @@ fn loop_overhead(c: &mut Criterion) {
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
     let text_agent = Agent::builder()
-        .model(ScriptedModel::new([ScriptedTurn::new().text("Hello there, how can I help?")]).repeating())
+        .model(
+            ScriptedModel::new([ScriptedTurn::new().text("Hello there, how can I help?")])
+                .repeating(),
+        )
         .catalog(catalog.clone())
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
@@ -123,14 +137,20 @@ fn loop_overhead(c: &mut Criterion) {
     group.bench_function("one text turn (1 model call)", |b| {
         b.to_async(&runtime).iter(|| async {
             let mut conversation = Conversation::new("bench");
-            let events = text_agent.run(&mut conversation, Input::User("hi".into())).count().await;
+            let events = text_agent
+                .run(&mut conversation, Input::User("hi".into()))
+                .count()
+                .await;
             black_box(events)
         });
     });
     group.bench_function("tool round trip (2 model calls, 1 tool call)", |b| {
         b.to_async(&runtime).iter(|| async {
             let mut conversation = Conversation::new("bench");
-            let events = tool_agent.run(&mut conversation, Input::User("greet Ada".into())).count().await;
+            let events = tool_agent
+                .run(&mut conversation, Input::User("greet Ada".into()))
+                .count()
+                .await;
             black_box(events)
         });
     });

@@ -274,7 +274,10 @@ async fn a_client_call_suspends_the_run_and_its_result_resumes_it() {
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].tool_call_id, "where");
     assert_eq!(calls[0].awaiting.reason, AwaitReason::Client);
-    assert_eq!(calls[0].awaiting.payload.get(), r#"{"reason":"weather"}"#);
+    assert_eq!(
+        calls[0].awaiting.payload.as_str(),
+        r#"{"reason":"weather"}"#
+    );
     // The server call finished and is in the transcript; the client call is not.
     assert_eq!(results(&events).len(), 1);
 

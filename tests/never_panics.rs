@@ -59,7 +59,7 @@ fn check(executor: &Executor, runtime: &tokio::runtime::Runtime, tool: &str, raw
             assert_eq!(value["tool_call_id"], "prop-call");
         }
         Outcome::Awaiting(awaiting) => {
-            assert!(serde_json::from_str::<Value>(awaiting.payload.get()).is_ok());
+            assert!(serde_json::from_str::<Value>(awaiting.payload.as_str()).is_ok());
         }
         Outcome::PassThrough => {}
     }

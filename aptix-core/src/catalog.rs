@@ -13,10 +13,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::context::ToolContext;
+use crate::envelope::JsonText;
 use crate::error::ToolError;
 use crate::schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 use crate::tool::{SourceLocation, Tool};
@@ -50,10 +50,10 @@ pub trait DynTool: Send + Sync + 'static {
         &'a self,
         raw: &'a str,
         ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>>;
+    ) -> BoxFuture<'a, Result<JsonText, RunFailure>>;
     /// Validates `raw` without running anything; the validated arguments are
     /// the payload shown to whoever approves the call.
-    fn validate_only(&self, raw: &str) -> Result<Box<RawValue>, RunFailure>;
+    fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure>;
 }
 
 /// The link-time list of every tool declared with `#[agent_tool]`.

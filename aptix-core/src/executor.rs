@@ -15,12 +15,11 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use serde_json::json;
-use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use crate::catalog::{BoxFuture, Catalog, DynTool, Entry, RunFailure};
 use crate::context::ToolContext;
-use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
+use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE, ToolError};
 use crate::schema::{DefinitionError, ToolDefinition};
 use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolFn};
@@ -74,7 +73,7 @@ pub struct Awaiting {
     /// Who must act after that, if anyone (an approved client call goes to the client).
     pub then: Option<AwaitReason>,
     /// The validated, shaped payload: what the approver sees or the client executes.
-    pub payload: Box<RawValue>,
+    pub payload: JsonText,
 }
 
 /// What came of one call (AGN-005's execution modes).
@@ -248,7 +247,7 @@ impl Executor {
         entry: Entry,
         call: &ToolCall,
         ctx: &ToolContext,
-    ) -> Result<Box<RawValue>, Guarded> {
+    ) -> Result<JsonText, Guarded> {
         let token = ctx.cancellation().clone();
         if token.is_cancelled() {
             return Err(Guarded::Cancelled);
@@ -434,7 +433,7 @@ fn definition_of<T: Tool>() -> Result<&'static ToolDefinition, RunFailure> {
 }
 
 /// Validates and returns the arguments text itself as the payload.
-fn validated_payload<T: Tool>(raw: &str) -> Result<Box<RawValue>, RunFailure> {
+fn validated_payload<T: Tool>(raw: &str) -> Result<JsonText, RunFailure> {
     let definition = definition_of::<T>()?;
     let value: serde_json::Value = definition
         .validator()
@@ -446,8 +445,7 @@ fn validated_payload<T: Tool>(raw: &str) -> Result<Box<RawValue>, RunFailure> {
             "The arguments do not match the tool's parameters: {error}"
         )))
     })?;
-    serde_json::value::to_raw_value(&value)
-        .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
+    JsonText::from_serialize(&value).map_err(|error| RunFailure::Tool(ToolError::internal(error)))
 }
 
 impl<T: ToolFn> DynTool for FnTool<T> {
@@ -467,7 +465,7 @@ impl<T: ToolFn> DynTool for FnTool<T> {
         &'a self,
         raw: &'a str,
         ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>> {
+    ) -> BoxFuture<'a, Result<JsonText, RunFailure>> {
         Box::pin(async move {
             let definition = definition_of::<T>()?;
             let args: T::Args = definition
@@ -475,12 +473,12 @@ impl<T: ToolFn> DynTool for FnTool<T> {
                 .parse(raw)
                 .map_err(RunFailure::Rejected)?;
             let output = T::call(args, ctx).await.map_err(RunFailure::Tool)?;
-            serde_json::value::to_raw_value(&output)
+            JsonText::from_serialize(&output)
                 .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
         })
     }
 
-    fn validate_only(&self, raw: &str) -> Result<Box<RawValue>, RunFailure> {
+    fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure> {
         validated_payload::<T>(raw)
     }
 }
@@ -502,11 +500,11 @@ impl<T: Tool> DynTool for SchemaOnlyTool<T> {
         &'a self,
         raw: &'a str,
         _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, RunFailure>> {
+    ) -> BoxFuture<'a, Result<JsonText, RunFailure>> {
         Box::pin(async move { validated_payload::<T>(raw) })
     }
 
-    fn validate_only(&self, raw: &str) -> Result<Box<RawValue>, RunFailure> {
+    fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure> {
         validated_payload::<T>(raw)
     }
 }

@@ -29,7 +29,7 @@ pub mod validate;
 pub use agent::{Agent, AgentEvent, Conversation, DoneReason, Input};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
 pub use context::ToolContext;
-pub use envelope::{Envelope, EnvelopeError, EnvelopeIds};
+pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};
 pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall};
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};

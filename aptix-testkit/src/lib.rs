@@ -184,7 +184,7 @@ impl CallResult {
     /// # Panics
     /// As [`CallResult::awaiting`].
     pub fn payload(&self) -> Value {
-        serde_json::from_str(self.awaiting().payload.get()).unwrap_or(Value::Null)
+        serde_json::from_str(self.awaiting().payload.as_str()).unwrap_or(Value::Null)
     }
 }
 

@@ -398,6 +398,21 @@ pub fn cut_at(response: ScriptedResponse, offsets: &[usize]) -> ScriptedResponse
     ScriptedResponse { chunks, ..response }
 }
 
+/// `response` with only the first `length` bytes of its body: with
+/// [`ScriptedResponse::closing_early`], a connection that breaks there.
+pub fn truncate(response: ScriptedResponse, length: usize) -> ScriptedResponse {
+    let mut body: Vec<u8> = response
+        .chunks
+        .iter()
+        .flat_map(|chunk| chunk.iter().copied())
+        .collect();
+    body.truncate(length);
+    ScriptedResponse {
+        chunks: vec![Bytes::from(body)],
+        ..response
+    }
+}
+
 /// `response` written one byte at a time: every possible seam at once.
 pub fn cut_every_byte(response: ScriptedResponse) -> ScriptedResponse {
     let length: usize = response.chunks.iter().map(Bytes::len).sum();

@@ -69,7 +69,8 @@ impl ScriptedResponse {
         self
     }
 
-    /// Breaks the connection after the last chunk.
+    /// Breaks the connection after the last chunk (the headers and chunks
+    /// are on the wire first, so the client sees a stream that stops).
     pub fn closing_early(mut self) -> Self {
         self.close_early = true;
         self
@@ -200,9 +201,15 @@ fn answer(
             }
             Ok::<Bytes, std::io::Error>(chunk)
         })
-        .chain(futures_util::stream::iter(
-            close_early.then(|| Err(std::io::Error::other("scripted early close"))),
-        ));
+        .chain(
+            futures_util::stream::iter(close_early.then_some(())).then(|()| async {
+                // Let the status line and the chunks reach the socket first: an
+                // immediate error could abort the response before its headers,
+                // which a client sees as a failed request, not a broken stream.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Err(std::io::Error::other("scripted early close"))
+            }),
+        );
     let mut response = Response::builder().status(scripted.status);
     for (name, value) in &scripted.headers {
         response = response.header(name, value);

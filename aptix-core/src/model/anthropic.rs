@@ -473,8 +473,9 @@ impl Decoder {
     fn read_usage(&mut self, usage: &Value) {
         let count = |name: &str| usage.get(name).and_then(Value::as_u64);
         if let Some(input) = count("input_tokens") {
-            let cached = count("cache_creation_input_tokens").unwrap_or(0)
-                + count("cache_read_input_tokens").unwrap_or(0);
+            let cached = count("cache_creation_input_tokens")
+                .unwrap_or(0)
+                .saturating_add(count("cache_read_input_tokens").unwrap_or(0));
             self.input_tokens = Some(input.saturating_add(cached));
         }
         if let Some(output) = count("output_tokens") {
@@ -618,5 +619,115 @@ fn tool_input(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {
         Ok(Value::Object(input)) => Value::Object(input),
         _ => Value::Object(Map::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(events: &[(&str, &str)]) -> Vec<Result<Vec<ModelEvent>, ModelError>> {
+        let mut decoder = Decoder::default();
+        events
+            .iter()
+            .map(|(event, data)| {
+                let mut out = VecDeque::new();
+                decoder
+                    .decode(
+                        &SseEvent {
+                            event: (*event).to_owned(),
+                            data: (*data).to_owned(),
+                        },
+                        &mut out,
+                    )
+                    .map(|()| out.into_iter().collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hostile_events_are_errors_or_nothing_never_panics() {
+        let names = [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+            "error",
+            "message",
+            "",
+        ];
+        let datas = [
+            "",
+            "null",
+            "[]",
+            "{}",
+            "{not json",
+            r#"{"index":-1}"#,
+            r#"{"index":18446744073709551615,"content_block":{"type":"tool_use","id":5,"name":null}}"#,
+            r#"{"index":0,"delta":{"type":"input_json_delta","partial_json":7}}"#,
+            r#"{"index":0,"delta":{"type":"text_delta"}}"#,
+            r#"{"message":{"usage":{"input_tokens":18446744073709551615,"cache_creation_input_tokens":18446744073709551615,"cache_read_input_tokens":18446744073709551615}}}"#,
+            r#"{"error":null}"#,
+            r#"{"type":"message_stop"}"#,
+        ];
+        for name in names {
+            for data in datas {
+                let _ = decode_all(&[(name, data)]);
+            }
+        }
+    }
+
+    #[test]
+    fn message_stop_without_a_stop_reason_is_a_protocol_error() {
+        let results = decode_all(&[("message_stop", r#"{"type":"message_stop"}"#)]);
+        assert!(matches!(results[0], Err(ModelError::Protocol(_))));
+    }
+
+    #[test]
+    fn cached_input_counts_as_read() {
+        let results = decode_all(&[
+            (
+                "message_start",
+                r#"{"message":{"usage":{"input_tokens":3,"cache_creation_input_tokens":10,"cache_read_input_tokens":100,"output_tokens":1}}}"#,
+            ),
+            (
+                "message_delta",
+                r#"{"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}"#,
+            ),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ]);
+        assert_eq!(
+            results[2],
+            Ok(vec![ModelEvent::Finish {
+                reason: FinishReason::Stop,
+                usage: Some(Usage {
+                    input_tokens: 113,
+                    output_tokens: 4
+                }),
+            }])
+        );
+    }
+
+    #[test]
+    fn temperature_is_sent_as_written() {
+        assert_eq!(temperature(0.2), Some(json!(0.2)));
+        assert_eq!(temperature(1.0), Some(json!(1.0)));
+        assert_eq!(temperature(f32::NAN), None);
+    }
+
+    #[test]
+    fn tool_input_is_always_an_object() {
+        assert_eq!(tool_input(r#"{"a":1}"#), json!({ "a": 1 }));
+        assert_eq!(tool_input(r#"{"a":"#), json!({}));
+        assert_eq!(tool_input("[1]"), json!({}));
+        assert_eq!(tool_input(""), json!({}));
+    }
+
+    #[test]
+    fn consecutive_user_texts_stay_separate_unless_they_follow_results() {
+        let lowered = messages(&[Message::user("a"), Message::user("b")]);
+        assert_eq!(lowered.len(), 2);
     }
 }

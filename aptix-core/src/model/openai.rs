@@ -82,7 +82,13 @@ impl fmt::Debug for OpenAiChat {
         f.debug_struct("OpenAiChat")
             .field("model", &self.model)
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| Redacted))
+            .field(
+                "api_key",
+                match &self.api_key {
+                    Some(_) => &Redacted as &dyn fmt::Debug,
+                    None => &None::<()>,
+                },
+            )
             .field("policy", &self.policy)
             .field("strict", &self.strict)
             .field("extra_body", &self.extra_body)

@@ -1,0 +1,68 @@
+//! Instruction-count companion of `benches/execute.rs`, for machines whose
+//! wall clock is too noisy to trust: run each side N and 2N times under
+//! callgrind and subtract, which cancels start-up and schema compilation.
+//!
+//! ```sh
+//! cargo bench --bench dispatch_count --no-run
+//! B=$(ls -t target/release/deps/dispatch_count-* | grep -v '\.d$' | head -1)
+//! for side in floor aptix; do for n in 20000 40000; do
+//!   valgrind --tool=callgrind --callgrind-out-file=/dev/null $B $side $n 2>&1 | grep 'Collected'
+//! done; done
+//! ```
+//! Instructions per call = (count at 40000 − count at 20000) / 20000.
+
+#[path = "../examples/hello_world.rs"]
+#[allow(dead_code)]
+mod hello_world;
+
+use std::hint::black_box;
+
+use aptix::{Catalog, Executor, ToolCall, ToolContext};
+use hello_world::{HelloArgs, HelloWorldTool};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let side = args.next().unwrap_or_else(|| "aptix".into());
+    let n: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => panic!("{error}"),
+    };
+    let executor = Executor::new(
+        Catalog::builder()
+            .tool::<HelloWorldTool>()
+            .build()
+            .unwrap_or_else(|error| panic!("{error}")),
+    );
+    let ctx = ToolContext::new()
+        .with_conversation_id("conv-1")
+        .with_session_id("sess-1");
+    let raw = r#"{"name":"Ada Lovelace"}"#;
+    let call = ToolCall::new("call_1", "agent_hello_world", raw);
+    let total = runtime.block_on(async {
+        let mut total = 0usize;
+        for _ in 0..n {
+            total += if side == "floor" {
+                let args: HelloArgs =
+                    serde_json::from_str(black_box(raw)).unwrap_or_else(|e| panic!("{e}"));
+                let greeting = hello_world::hello_world(args, &ctx)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                serde_json::to_string(&greeting)
+                    .map(|s| s.len())
+                    .unwrap_or(0)
+            } else {
+                let execution = executor.execute(black_box(&call), &ctx).await;
+                execution
+                    .envelope()
+                    .map(|e| e.to_json_string().len())
+                    .unwrap_or(0)
+            };
+        }
+        total
+    });
+    println!("{side} x{n}: {total} bytes");
+}
