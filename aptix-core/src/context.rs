@@ -10,15 +10,21 @@ use crate::error::ToolError;
 
 /// The context handed to a tool function.
 ///
-/// Cheap to clone: every field is reference-counted. The executor gives each
-/// call its own copy carrying that call's `tool_call_id`.
+/// Cheap to clone: the per-call id is one reference-counted string and
+/// everything else sits behind one shared pointer, because the executor
+/// makes a copy for every call.
 #[derive(Clone, Default)]
 pub struct ToolContext {
     tool_call_id: Option<Arc<str>>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone, Default)]
+struct Shared {
     conversation_id: Option<Arc<str>>,
     session_id: Option<Arc<str>>,
     cancellation: CancellationToken,
-    state: Arc<StateMap>,
+    state: StateMap,
 }
 
 type StateMap = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
@@ -28,10 +34,10 @@ impl std::fmt::Debug for ToolContext {
         // State values are the user's (pools, clients, secrets): never print them.
         f.debug_struct("ToolContext")
             .field("tool_call_id", &self.tool_call_id)
-            .field("conversation_id", &self.conversation_id)
-            .field("session_id", &self.session_id)
-            .field("cancelled", &self.cancellation.is_cancelled())
-            .field("state_entries", &self.state.len())
+            .field("conversation_id", &self.shared.conversation_id)
+            .field("session_id", &self.shared.session_id)
+            .field("cancelled", &self.shared.cancellation.is_cancelled())
+            .field("state_entries", &self.shared.state.len())
             .finish()
     }
 }
@@ -44,13 +50,13 @@ impl ToolContext {
 
     /// Sets the conversation id (the seeds' ConversationId).
     pub fn with_conversation_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.conversation_id = Some(id.into());
+        Arc::make_mut(&mut self.shared).conversation_id = Some(id.into());
         self
     }
 
     /// Sets the session id.
     pub fn with_session_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.session_id = Some(id.into());
+        Arc::make_mut(&mut self.shared).session_id = Some(id.into());
         self
     }
 
@@ -62,14 +68,16 @@ impl ToolContext {
 
     /// Uses `token` for cancellation, e.g. a child of the agent run's token.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancellation = token;
+        Arc::make_mut(&mut self.shared).cancellation = token;
         self
     }
 
     /// Adds a typed value (a database pool, an HTTP client) for tools to read
     /// with [`ToolContext::state`]. One value per type; a second replaces it.
     pub fn with_state<T: Any + Send + Sync>(mut self, value: T) -> Self {
-        Arc::make_mut(&mut self.state).insert(TypeId::of::<T>(), Arc::new(value));
+        Arc::make_mut(&mut self.shared)
+            .state
+            .insert(TypeId::of::<T>(), Arc::new(value));
         self
     }
 
@@ -81,17 +89,20 @@ impl ToolContext {
 
     /// The conversation this call belongs to, when known.
     pub fn conversation_id(&self) -> Option<&str> {
-        self.conversation_id.as_deref()
+        self.shared.conversation_id.as_deref()
     }
 
     /// The session this call belongs to, when known.
     pub fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
+        self.shared.session_id.as_deref()
     }
 
     /// The shared ids, cloned without copying the text.
     pub(crate) fn shared_ids(&self) -> (Option<Arc<str>>, Option<Arc<str>>) {
-        (self.conversation_id.clone(), self.session_id.clone())
+        (
+            self.shared.conversation_id.clone(),
+            self.shared.session_id.clone(),
+        )
     }
 
     /// Cancelled when the caller cancels the run. Long-running tools should
@@ -99,17 +110,18 @@ impl ToolContext {
     /// executor drops the tool's future instead: work the tool spawned on its
     /// own is not stopped by that, so such tools should watch this token.)
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        &self.shared.cancellation
     }
 
     /// Whether cancellation has been requested.
     pub fn is_cancelled(&self) -> bool {
-        self.cancellation.is_cancelled()
+        self.shared.cancellation.is_cancelled()
     }
 
     /// The value of type `T` added with [`ToolContext::with_state`].
     pub fn state<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.state
+        self.shared
+            .state
             .get(&TypeId::of::<T>())
             .and_then(|value| value.downcast_ref::<T>())
     }

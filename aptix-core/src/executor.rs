@@ -8,9 +8,11 @@
 
 use std::any::Any;
 use std::borrow::Cow;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -248,19 +250,30 @@ impl Executor {
         call: &ToolCall,
         ctx: &ToolContext,
     ) -> Result<JsonText, Guarded> {
-        let token = ctx.cancellation().clone();
+        let token = ctx.cancellation();
         if token.is_cancelled() {
             return Err(Guarded::Cancelled);
         }
         let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
         let run = AssertUnwindSafe(entry.tool.run(&call.arguments, &call_ctx)).catch_unwind();
+        let mut run = std::pin::pin!(run);
+        let settle =
+            |result: Result<Result<JsonText, RunFailure>, Box<dyn Any + Send>>| match result {
+                Ok(inner) => inner.map_err(Guarded::Failed),
+                Err(panic) => Err(Guarded::Panicked(panic)),
+            };
+        // Most calls finish without waiting on anything: poll once before
+        // arming a timer and a cancellation listener, which cost more than
+        // such a call. A call that does wait gets both, from here on; a
+        // limit can only interrupt a tool at an await point in any case.
+        let first = std::future::poll_fn(|cx| Poll::Ready(run.as_mut().poll(cx))).await;
+        if let Poll::Ready(result) = first {
+            return settle(result);
+        }
         let cancellable = async {
             tokio::select! {
                 biased;
-                result = run => match result {
-                    Ok(inner) => inner.map_err(Guarded::Failed),
-                    Err(panic) => Err(Guarded::Panicked(panic)),
-                },
+                result = &mut run => settle(result),
                 () = token.cancelled() => Err(Guarded::Cancelled),
             }
         };

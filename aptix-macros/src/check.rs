@@ -2,12 +2,12 @@
 //! tokens the user must change; all failures of one declaration are combined
 //! so they surface in a single compile.
 
-use proc_macro2::Span;
-use quote::format_ident;
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, format_ident};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, ItemStruct, LitStr, ReturnType, Type};
 
-use crate::parse::{self, Key, Parsed, Target};
+use crate::parse::{self, Attr, Key, Parsed, Target};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Executor {
@@ -58,15 +58,22 @@ pub struct Failure {
 pub enum Stub {
     /// Emit `vis struct Ident;` with a placeholder `Tool` impl.
     FnStruct { vis: syn::Visibility, ident: Ident },
-    /// Emit a placeholder `Tool` impl for the user's struct.
+    /// Emit a placeholder `Tool` impl for the user's struct (or enum).
     StructImpl { ident: Ident },
 }
 
 struct Errors(Vec<syn::Error>);
 
 impl Errors {
+    /// An error on one token.
     fn push(&mut self, span: Span, message: impl std::fmt::Display) {
         self.0.push(syn::Error::new(span, message));
+    }
+
+    /// An error on all of `tokens` (a whole type or parameter, not just its
+    /// first token).
+    fn push_spanned(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
+        self.0.push(syn::Error::new_spanned(tokens, message));
     }
 }
 
@@ -78,13 +85,14 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
     } = parsed;
     let mut errors = Errors(errors);
 
-    let name = check_name(attr.name, &mut errors);
-    let usage = match attr.usage {
+    let name = check_name(&attr, &mut errors);
+    let usage = match &attr.usage {
         None => {
-            errors.push(
-                Span::call_site(),
-                "missing `usage = \"...\"`: say when the model should call this tool, e.g. usage = \"Call when the user asks to be greeted.\"",
-            );
+            if attr.surely_missing("usage") {
+                errors.0.push(attr.missing_key_error(
+                    "missing `usage = \"...\"`: say when the model should call this tool, e.g. `usage = \"Call when the user asks to be greeted.\"`",
+                ));
+            }
             None
         }
         Some(Key { value, .. }) if value.value().trim().is_empty() => {
@@ -98,21 +106,21 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
     };
     let executor = match &attr.executor {
         None => Some(Executor::Server),
-        Some(Key { value, .. }) => {
-            match value.to_string().as_str() {
-                "server" => Some(Executor::Server),
-                "client" => Some(Executor::Client),
-                "human" => Some(Executor::Human),
-                "provider" => Some(Executor::Provider),
-                other => {
-                    errors.push(
+        Some(Key { value, .. }) => match value.to_string().as_str() {
+            "server" => Some(Executor::Server),
+            "client" => Some(Executor::Client),
+            "human" => Some(Executor::Human),
+            "provider" => Some(Executor::Provider),
+            other => {
+                errors.push(
                     value.span(),
-                    format!("unknown executor `{other}`; use `server`, `client`, `human` or `provider`"),
+                    format!(
+                        "unknown executor `{other}`; use `server`, `client`, `human` or `provider`"
+                    ),
                 );
-                    None
-                }
+                None
             }
-        }
+        },
     };
     let approval = match &attr.approval {
         None => Some(Approval::Auto),
@@ -156,6 +164,7 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
         });
 
     let mut stub = None;
+    let description_unreadable = !attr.surely_missing("description");
     let mut description = attr.description.as_ref().map(|key| {
         let text = key.value.value().trim().to_owned();
         if text.is_empty() {
@@ -168,19 +177,27 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
     });
     let form = match target {
         None => None,
+        Some(Target::Other(ident)) => {
+            stub = ident.map(|ident| Stub::StructImpl { ident });
+            None
+        }
         Some(Target::Fn(item)) => {
             let struct_ident = struct_ident_for(&item.sig.ident);
-            stub = Some(Stub::FnStruct {
-                vis: item.vis.clone(),
-                ident: struct_ident.clone(),
-            });
+            // A method is inside an `impl` block, where the stub struct
+            // would be a second error; the method itself stays valid.
+            if item.sig.receiver().is_none() {
+                stub = Some(Stub::FnStruct {
+                    vis: item.vis.clone(),
+                    ident: struct_ident.clone(),
+                });
+            }
             if description.is_none() {
                 description = parse::doc_comment(&item.attrs).map(|(text, _)| text);
-                if description.is_none() {
+                if description.is_none() && !description_unreadable {
                     errors.push(item.sig.ident.span(), missing_description(&item.sig.ident));
                 }
             }
-            check_fn_output_rules(executor, &attr.output, &item, &mut errors);
+            check_fn_output_rules(executor, &attr, &item, &mut errors);
             check_fn(item, struct_ident, &mut errors)
         }
         Some(Target::Struct(item)) => {
@@ -191,11 +208,11 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             }
             if description.is_none() {
                 description = parse::doc_comment(&item.attrs).map(|(text, _)| text);
-                if description.is_none() {
+                if description.is_none() && !description_unreadable {
                     errors.push(item.ident.span(), missing_description(&item.ident));
                 }
             }
-            check_struct_output_rules(executor, &attr.executor, &attr.output, &item, &mut errors);
+            check_struct_output_rules(executor, &attr, &item, &mut errors);
             check_struct(item, &mut errors)
         }
     };
@@ -243,12 +260,13 @@ fn missing_description(ident: &Ident) -> String {
 
 const NAME_RULE: &str = "1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`";
 
-fn check_name(name: Option<Key<LitStr>>, errors: &mut Errors) -> Option<LitStr> {
-    let Some(Key { value, .. }) = name else {
-        errors.push(
-            Span::call_site(),
-            format!("missing `name = \"...\"`: the name the model calls, {NAME_RULE}"),
-        );
+fn check_name(attr: &Attr, errors: &mut Errors) -> Option<LitStr> {
+    let Some(Key { value, .. }) = &attr.name else {
+        if attr.surely_missing("name") {
+            errors.0.push(attr.missing_key_error(format!(
+                "missing `name = \"...\"`: the name the model calls the tool by, {NAME_RULE}"
+            )));
+        }
         return None;
     };
     let text = value.value();
@@ -276,29 +294,24 @@ fn check_name(name: Option<Key<LitStr>>, errors: &mut Errors) -> Option<LitStr> 
             errors.push(value.span(), problem);
             None
         }
-        None => Some(value),
+        None => Some(value.clone()),
     }
 }
 
 fn check_fn_output_rules(
     executor: Option<Executor>,
-    output: &Option<Key<Type>>,
+    attr: &Attr,
     item: &ItemFn,
     errors: &mut Errors,
 ) {
-    match (executor, output) {
-        (Some(Executor::Server), Some(key)) => errors.push(
-            key.key.span(),
+    match (executor, &attr.output) {
+        (Some(Executor::Server), Some(Key { key, value })) => errors.push_spanned(
+            quote::quote!(#key #value),
             "`output` is only for client and human tools, whose result comes from outside; a server tool's output is the `T` of its `Result<T, E>`",
         ),
-        (Some(kind @ (Executor::Client | Executor::Human)), None) => errors.push(
-            Span::call_site(),
-            format!(
-                "missing `output = Type`: a {} tool must declare the type the {} sends back as the result",
-                if kind == Executor::Client { "client" } else { "human" },
-                if kind == Executor::Client { "client" } else { "person" },
-            ),
-        ),
+        (Some(kind @ (Executor::Client | Executor::Human)), None) => {
+            missing_output(kind, attr, errors);
+        }
         (Some(Executor::Provider), _) => errors.push(
             item.sig.fn_token.span(),
             "a provider tool runs at the model provider and has no server function; put #[agent_tool] on its arguments struct instead",
@@ -309,14 +322,14 @@ fn check_fn_output_rules(
 
 fn check_struct_output_rules(
     executor: Option<Executor>,
-    executor_key: &Option<Key<Ident>>,
-    output: &Option<Key<Type>>,
+    attr: &Attr,
     item: &ItemStruct,
     errors: &mut Errors,
 ) {
-    match (executor, output) {
+    match (executor, &attr.output) {
         (Some(Executor::Server), _) => {
-            let span = executor_key
+            let span = attr
+                .executor
                 .as_ref()
                 .map_or(item.ident.span(), |key| key.value.span());
             errors.push(
@@ -324,15 +337,29 @@ fn check_struct_output_rules(
                 "a struct declares a tool with no server code, so it needs `executor = client`, `human` or `provider`; for a server tool put #[agent_tool] on an async fn",
             );
         }
-        (Some(kind @ (Executor::Client | Executor::Human)), None) => errors.push(
-            Span::call_site(),
-            format!(
-                "missing `output = Type`: a {} tool must declare the type the {} sends back as the result",
-                if kind == Executor::Client { "client" } else { "human" },
-                if kind == Executor::Client { "client" } else { "person" },
-            ),
-        ),
+        (Some(kind @ (Executor::Client | Executor::Human)), None) => {
+            missing_output(kind, attr, errors);
+        }
         _ => {}
+    }
+}
+
+/// A client or human tool without `output`: reported on `executor = ...`,
+/// the choice that makes `output` necessary.
+fn missing_output(kind: Executor, attr: &Attr, errors: &mut Errors) {
+    if !attr.surely_missing("output") {
+        return;
+    }
+    let (tool, who) = match kind {
+        Executor::Human => ("human", "the person"),
+        _ => ("client", "the client"),
+    };
+    let message = format!(
+        "a {tool} tool needs `output = Type`: the type of the result {who} sends back (a type that derives `Deserialize` and `JsonSchema`)"
+    );
+    match &attr.executor {
+        Some(key) => errors.push(key.value.span(), message),
+        None => errors.0.push(attr.missing_key_error(message)),
     }
 }
 
@@ -351,10 +378,7 @@ fn check_fn(item: Box<ItemFn>, struct_ident: Ident, errors: &mut Errors) -> Opti
         );
     }
     if let Some(abi) = &sig.abi {
-        errors.push(
-            abi.span(),
-            "an agent tool function cannot have an `extern` ABI",
-        );
+        errors.push_spanned(abi, "an agent tool function cannot have an `extern` ABI");
     }
     if sig.asyncness.is_none() {
         errors.push(
@@ -362,70 +386,90 @@ fn check_fn(item: Box<ItemFn>, struct_ident: Ident, errors: &mut Errors) -> Opti
             format!("an agent tool function must be `async`: {SIGNATURES}"),
         );
     }
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.push(
-            sig.generics.span(),
+    if !sig.generics.params.is_empty() {
+        errors.push_spanned(
+            &sig.generics,
             "an agent tool function cannot be generic: its argument and result types define the schema the model sees",
+        );
+    } else if let Some(where_clause) = &sig.generics.where_clause {
+        errors.push_spanned(
+            where_clause,
+            "an agent tool function cannot have a `where` clause: its argument and result types are fixed",
         );
     }
     if let Some(variadic) = &sig.variadic {
-        errors.push(variadic.span(), "an agent tool function cannot be variadic");
+        errors.push_spanned(variadic, "an agent tool function cannot be variadic");
+    }
+    // A method is reported once, on `self`; its other parameters are then
+    // judged as if it were the free function it should be.
+    let mut params = Vec::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(receiver) => errors.push_spanned(
+                receiver,
+                format!(
+                    "#[agent_tool] does not go on a method: move `{}` out of the `impl` block as a free function, {SIGNATURES}",
+                    sig.ident
+                ),
+            ),
+            FnArg::Typed(typed) => params.push(typed),
+        }
     }
     let mut args = None;
     let mut with_context = false;
-    for (index, input) in sig.inputs.iter().enumerate() {
-        match (index, input) {
-            (_, FnArg::Receiver(receiver)) => errors.push(
-                receiver.self_token.span(),
-                format!("an agent tool is a free function, not a method; {SIGNATURES}"),
+    match params.first().map(|typed| &*typed.ty) {
+        None if sig.receiver().is_none() => errors.push(
+            sig.paren_token.span.join(),
+            format!(
+                "an agent tool function takes its arguments as one struct: {SIGNATURES}; a tool without parameters takes an empty struct (`#[derive(Deserialize, JsonSchema)] struct NoArgs {{}}`)"
             ),
-            (0, FnArg::Typed(typed)) => match &*typed.ty {
-                Type::Reference(reference) => errors.push(
-                    reference.span(),
-                    "the arguments are taken by value (`args: MyArgs`): they are deserialized from the model's JSON",
-                ),
-                Type::ImplTrait(_) | Type::Infer(_) => errors.push(
-                    typed.ty.span(),
-                    "the arguments must be a named type that derives `Deserialize` and `JsonSchema`",
-                ),
-                ty => args = Some(Box::new(ty.clone())),
-            },
-            (1, FnArg::Typed(typed)) => {
-                if is_tool_context_ref(&typed.ty) {
-                    with_context = true;
-                } else {
-                    errors.push(
-                        typed.ty.span(),
-                        format!("the second parameter must be `&ToolContext`; {SIGNATURES}"),
-                    );
-                }
-            }
-            (_, FnArg::Typed(typed)) => errors.push(
-                typed.span(),
-                format!("too many parameters; {SIGNATURES}"),
-            ),
+        ),
+        None => {}
+        Some(ty @ Type::Reference(_)) => errors.push_spanned(
+            ty,
+            "the arguments are taken by value (`args: MyArgs`, not `&MyArgs`): they are deserialized from the model's JSON for each call",
+        ),
+        Some(ty @ (Type::ImplTrait(_) | Type::Infer(_))) => errors.push_spanned(
+            ty,
+            "the arguments must be a named type that derives `Deserialize` and `JsonSchema`",
+        ),
+        Some(ty) => args = Some(Box::new(ty.clone())),
+    }
+    if let Some(second) = params.get(1) {
+        if is_tool_context_ref(&second.ty) {
+            with_context = true;
+        } else {
+            errors.push_spanned(
+                &second.ty,
+                format!("the second parameter, when present, must be `&ToolContext`: {SIGNATURES}"),
+            );
         }
     }
-    if sig.inputs.is_empty() {
-        errors.push(
-            sig.ident.span(),
-            format!("an agent tool function takes its arguments as a struct; {SIGNATURES} (a tool without parameters takes an empty struct: `struct NoArgs {{}}`)"),
+    if let (Some(first_extra), Some(last_extra)) = (params.get(2), params.last()) {
+        let extra: TokenStream = quote::quote!(#first_extra #last_extra);
+        errors.push_spanned(
+            extra,
+            format!(
+                "an agent tool function takes at most two parameters, the arguments struct and `&ToolContext`: {SIGNATURES}; put further inputs in the arguments struct"
+            ),
         );
     }
     let ret = match &sig.output {
         ReturnType::Default => {
-            errors.push(
-                sig.ident.span(),
-                format!("an agent tool function returns `Result<T, E>`; {SIGNATURES}"),
+            errors.push_spanned(
+                name_to_close_paren(sig),
+                format!(
+                    "an agent tool function returns `Result<T, E>`; add a return type: {SIGNATURES}"
+                ),
             );
             None
         }
         ReturnType::Type(_, ty) => match &**ty {
             Type::Path(_) => Some(ty.clone()),
             other => {
-                errors.push(
-                    other.span(),
-                    format!("an agent tool function returns `Result<T, E>`, where `T: Serialize + JsonSchema` and `E: Into<ToolError>`; {SIGNATURES}"),
+                errors.push_spanned(
+                    other,
+                    format!("an agent tool function returns `Result<T, E>`, where `T: Serialize + JsonSchema` and `E: Into<ToolError>`: {SIGNATURES}"),
                 );
                 None
             }
@@ -441,6 +485,16 @@ fn check_fn(item: Box<ItemFn>, struct_ident: Ident, errors: &mut Errors) -> Opti
         struct_ident,
         item,
     })
+}
+
+/// `greet(args: Args)`: where a missing return type belongs.
+fn name_to_close_paren(sig: &syn::Signature) -> TokenStream {
+    let mut parens =
+        proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, TokenStream::new());
+    parens.set_span(sig.paren_token.span.join());
+    let mut tokens = sig.ident.to_token_stream();
+    tokens.extend([proc_macro2::TokenTree::Group(parens)]);
+    tokens
 }
 
 fn is_tool_context_ref(ty: &Type) -> bool {
@@ -538,4 +592,20 @@ pub fn parse_duration(text: &str) -> Result<(u64, u32), String> {
         .map_err(|_| format!("`timeout = \"{text}\"` is too large"))?;
     let nanos = u32::try_from((total_ms % 1000) * 1_000_000).unwrap_or(0);
     Ok((secs, nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok((0, 500_000_000)));
+        assert_eq!(parse_duration("30s"), Ok((30, 0)));
+        assert_eq!(parse_duration("1m30s"), Ok((90, 0)));
+        assert_eq!(parse_duration("2h"), Ok((7200, 0)));
+        for bad in ["", "0s", "30", "30sec", "soon", "s30", "1m 30s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

@@ -7,14 +7,14 @@
 //! alone.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
-use syn::Ident;
+use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
+use syn::{GenericArgument, Ident, PathArguments, Type};
 
 use crate::check::{Approval, Executor, Form, Tool};
 
 pub fn expand(tool: &Tool) -> TokenStream {
-    let rt = quote!(::aptix::__private);
+    let rt = runtime(Span::call_site());
     let name = &tool.name;
     let usage = &tool.usage;
     let description = &tool.description;
@@ -51,6 +51,13 @@ pub fn expand(tool: &Tool) -> TokenStream {
             DEFINITION.get_or_init(#rt::ToolDefinition::build::<Self>).as_ref()
         }
     };
+    // What a client or person sends back is parsed into the declared type.
+    let resolution = tool.output.as_ref().map(|output| {
+        let rt = runtime(output.span());
+        quote_spanned! {output.span()=>
+            const _: () = #rt::assert_resolution::<#output>();
+        }
+    });
 
     match &tool.form {
         Form::Fn {
@@ -62,19 +69,82 @@ pub fn expand(tool: &Tool) -> TokenStream {
         } => {
             let function = &item.sig.ident;
             let vis = &item.vis;
-            // Spanned on the user's types, so a missing derive or a wrong
-            // return type is reported where it was written.
-            let args_ty = quote_spanned!(args.span()=> #args);
-            let returned = quote_spanned!(ret.span()=> <#ret as #rt::IntoToolResult>::Ok);
+            // Each generated use of a user's type carries that type's span,
+            // so a missing derive or a wrong return type is reported where it
+            // was written, and once: rustc merges identical errors at one
+            // span, not errors about one type at different spans.
+            //
+            // `body`: the call of the user's function and the conversion of
+            // what it returns, spanned on `span`.
+            let body = |span: Span| {
+                let rt = runtime(span);
+                let call = if *with_context {
+                    quote_spanned!(span=> #function(args, ctx).await)
+                } else {
+                    quote_spanned!(span=> { let _ = ctx; #function(args).await })
+                };
+                quote_spanned! {span=>
+                    let returned: #ret = #call;
+                    <#ret as #rt::IntoToolResult>::into_tool_result(returned)
+                }
+            };
+            let (returned, call_fn) = match result_parts(ret) {
+                // `Result<T, E>` written out: `T` is used as written, so a
+                // `T` without `Serialize`/`JsonSchema` is reported on `T`;
+                // `Result<T, E>: IntoToolResult` is needed only in the body,
+                // spanned on `E`, so an `E` that does not convert into
+                // `ToolError` is reported on `E`; and the signature is
+                // spanned on the function's name, where "the future is not
+                // `Send`" belongs. (The runtime paths carry the spans too,
+                // or a path would span from the attribute to the user's
+                // token and the error would be reported twice.)
+                Some((ok, err)) => {
+                    let sig = function.span();
+                    let rt = runtime(sig);
+                    let body = body(err.span());
+                    let call_fn = quote_spanned! {sig=>
+                        async fn call(args: #args, ctx: &#rt::ToolContext)
+                            -> #rt::Result<Self::Returned, #rt::ToolError>
+                        {
+                            #body
+                        }
+                    };
+                    (ok.to_token_stream(), call_fn)
+                }
+                // Any other return type (an alias such as `io::Result<T>`,
+                // or no `Result` at all) goes through `IntoToolResult::Ok`,
+                // and every use is spanned on the return type. The future is
+                // boxed because an `async fn` or `impl Future` here would
+                // report a bad return type a second time, from its
+                // desugaring.
+                None => {
+                    let span = ret.span();
+                    let rt = runtime(span);
+                    let body = body(span);
+                    let call_fn = quote_spanned! {span=>
+                        #[allow(refining_impl_trait)]
+                        fn call<'ctx>(args: #args, ctx: &'ctx #rt::ToolContext)
+                            -> ::core::pin::Pin<::std::boxed::Box<
+                                dyn #rt::Future<
+                                    Output = #rt::Result<Self::Returned, #rt::ToolError>,
+                                > + #rt::Send + 'ctx,
+                            >>
+                        {
+                            ::std::boxed::Box::pin(async move { #body })
+                        }
+                    };
+                    (
+                        quote_spanned!(span=> <#ret as #rt::IntoToolResult>::Ok),
+                        call_fn,
+                    )
+                }
+            };
+            let ok_span = returned.span();
             let output = match &tool.output {
-                Some(output) => quote_spanned!(output.span()=> #output),
-                None => returned.clone(),
+                Some(output) => quote_spanned!(output.span()=> type Output = #output;),
+                None => quote_spanned!(ok_span=> type Output = #returned;),
             };
-            let call = if *with_context {
-                quote!(#function(args, ctx).await)
-            } else {
-                quote!({ let _ = ctx; #function(args).await })
-            };
+            let returned = quote_spanned!(ok_span=> type Returned = #returned;);
             let doc = format!(
                 "The `{}` agent tool, declared by [`{}`] with `#[agent_tool]`.",
                 name.value(),
@@ -93,8 +163,8 @@ pub fn expand(tool: &Tool) -> TokenStream {
                     #[automatically_derived]
                     impl #rt::Tool for #struct_ident {
                         #common
-                        type Args = #args_ty;
-                        type Output = #output;
+                        type Args = #args;
+                        #output
                         fn dyn_tool() -> &'static dyn #rt::DynTool {
                             &#rt::FnTool::<Self>::NEW
                         }
@@ -102,26 +172,25 @@ pub fn expand(tool: &Tool) -> TokenStream {
 
                     #[automatically_derived]
                     impl #rt::ToolFn for #struct_ident {
-                        type Returned = #returned;
-                        fn call(
-                            args: #args_ty,
-                            ctx: &#rt::ToolContext,
-                        ) -> impl #rt::Future<Output = #rt::Result<Self::Returned, #rt::ToolError>> + #rt::Send {
-                            async move { #rt::IntoToolResult::into_tool_result(#call) }
-                        }
+                        #returned
+                        #call_fn
                     }
 
                     #[#rt::linkme::distributed_slice(#rt::TOOLS)]
                     #[linkme(crate = #rt::linkme)]
                     static REGISTRATION: &'static dyn #rt::DynTool = &#rt::FnTool::<#struct_ident>::NEW;
+
+                    #resolution
                 };
             }
         }
         Form::Struct { item } => {
             let ident = &item.ident;
+            // Spanned on the struct's name: a missing derive is reported there.
+            let args = quote_spanned!(ident.span()=> type Args = #ident;);
             let output = match &tool.output {
-                Some(output) => quote_spanned!(output.span()=> #output),
-                None => quote!(#rt::Value),
+                Some(output) => quote_spanned!(output.span()=> type Output = #output;),
+                None => quote!(type Output = #rt::Value;),
             };
             quote! {
                 #item
@@ -132,8 +201,8 @@ pub fn expand(tool: &Tool) -> TokenStream {
                     #[automatically_derived]
                     impl #rt::Tool for #ident {
                         #common
-                        type Args = Self;
-                        type Output = #output;
+                        #args
+                        #output
                         fn dyn_tool() -> &'static dyn #rt::DynTool {
                             &#rt::SchemaOnlyTool::<Self>::NEW
                         }
@@ -142,9 +211,43 @@ pub fn expand(tool: &Tool) -> TokenStream {
                     #[#rt::linkme::distributed_slice(#rt::TOOLS)]
                     #[linkme(crate = #rt::linkme)]
                     static REGISTRATION: &'static dyn #rt::DynTool = &#rt::SchemaOnlyTool::<#ident>::NEW;
+
+                    #resolution
                 };
             }
         }
+    }
+}
+
+/// The path generated code reaches the runtime by, with the span of the
+/// user's tokens it is used for.
+fn runtime(span: Span) -> TokenStream {
+    quote_spanned!(span=> ::aptix::__private)
+}
+
+/// `Result<T, E>` as written (any path ending in `Result` with two type
+/// arguments): `T` and `E`. `None` for anything else, e.g. an alias.
+fn result_parts(ty: &Type) -> Option<(&Type, &Type)> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    if path.qself.is_some() {
+        return None;
+    }
+    let last = path.path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+        return None;
+    };
+    let mut types = arguments.args.iter().filter_map(|argument| match argument {
+        GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    match (types.next(), types.next(), types.next()) {
+        (Some(ok), Some(err), None) if arguments.args.len() == 2 => Some((ok, err)),
+        _ => None,
     }
 }
 
@@ -152,28 +255,69 @@ pub fn expand(tool: &Tool) -> TokenStream {
 /// declaration at a time, so the rule is handed to the compiler: each tool
 /// exports a macro whose name encodes the tool name, and `#[macro_export]`
 /// puts every such macro at the crate root, where a second one with the same
-/// name is error E0428. The identifier carries the span of the user's name
-/// literal, so the error points at the second declaration's `name = "..."`.
-/// Names that must be unique across crates are checked by the catalog.
+/// name is error E0428. The macro is spanned on the user's name literal, so
+/// the error points at both declarations' `name = "..."`, and its name reads
+/// as the problem: "the name `agent_tool_named_greet` is defined multiple
+/// times". Names that must be unique across crates are checked by the
+/// catalog.
 fn unique_name_guard(tool: &Tool) -> TokenStream {
-    let mut encoded = String::new();
-    for c in tool.name.value().chars() {
-        match c {
-            // `_` doubles and `-` becomes `_d`, so distinct names stay distinct.
-            '_' => encoded.push_str("__"),
-            '-' => encoded.push_str("_d"),
-            c => encoded.push(c),
-        }
-    }
-    let guard: Ident = format_ident!(
-        "__aptix_tool_name_must_be_unique__{}",
-        encoded,
-        span = tool.name.span()
-    );
-    let _ = Span::call_site();
-    quote! {
+    let span = tool.name.span();
+    let guard = Ident::new(&guard_name(&tool.name.value()), span);
+    // A tool declared inside a function (as in a test) makes this a
+    // non-local `#[macro_export]`, which is intended here.
+    quote_spanned! {span=>
         #[doc(hidden)]
+        #[allow(non_local_definitions)]
         #[macro_export]
         macro_rules! #guard { () => {}; }
+    }
+}
+
+/// An identifier per tool name, distinct for distinct names. Names are
+/// `[A-Za-z0-9_-]`; without `-` the name is used as it is, and a name with
+/// `-` gets another prefix, `_` for each `-` and the `-` positions appended
+/// (`get-weather` → `agent_tool_hyphenated_named_get_weather__hyphens_at_3`).
+pub fn guard_name(name: &str) -> String {
+    if !name.contains('-') {
+        return format!("agent_tool_named_{name}");
+    }
+    let positions: Vec<String> = name
+        .char_indices()
+        .filter(|(_, c)| *c == '-')
+        .map(|(i, _)| i.to_string())
+        .collect();
+    format!(
+        "agent_tool_hyphenated_named_{}__hyphens_at_{}",
+        name.replace('-', "_"),
+        positions.join("_")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guard_name;
+
+    #[test]
+    fn guard_names_are_distinct_for_distinct_names() {
+        let names = [
+            "a",
+            "a_b",
+            "a-b",
+            "a__b",
+            "a_-b",
+            "a-_b",
+            "a--b",
+            "a_b_hyphens_at_1",
+            "a-b_",
+            "a_b-",
+            "hyphenated_named_a",
+        ];
+        let guards: std::collections::HashSet<String> =
+            names.iter().map(|name| guard_name(name)).collect();
+        assert_eq!(guards.len(), names.len());
+        assert_eq!(guard_name("get_weather"), "agent_tool_named_get_weather");
+        for guard in &guards {
+            assert!(syn::parse_str::<syn::Ident>(guard).is_ok(), "{guard}");
+        }
     }
 }

@@ -3,6 +3,10 @@
 //! refer to. Without the stub, every `.tool::<HelloWorldTool>()` in the crate
 //! would add a "cannot find type" error and bury the one that matters
 //! (the approach of `thiserror-impl/src/fallback.rs`).
+//!
+//! There is no stub where one would be a new error: for a method (it sits in
+//! an `impl` block, where a struct cannot be declared) and for a generic
+//! struct (a stub impl would have to invent its parameters).
 
 use proc_macro2::TokenStream;
 use quote::quote;

@@ -5,6 +5,7 @@
 //! declaration is reported in one compile.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
 use syn::{Ident, Item, ItemFn, ItemStruct, LitStr, Token, Type};
 
@@ -24,12 +25,41 @@ pub struct Attr {
     pub approval: Option<Key<Ident>>,
     pub output: Option<Key<Type>>,
     pub timeout: Option<Key<LitStr>>,
+    /// Keys that were written but whose value could not be read; already
+    /// reported, so `check` must not also call them missing.
+    pub unreadable: Vec<String>,
+    /// False when the attribute had a syntax error that may have hidden
+    /// keys; `check` then reports no key as missing.
+    pub complete: bool,
+    /// The attribute's tokens, to point at when a key is missing.
+    pub tokens: TokenStream,
+}
+
+impl Attr {
+    /// Whether a "missing `key`" error is certain: the key is absent, and
+    /// not merely unreadable or lost to a syntax error.
+    pub fn surely_missing(&self, key: &str) -> bool {
+        self.complete && !self.unreadable.iter().any(|k| k == key)
+    }
+
+    /// Where to report a missing key: the attribute's arguments, or the
+    /// whole attribute when it has none.
+    pub fn missing_key_error(&self, message: impl std::fmt::Display) -> syn::Error {
+        if self.tokens.is_empty() {
+            syn::Error::new(Span::call_site(), message)
+        } else {
+            syn::Error::new_spanned(&self.tokens, message)
+        }
+    }
 }
 
 /// The item the attribute is on.
 pub enum Target {
     Fn(Box<ItemFn>),
     Struct(Box<ItemStruct>),
+    /// Any other item: rejected, but when it is a non-generic type (an enum,
+    /// a union) its name is kept so the fallback can give it a stub impl.
+    Other(Option<Ident>),
 }
 
 /// Everything parsed, plus the errors found while parsing.
@@ -39,26 +69,43 @@ pub struct Parsed {
     pub errors: Vec<syn::Error>,
 }
 
-pub const KEYS: &str = "name, usage, description, executor, approval, output, timeout";
+pub const KEYS: &[&str] = &[
+    "name",
+    "usage",
+    "description",
+    "executor",
+    "approval",
+    "output",
+    "timeout",
+];
 
 pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
     let mut errors = Vec::new();
-    let attr = match (|input: ParseStream| parse_attr(input, &mut errors)).parse2(attr) {
-        Ok(attr) => attr,
-        Err(error) => {
-            errors.push(error);
-            Attr::default()
-        }
+    let mut parsed_attr = Attr {
+        complete: true,
+        tokens: attr.clone(),
+        ..Attr::default()
     };
+    let result =
+        (|input: ParseStream| parse_attr(input, &mut parsed_attr, &mut errors)).parse2(attr);
+    if let Err(error) = result {
+        errors.push(error);
+        parsed_attr.complete = false;
+    }
     let target = match syn::parse2::<Item>(item) {
         Ok(Item::Fn(item)) => Some(Target::Fn(Box::new(item))),
         Ok(Item::Struct(item)) => Some(Target::Struct(Box::new(item))),
         Ok(other) => {
-            errors.push(syn::Error::new_spanned(
-                item_keyword(&other),
-                "#[agent_tool] goes on an `async fn` (a tool with server code) or on a struct with named fields (the arguments of a client, human or provider tool)",
-            ));
-            None
+            let message = match &other {
+                Item::Enum(_) => {
+                    "#[agent_tool] does not go on an enum: a tool's arguments are always a JSON object, so declare a struct with named fields (a field may be an enum)"
+                }
+                _ => {
+                    "#[agent_tool] goes on an `async fn` (a tool with server code) or on a struct with named fields (the arguments of a client, human or provider tool)"
+                }
+            };
+            errors.push(syn::Error::new_spanned(item_keyword(&other), message));
+            Some(Target::Other(stub_type_ident(&other)))
         }
         Err(error) => {
             errors.push(error);
@@ -66,7 +113,7 @@ pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
         }
     };
     Parsed {
-        attr,
+        attr: parsed_attr,
         target,
         errors,
     }
@@ -74,7 +121,6 @@ pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
 
 /// The tokens that name what kind of item it is, for a precise span.
 fn item_keyword(item: &Item) -> TokenStream {
-    use quote::ToTokens;
     match item {
         Item::Enum(item) => item.enum_token.to_token_stream(),
         Item::Union(item) => item.union_token.to_token_stream(),
@@ -88,41 +134,230 @@ fn item_keyword(item: &Item) -> TokenStream {
     }
 }
 
-fn parse_attr(input: ParseStream, errors: &mut Vec<syn::Error>) -> syn::Result<Attr> {
-    let mut attr = Attr::default();
+/// A rejected item that is still a type the user may name as a tool.
+fn stub_type_ident(item: &Item) -> Option<Ident> {
+    let (ident, generics) = match item {
+        Item::Enum(item) => (&item.ident, &item.generics),
+        Item::Union(item) => (&item.ident, &item.generics),
+        _ => return None,
+    };
+    (generics.params.is_empty() && generics.where_clause.is_none()).then(|| ident.clone())
+}
+
+fn parse_attr(
+    input: ParseStream,
+    attr: &mut Attr,
+    errors: &mut Vec<syn::Error>,
+) -> syn::Result<()> {
     while !input.is_empty() {
+        if !input.peek(Ident) {
+            // Not `key = ...`: report it, skip to the next key.
+            let bad: TokenTree = input.parse()?;
+            errors.push(syn::Error::new_spanned(
+                &bad,
+                format!(
+                    "expected a key of #[agent_tool] (`key = value`); the keys are: {}",
+                    KEYS.join(", ")
+                ),
+            ));
+            attr.complete = false;
+            skip_value(input);
+            next_key(input)?;
+            continue;
+        }
         let key: Ident = input.parse()?;
+        let name = key.to_string();
+        if !input.peek(Token![=]) {
+            let message = if KEYS.contains(&name.as_str()) {
+                format!("`{key}` needs a value: `{key} = ...`")
+            } else {
+                unknown_key_message(&key)
+            };
+            errors.push(syn::Error::new(key.span(), message));
+            attr.unreadable.push(name);
+            skip_value(input);
+            next_key(input)?;
+            continue;
+        }
         input.parse::<Token![=]>()?;
-        let result = match key.to_string().as_str() {
-            "name" => set(&mut attr.name, key, input.parse()),
-            "usage" => set(&mut attr.usage, key, input.parse()),
-            "description" => set(&mut attr.description, key, input.parse()),
-            "timeout" => set(&mut attr.timeout, key, input.parse()),
-            "executor" => set(&mut attr.executor, key, input.parse()),
-            "approval" => set(&mut attr.approval, key, input.parse()),
-            "output" => set(&mut attr.output, key, input.parse()),
-            _ => {
-                skip_value(input);
-                Err(syn::Error::new(
-                    key.span(),
-                    format!("unknown key `{key}` in #[agent_tool]; the keys are: {KEYS}"),
-                ))
+        let value = value_tokens(input);
+        let result = match name.as_str() {
+            "name" | "usage" | "description" | "timeout" => {
+                parse_value(&key, &value, |input| string_value(input, &key)).and_then(|value| {
+                    let slot = match name.as_str() {
+                        "name" => &mut attr.name,
+                        "usage" => &mut attr.usage,
+                        "description" => &mut attr.description,
+                        _ => &mut attr.timeout,
+                    };
+                    set(slot, key.clone(), value)
+                })
             }
+            "executor" => parse_value(&key, &value, |input| word_value(input, &key))
+                .and_then(|value| set(&mut attr.executor, key.clone(), value)),
+            "approval" => parse_value(&key, &value, |input| word_value(input, &key))
+                .and_then(|value| set(&mut attr.approval, key.clone(), value)),
+            "output" => parse_value(&key, &value, type_value)
+                .and_then(|value| set(&mut attr.output, key.clone(), value)),
+            _ => Err(syn::Error::new(key.span(), unknown_key_message(&key))),
         };
         if let Err(error) = result {
             errors.push(error);
-            skip_value(input);
+            attr.unreadable.push(name);
+            // `name = "a" usage = "b"`: a missing comma swallowed the next
+            // key, which must not then be reported as missing.
+            if value
+                .clone()
+                .into_iter()
+                .any(|tree| matches!(&tree, TokenTree::Punct(p) if p.as_char() == '='))
+            {
+                attr.complete = false;
+            }
         }
-        if input.is_empty() {
-            break;
-        }
-        input.parse::<Token![,]>()?;
+        next_key(input)?;
     }
-    Ok(attr)
+    Ok(())
 }
 
-fn set<T>(slot: &mut Option<Key<T>>, key: Ident, value: syn::Result<T>) -> syn::Result<()> {
-    let value = value?;
+/// After a value: the end of the attribute or a comma.
+fn next_key(input: ParseStream) -> syn::Result<()> {
+    if !input.is_empty() {
+        input.parse::<Token![,]>()?;
+    }
+    Ok(())
+}
+
+/// The tokens up to the next top-level comma, consumed.
+fn value_tokens(input: ParseStream) -> TokenStream {
+    let mut tokens = TokenStream::new();
+    let _ = input.step(|cursor| {
+        let mut rest = *cursor;
+        while let Some((tree, next)) = rest.token_tree() {
+            if matches!(&tree, TokenTree::Punct(p) if p.as_char() == ',') {
+                break;
+            }
+            tokens.extend([tree]);
+            rest = next;
+        }
+        Ok(((), rest))
+    });
+    tokens
+}
+
+/// Parses one key's value tokens completely, so a bad value is an error on
+/// that value and never on the rest of the attribute.
+fn parse_value<T>(
+    key: &Ident,
+    tokens: &TokenStream,
+    parser: impl FnOnce(ParseStream) -> syn::Result<T>,
+) -> syn::Result<T> {
+    if tokens.is_empty() {
+        return Err(syn::Error::new(
+            key.span(),
+            format!("`{key}` needs a value: `{key} = ...`"),
+        ));
+    }
+    let whole = |input: ParseStream| {
+        let value = parser(input)?;
+        if !input.is_empty() {
+            return Err(input.error(format!(
+                "unexpected tokens after the value of `{key}`; separate keys with commas"
+            )));
+        }
+        Ok(value)
+    };
+    whole.parse2(tokens.clone())
+}
+
+/// A string literal, or an error on the whole value saying what to write.
+fn string_value(input: ParseStream, key: &Ident) -> syn::Result<LitStr> {
+    if input.peek(LitStr) {
+        return input.parse();
+    }
+    let example = match key.to_string().as_str() {
+        "name" => "name = \"get_weather\"",
+        "usage" => "usage = \"Call when ...\"",
+        "timeout" => "timeout = \"30s\"",
+        _ => "description = \"...\"",
+    };
+    Err(syn::Error::new_spanned(
+        rest(input),
+        format!("`{key}` takes a string literal: `{example}`"),
+    ))
+}
+
+/// `executor = client`: a bare word. A quoted word gets its own hint.
+fn word_value(input: ParseStream, key: &Ident) -> syn::Result<Ident> {
+    if input.peek(LitStr) {
+        let text: LitStr = input.parse()?;
+        return Err(syn::Error::new(
+            text.span(),
+            format!("write `{key} = {}` without quotes", text.value().trim()),
+        ));
+    }
+    if input.peek(Ident) {
+        return input.parse();
+    }
+    let choices = match key.to_string().as_str() {
+        "executor" => "`server`, `client`, `human` or `provider`",
+        _ => "`auto` or `requires_approval`",
+    };
+    Err(syn::Error::new_spanned(
+        rest(input),
+        format!("`{key}` takes one of {choices}"),
+    ))
+}
+
+/// `output = MyOutput`: a type.
+fn type_value(input: ParseStream) -> syn::Result<Type> {
+    let fork = input.fork();
+    match fork.parse::<Type>() {
+        Ok(_) => input.parse(),
+        Err(_) => Err(syn::Error::new_spanned(
+            rest(input),
+            "`output` takes a type: `output = MyOutput`",
+        )),
+    }
+}
+
+/// Consumes and returns what is left of a value, to span an error on it.
+fn rest(input: ParseStream) -> TokenStream {
+    value_tokens(input)
+}
+
+fn unknown_key_message(key: &Ident) -> String {
+    let name = key.to_string();
+    let keys = KEYS.join(", ");
+    let closest = KEYS
+        .iter()
+        .map(|known| (edit_distance(known, &name), known))
+        .filter(|(distance, _)| *distance <= 2)
+        .min();
+    match closest {
+        Some((_, known)) => format!(
+            "unknown key `{key}` in #[agent_tool]: did you mean `{known}`? The keys are: {keys}"
+        ),
+        None => format!("unknown key `{key}` in #[agent_tool]; the keys are: {keys}"),
+    }
+}
+
+/// Levenshtein distance, for "did you mean" on short key names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = i;
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+fn set<T>(slot: &mut Option<Key<T>>, key: Ident, value: T) -> syn::Result<()> {
     if slot.is_some() {
         return Err(syn::Error::new(
             key.span(),
@@ -136,16 +371,7 @@ fn set<T>(slot: &mut Option<Key<T>>, key: Ident, value: syn::Result<T>) -> syn::
 /// Skips to the next top-level comma, so one bad value does not hide the
 /// errors of the keys after it.
 fn skip_value(input: ParseStream) {
-    let _ = input.step(|cursor| {
-        let mut rest = *cursor;
-        while let Some((tree, next)) = rest.token_tree() {
-            if matches!(&tree, TokenTree::Punct(p) if p.as_char() == ',') {
-                return Ok(((), rest));
-            }
-            rest = next;
-        }
-        Ok(((), rest))
-    });
+    let _ = value_tokens(input);
 }
 
 /// The doc comment of an item, joined and trimmed; `None` if empty.
@@ -156,27 +382,39 @@ pub fn doc_comment(attrs: &[syn::Attribute]) -> Option<(String, Span)> {
         if !attr.path().is_ident("doc") {
             continue;
         }
-        if let syn::Meta::NameValue(nv) = &attr.meta {
-            if let syn::Expr::Lit(syn::ExprLit {
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Str(text),
                 ..
             }) = &nv.value
-            {
-                span.get_or_insert(text.span());
-                let value = text.value();
-                lines.push(
-                    value
-                        .strip_prefix(' ')
-                        .unwrap_or(&value)
-                        .trim_end()
-                        .to_owned(),
-                );
-            }
+        {
+            span.get_or_insert(text.span());
+            let value = text.value();
+            lines.push(
+                value
+                    .strip_prefix(' ')
+                    .unwrap_or(&value)
+                    .trim_end()
+                    .to_owned(),
+            );
         }
     }
     let text = lines.join("\n").trim().to_owned();
     match (text.is_empty(), span) {
         (false, Some(span)) => Some((text, span)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn edit_distances() {
+        assert_eq!(edit_distance("timeout", "timeout"), 0);
+        assert_eq!(edit_distance("timeout", "timout"), 1);
+        assert_eq!(edit_distance("usage", "usgae"), 2);
+        assert_eq!(edit_distance("name", "retries"), 6);
     }
 }

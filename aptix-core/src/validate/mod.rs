@@ -64,7 +64,12 @@ impl ArgsValidator {
     /// An empty or all-whitespace string counts as `{}`: some models send
     /// nothing at all for a tool without parameters.
     pub fn parse<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
-        let raw = if raw.trim().is_empty() { "{}" } else { raw };
+        // Stops at the first non-blank byte: the first, for any real object.
+        let raw = if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
+            "{}"
+        } else {
+            raw
+        };
         if let Some(fast) = &self.fast
             && fast.is_valid(raw)
             && let Ok(args) = serde_json::from_str::<A>(raw)

@@ -1,0 +1,23 @@
+use aptix::prelude::*;
+
+/// What the client sends back.
+#[derive(Serialize, JsonSchema)]
+pub struct Selection {
+    /// The selected text.
+    pub text: String,
+}
+
+/// Reads the text the user selected in the editor.
+#[agent_tool(
+    name = "read_selection",
+    usage = "Call when the user refers to the selected text.",
+    executor = client,
+    output = Selection,
+)]
+#[derive(Deserialize, JsonSchema)]
+pub struct ReadSelection {
+    /// Whether to include the surrounding line.
+    pub with_line: bool,
+}
+
+fn main() {}
