@@ -19,7 +19,9 @@ pub use crate::context::ToolContext;
 pub use crate::error::ToolError;
 pub use crate::executor::{FnTool, SchemaOnlyTool};
 pub use crate::schema::{DefinitionError, ToolDefinition};
-pub use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
+pub use crate::tool::{
+    Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema,
+};
 pub use serde_json::Value;
 
 /// The arguments of the stub a failed `#[agent_tool]` emits; never used at run time.
@@ -39,22 +41,43 @@ pub trait IntoToolResult {
     fn into_tool_result(self) -> Result<Self::Ok, ToolError>;
 }
 
-impl<T, E: Into<ToolError>> IntoToolResult for Result<T, E> {
+impl<T, E: IntoToolError> IntoToolResult for Result<T, E> {
     type Ok = T;
     #[inline]
     fn into_tool_result(self) -> Result<T, ToolError> {
-        self.map_err(Into::into)
+        self.map_err(IntoToolError::into_tool_error)
+    }
+}
+
+/// The error type of a tool function: `ToolError`, or anything that
+/// converts into it (every `std::error::Error + Send + Sync + 'static`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the error type of an agent tool",
+    label = "the error type must convert into `aptix::ToolError`",
+    note = "return `ToolError` (e.g. `ToolError::failed(\"...\")`) or a type that implements `std::error::Error + Send + Sync + 'static`"
+)]
+pub trait IntoToolError {
+    /// Converts into the `ToolError` the envelope reports.
+    fn into_tool_error(self) -> ToolError;
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: Into<ToolError>> IntoToolError for E {
+    #[inline]
+    fn into_tool_error(self) -> ToolError {
+        self.into()
     }
 }
 
 /// Proves a declared `output = T` type (what a client or person sends back).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the declared output of an agent tool",
-    label = "this type must derive `Deserialize` and `JsonSchema`",
-    note = "the client or person's answer is parsed into `{Self}`: add `#[derive(Deserialize, JsonSchema)]`"
+    label = "this type must derive `Deserialize`",
+    note = "the client's or person's answer is parsed into `{Self}`: add `#[derive(Deserialize)]` to `{Self}` (it is in `aptix::prelude`)"
 )]
-pub trait ToolResolution: DeserializeOwned + JsonSchema + 'static {}
-impl<T: DeserializeOwned + JsonSchema + 'static> ToolResolution for T {}
+pub trait ToolResolution: 'static {}
+#[diagnostic::do_not_recommend]
+impl<T: DeserializeOwned + 'static> ToolResolution for T {}
 
 /// Type-level assertion used by generated code at the span of the user's type.
 pub const fn assert_resolution<T: ToolResolution>() {}

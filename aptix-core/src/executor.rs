@@ -24,7 +24,7 @@ use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE, ToolError};
 use crate::schema::{DefinitionError, ToolDefinition};
-use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolFn};
+use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
 
 /// The time limit of a call whose tool declares none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -453,7 +453,7 @@ fn validated_payload<T: Tool>(raw: &str) -> Result<JsonText, RunFailure> {
         .parse(raw)
         .map_err(RunFailure::Rejected)?;
     // The typed parse proves the arguments fit the Rust type too.
-    <T::Args as serde::Deserialize>::deserialize(&value).map_err(|error| {
+    <<T::Args as ToolArgs>::Serde as serde::Deserialize>::deserialize(&value).map_err(|error| {
         RunFailure::Tool(ToolError::invalid_arguments(format!(
             "The arguments do not match the tool's parameters: {error}"
         )))
@@ -481,11 +481,12 @@ impl<T: ToolFn> DynTool for FnTool<T> {
     ) -> BoxFuture<'a, Result<JsonText, RunFailure>> {
         Box::pin(async move {
             let definition = definition_of::<T>()?;
-            let args: T::Args = definition
+            let args: <T::Args as ToolArgs>::Serde = definition
                 .validator()
                 .parse(raw)
                 .map_err(RunFailure::Rejected)?;
-            let output = T::call(args, ctx).await.map_err(RunFailure::Tool)?;
+            let output = T::call(args.into(), ctx).await.map_err(RunFailure::Tool)?;
+            let output = <T::Returned as ToolOutput>::Serde::from(output);
             JsonText::from_serialize(&output)
                 .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
         })

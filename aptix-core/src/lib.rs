@@ -34,7 +34,9 @@ pub use error::{ErrorCode, ToolError};
 pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall};
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
+pub use tool::{
+    Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema,
+};
 
 #[doc(hidden)]
 pub mod __private;

@@ -111,7 +111,7 @@ pub trait Tool: Send + Sync + 'static {
     type Args: ToolArgs;
     /// What the model finally receives as the result: the function's output
     /// for server tools, the declared `output` for client and human tools.
-    type Output: JsonSchema;
+    type Output: ToolOutputSchema;
 
     /// The canonical definition, built once and cached for the process.
     fn definition() -> Result<&'static ToolDefinition, &'static DefinitionError>;
@@ -136,6 +136,12 @@ pub trait ToolFn: Tool {
     ) -> impl Future<Output = Result<Self::Returned, ToolError>> + Send;
 }
 
+// The three traits below carry the compile-time messages of `#[agent_tool]`.
+// Their serde/schemars requirements are bounds of a `do_not_recommend`
+// blanket impl and of a hidden associated type, never supertraits: with a
+// supertrait rustc reports the inner bound ("`Args: Deserialize<'_>` is not
+// satisfied", plus a list of unrelated types) instead of the message here.
+
 /// What an arguments type needs: it is parsed from the model's JSON and
 /// described to the model by its schema. Implemented for every such type.
 #[diagnostic::on_unimplemented(
@@ -143,15 +149,46 @@ pub trait ToolFn: Tool {
     label = "this type must derive `Deserialize` and `JsonSchema`",
     note = "add `#[derive(Deserialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
 )]
-pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {}
-impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArgs for T {}
+pub trait ToolArgs: Send + Sized + 'static {
+    /// `Self`, with the bounds generic code needs (always `Self`).
+    #[doc(hidden)]
+    type Serde: DeserializeOwned + JsonSchema + Into<Self>;
+}
+#[diagnostic::do_not_recommend]
+impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArgs for T {
+    type Serde = T;
+}
 
 /// What a tool function's success type needs: it is serialized into the
-/// envelope and described by the output schema. Implemented for every such type.
+/// envelope. Implemented for every such type.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the output of an agent tool",
-    label = "this type must derive `Serialize` and `JsonSchema`",
-    note = "add `#[derive(Serialize, JsonSchema)]` to `{Self}` (both derives are in `aptix::prelude`)"
+    label = "this type must derive `Serialize`",
+    note = "the result is sent to the model as JSON: add `#[derive(Serialize)]` to `{Self}` (it is in `aptix::prelude`)"
 )]
-pub trait ToolOutput: Serialize + JsonSchema + Send + 'static {}
-impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for T {}
+pub trait ToolOutput: Send + Sized + 'static {
+    /// `Self`, with the bounds generic code needs (always `Self`).
+    #[doc(hidden)]
+    type Serde: Serialize + From<Self>;
+}
+#[diagnostic::do_not_recommend]
+impl<T: Serialize + Send + 'static> ToolOutput for T {
+    type Serde = T;
+}
+
+/// What a tool's result type needs: the model is told its schema.
+/// Implemented for every such type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the output of an agent tool",
+    label = "this type must derive `JsonSchema`",
+    note = "the model is told the result's schema: add `#[derive(JsonSchema)]` to `{Self}` (it is in `aptix::prelude`)"
+)]
+pub trait ToolOutputSchema {
+    /// `Self`, with the bounds generic code needs (always `Self`).
+    #[doc(hidden)]
+    type Schema: JsonSchema;
+}
+#[diagnostic::do_not_recommend]
+impl<T: JsonSchema> ToolOutputSchema for T {
+    type Schema = T;
+}

@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool};
+use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolOutputSchema};
 use crate::validate::ArgsValidator;
 
 pub use dialect::{Dialect, DialectError};
@@ -87,7 +87,7 @@ impl ToolDefinition {
     /// result in a `OnceLock`, so this runs once per tool per process.
     pub fn build<T: Tool>() -> Result<ToolDefinition, DefinitionError> {
         let args_type = std::any::type_name::<T::Args>();
-        let parameters = canonical_parameters::<T::Args>();
+        let parameters = canonical_parameters::<<T::Args as ToolArgs>::Serde>();
         let location = T::SOURCE.to_string();
         check_object_root(T::NAME, args_type, &parameters, &location)?;
         check_field_descriptions(T::NAME, args_type, &parameters, &location)?;
@@ -108,7 +108,7 @@ impl ToolDefinition {
             redact: T::REDACT,
             args_type,
             parameters,
-            output: canonical_output::<T::Output>(),
+            output: canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
             validator,
         })
     }
