@@ -42,6 +42,7 @@
 //! | `approval` | `auto`, `requires_approval` | `auto` |
 //! | `output` | the type a client or person sends back | required for `client`/`human` |
 //! | `timeout` | `"500ms"`, `"30s"`, `"2m"`, `"1m30s"` | the executor's (60 s) |
+//! | `redact` | JSON pointers hidden from events and logs, `["/password"]` | none |
 //!
 //! On a function, the macro adds a unit struct named after it in PascalCase
 //! with a `Tool` suffix (`hello_world` → `HelloWorldTool`) implementing

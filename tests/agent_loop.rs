@@ -417,3 +417,99 @@ async fn no_model_call_means_no_model_request_and_still_one_done() {
     ));
     assert_eq!(model.requests().len(), 1);
 }
+
+/// Arguments of `login`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Login {
+    /// The user name.
+    pub user: String,
+    /// The password.
+    pub password: String,
+}
+
+/// A session.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Session {
+    /// Who logged in.
+    pub user: String,
+    /// The session token.
+    pub token: String,
+}
+
+/// Logs in.
+#[agent_tool(name = "login", usage = "Test tool.", redact = ["/password", "/token"])]
+async fn login(args: Login) -> Result<Session, ToolError> {
+    Ok(Session {
+        user: args.user,
+        token: format!("tok-{}", args.password.len()),
+    })
+}
+
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buffer) = self.0.lock() {
+            buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn declared_secrets_are_redacted_in_events_and_never_logged() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (agent, model) = agent(vec![
+        ScriptedTurn::new().tool_call(
+            "l1",
+            "login",
+            r#"{"user":"ada","password":"hunter2-secret"}"#,
+        ),
+        ScriptedTurn::new().text("Logged in."),
+    ]);
+    let mut conversation = Conversation::new("conv-13");
+    let events = run(&agent, &mut conversation, Input::User("log me in".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    match &events[0] {
+        AgentEvent::ToolCallStart { arguments, .. } => {
+            assert_eq!(
+                arguments,
+                &json!({ "user": "ada", "password": "[redacted]" })
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let results = results(&events);
+    assert_eq!(
+        results[0].1["result"],
+        json!({ "user": "ada", "token": "[redacted]" })
+    );
+    // The model sees the real values.
+    let transcript = format!("{:?}", model.requests()[1].messages);
+    assert!(transcript.contains("hunter2-secret") && transcript.contains("tok-14"));
+    // The logs never do.
+    let logs = captured
+        .0
+        .lock()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    assert!(
+        logs.contains("agent run finished"),
+        "the subscriber captured the run: {logs}"
+    );
+    assert!(
+        !logs.contains("hunter2-secret") && !logs.contains("tok-14"),
+        "{logs}"
+    );
+}

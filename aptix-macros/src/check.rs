@@ -32,6 +32,7 @@ pub struct Tool {
     pub approval: Approval,
     pub output: Option<Type>,
     pub timeout: Option<(u64, u32)>,
+    pub redact: Vec<LitStr>,
     pub form: Form,
 }
 
@@ -152,6 +153,15 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             errors.push(key.value.span(), why);
         }
     }
+    let redact = attr
+        .redact
+        .as_ref()
+        .map_or_else(Vec::new, |key| key.value.clone());
+    for pointer in &redact {
+        if let Err(why) = check_pointer(&pointer.value()) {
+            errors.push(pointer.span(), why);
+        }
+    }
     let timeout = attr
         .timeout
         .as_ref()
@@ -238,6 +248,7 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             approval,
             output: attr.output.map(|key| key.value),
             timeout,
+            redact,
             form,
         }),
         // Every `None` above pushed an error; this is unreachable in practice,
@@ -608,4 +619,23 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
         }
     }
+}
+
+/// A JSON pointer (RFC 6901) into the arguments or the result: `/a/0/b`,
+/// with `~0` and `~1` as the only escapes.
+fn check_pointer(pointer: &str) -> Result<(), String> {
+    if !pointer.starts_with('/') {
+        return Err(format!(
+            "`{pointer}` is not a JSON pointer: it starts with `/`, as in `/password` or `/card/number`"
+        ));
+    }
+    let mut chars = pointer.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err(format!(
+                "`{pointer}` is not a JSON pointer: `~` must be followed by `0` (for `~`) or `1` (for `/`)"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -33,7 +33,9 @@ pub fn expand(tool: &Tool) -> TokenStream {
         None => quote!(#rt::Option::None),
     };
     let unique = unique_name_guard(tool);
+    let redact = &tool.redact;
     let common = quote! {
+        const REDACT: &'static [&'static str] = &[#(#redact),*];
         const NAME: &'static str = #name;
         const USAGE: &'static str = #usage;
         const DESCRIPTION: &'static str = #description;

@@ -25,6 +25,7 @@ pub struct Attr {
     pub approval: Option<Key<Ident>>,
     pub output: Option<Key<Type>>,
     pub timeout: Option<Key<LitStr>>,
+    pub redact: Option<Key<Vec<LitStr>>>,
     /// Keys that were written but whose value could not be read; already
     /// reported, so `check` must not also call them missing.
     pub unreadable: Vec<String>,
@@ -77,6 +78,7 @@ pub const KEYS: &[&str] = &[
     "approval",
     "output",
     "timeout",
+    "redact",
 ];
 
 pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
@@ -199,6 +201,8 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.approval, key.clone(), value)),
             "output" => parse_value(&key, &value, type_value)
                 .and_then(|value| set(&mut attr.output, key.clone(), value)),
+            "redact" => parse_value(&key, &value, pointer_list)
+                .and_then(|value| set(&mut attr.redact, key.clone(), value)),
             _ => Err(syn::Error::new(key.span(), unknown_key_message(&key))),
         };
         if let Err(error) = result {
@@ -267,6 +271,20 @@ fn parse_value<T>(
         Ok(value)
     };
     whole.parse2(tokens.clone())
+}
+
+/// `redact = ["/password", "/card/number"]`: a list of string literals.
+fn pointer_list(input: ParseStream) -> syn::Result<Vec<LitStr>> {
+    let content;
+    let brackets = syn::bracketed!(content in input);
+    let pointers = syn::punctuated::Punctuated::<LitStr, Token![,]>::parse_terminated(&content)
+        .map_err(|_| {
+            syn::Error::new(
+                brackets.span.join(),
+                "`redact` takes a list of JSON pointers: `redact = [\"/password\", \"/card/number\"]`",
+            )
+        })?;
+    Ok(pointers.into_iter().collect())
 }
 
 /// A string literal, or an error on the whole value saying what to write.
