@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every check CI runs, in the order a failure is cheapest to find.
-# Usage: ./scripts/test.sh   (needs only the Rust toolchain)
+# Usage: ./scripts/test.sh   (needs the Rust toolchain and python3; it installs the rest:
+# the end-to-end test's model server, built once into ~/.cache/aptix)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,12 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== local model server (llama.cpp + SmolLM2-135M; built once, then cached)"
+APTIX_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
+export APTIX_TEST_LLM_URL
+trap './scripts/llm-server.sh stop' EXIT
+echo "model server at $APTIX_TEST_LLM_URL"
 
 echo "== cargo test (unit, integration, trybuild UI, examples, benches in test mode)"
 cargo test --workspace --all-targets --locked

@@ -549,7 +549,8 @@ impl ChunkDecoder {
         {
             events.push(Ok(ModelEvent::TextDelta(text.to_owned())));
         }
-        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+        let tool_calls = delta.get("tool_calls").and_then(Value::as_array);
+        if let Some(calls) = tool_calls {
             for (position, call) in calls.iter().enumerate() {
                 let Some(call) = call.as_object() else {
                     continue;
@@ -569,8 +570,12 @@ impl ChunkDecoder {
                 );
             }
         }
-        // The deprecated `functions` API: one call, no id.
-        if let Some(function) = delta.get("function_call").and_then(Value::as_object) {
+        // The deprecated `functions` API: one call, no id. Some servers
+        // (llama.cpp's) send it beside `tool_calls` with the same pieces, so
+        // it counts only when `tool_calls` is absent, or the arguments double.
+        if tool_calls.is_none()
+            && let Some(function) = delta.get("function_call").and_then(Value::as_object)
+        {
             self.push_call(0, None, Some(function), events);
         }
     }
@@ -753,6 +758,24 @@ mod tests {
                 }),
             ]
         );
+    }
+
+    #[test]
+    fn a_legacy_function_call_beside_tool_calls_is_not_counted_twice() {
+        // llama.cpp's server sends every piece in both fields.
+        let events = decode_all(&[
+            r#"{"choices":[{"index":0,"delta":{"function_call":{"name":"x","arguments":"{"},"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"x","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"function_call":{"name":"x","arguments":"}"},"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"x","arguments":"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        let arguments: String = events
+            .iter()
+            .filter_map(|event| match event {
+                Ok(ModelEvent::ToolCallDelta(delta)) => Some(delta.arguments.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(arguments, "{}");
     }
 
     #[test]

@@ -1,0 +1,103 @@
+//! End to end against a real model: llama.cpp's OpenAI-compatible server
+//! with SmolLM2-135M-Instruct, started by `scripts/test.sh` (through
+//! `scripts/llm-server.sh`), which sets `APTIX_TEST_LLM_URL`.
+//!
+//! Without that variable the test says so and passes locally; with `CI=true`
+//! it fails, so CI can never skip it silently.
+
+#[path = "../examples/hello_world.rs"]
+mod hello_world;
+
+use aptix::model::openai::OpenAiChat;
+use aptix::model::{Message, ToolChoice};
+use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
+use futures_util::StreamExt;
+use hello_world::HelloWorldTool;
+
+#[tokio::test]
+async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back() {
+    let Ok(url) = std::env::var("APTIX_TEST_LLM_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "APTIX_TEST_LLM_URL is not set: scripts/test.sh starts the model server and sets it"
+        );
+        eprintln!("skipped: start a model with scripts/llm-server.sh and set APTIX_TEST_LLM_URL");
+        return;
+    };
+    let model = OpenAiChat::new("SmolLM2-135M-Instruct")
+        .with_base_url(url)
+        .with_strict(false);
+    let catalog = Catalog::builder()
+        .tool::<HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = Agent::builder()
+        .model(model)
+        .catalog(catalog)
+        .tool_choice(ToolChoice::Tool("agent_hello_world".into()))
+        .temperature(0.0)
+        .max_tokens(64)
+        .max_iterations(2)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation =
+        Conversation::new("real-llm").with_system("You are a helpful assistant.");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Please greet Ada.".into()))
+        .collect()
+        .await;
+
+    let started: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallStart { id, name, .. } => Some((id.as_str(), name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !started.is_empty(),
+        "the model made no tool call: {events:?}"
+    );
+    assert_eq!(started[0].1, "agent_hello_world");
+    let first_result = events
+        .iter()
+        .find_map(|event| match event {
+            AgentEvent::ToolCallResult { id, envelope, .. } if id == started[0].0 => {
+                Some(envelope.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result for the first call: {events:?}"));
+    // The grammar-constrained model writes a well-formed call; the tool ran.
+    assert_eq!(
+        first_result["ok"],
+        serde_json::json!(true),
+        "{first_result}"
+    );
+    assert!(
+        first_result["result"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Hello, ")),
+        "{first_result}"
+    );
+    // The envelope went back to the model: the second request followed it.
+    let position = conversation
+        .messages
+        .iter()
+        .position(
+            |m| matches!(m, Message::Tool { tool_call_id, .. } if tool_call_id == started[0].0),
+        )
+        .unwrap_or_else(|| panic!("the result is not in the transcript"));
+    assert!(
+        conversation.messages.len() > position + 1,
+        "the model was asked again after the result: {:?}",
+        conversation.messages
+    );
+    match events.last() {
+        Some(AgentEvent::Done { reason, .. }) => assert!(
+            matches!(reason, DoneReason::Completed | DoneReason::MaxIterations),
+            "{reason:?}"
+        ),
+        other => panic!("the run did not end with Done: {other:?}"),
+    }
+}
