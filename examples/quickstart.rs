@@ -1,10 +1,14 @@
-//! The main job: the example tools, their catalog, and a turn of tool calls
-//! as a model would make them, each through the executor.
+//! The main job: an agent with the example tools answers a question by
+//! calling tools (one model turn with two parallel calls), printing events
+//! as they stream.
 //!
 //! `cargo run --example quickstart`
 //!
-//! The calls here are written out by hand; the agent loop will put a real
-//! (or scripted) model in front of the same executor.
+//! With no configuration it runs on an embedded scripted model. With
+//! `OPENAI_BASE_URL` (and `OPENAI_API_KEY`, `OPENAI_MODEL` where needed) it
+//! talks to that OpenAI-compatible endpoint instead, with the same tools.
+//! Strict schemas are sent to api.openai.com; other servers get the
+//! canonical schema.
 
 #[path = "get_current_time.rs"]
 mod get_current_time;
@@ -15,7 +19,27 @@ mod hello_world;
 #[path = "send_email.rs"]
 mod send_email;
 
-use aptix::{Catalog, Dialect, Executor, Outcome, ToolCall, ToolContext};
+use std::io::Write;
+
+use aptix::model::ChatModel;
+use aptix::model::openai::OpenAiChat;
+use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, ToolContext};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use futures_util::StreamExt;
+
+const QUESTION: &str = "Hi, I'm Ada. Please greet me and tell me the time in Paris (UTC+01:00).";
+
+fn scripted() -> ScriptedModel {
+    ScriptedModel::new([
+        ScriptedTurn::new()
+            .text("Let me greet you and look up the time. ")
+            .tool_call("call_greet", "agent_hello_world", r#"{"name":"Ada"}"#)
+            .tool_call("call_time", "get_current_time", r#"{"utc_offset_minutes":60}"#),
+        ScriptedTurn::new().text(
+            "Hello, Ada! Welcome. I looked up the current time in Paris for you: it is in the tool result above.",
+        ),
+    ])
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,84 +53,89 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let catalog = Catalog::linked()?;
     println!(
-        "{} tools, fingerprint {}",
+        "{} tools (fingerprint {}):",
         catalog.len(),
-        &catalog.fingerprint()[..16]
-    );
-    println!(
-        "{:<20} {:<9} {:<18} description",
-        "name", "executor", "approval"
+        &catalog.fingerprint()[..12]
     );
     for tool in catalog.definitions() {
         println!(
-            "{:<20} {:<9} {:<18} {}",
+            "  {:<18} {:<8} {:<17} {}",
             tool.name(),
             tool.executor().as_str(),
             tool.approval().as_str(),
             tool.description()
         );
     }
-    let openai = catalog.lower(Dialect::OpenAiStrict)?;
-    println!(
-        "\nWhat an OpenAI model is sent for the first tool:\n{}\n",
-        serde_json::to_string_pretty(&openai[0])?
-    );
 
-    let executor = Executor::new(catalog);
-    let ctx = ToolContext::new()
-        .with_conversation_id("quickstart")
-        .with_session_id("session-1")
-        .with_state(send_email::Outbox::default());
-
-    // One model turn: two calls at once, as parallel tool calls arrive.
-    let greet = ToolCall::new("call_1", "agent_hello_world", r#"{"name":"Ada"}"#);
-    let time = ToolCall::new("call_2", "get_current_time", r#"{"utc_offset_minutes":60}"#);
-    let (greeting, now) = tokio::join!(
-        executor.execute(&greet, &ctx),
-        executor.execute(&time, &ctx)
-    );
-    // Then the calls a model gets wrong, and the ones that wait for someone.
-    let rest = [
-        ToolCall::new("call_3", "agent_hello_world", r#"{"nmae":"Ada"}"#),
-        ToolCall::new("call_4", "get_weather", r#"{"city":"Paris"}"#),
-        ToolCall::new(
-            "call_5",
-            "get_location",
-            r#"{"reason":"to find a café nearby"}"#,
-        ),
-        ToolCall::new(
-            "call_6",
-            "send_email",
-            r#"{"to":"ada@example.com","subject":"Hi","body":"Hello!"}"#,
-        ),
-    ];
-    let mut executions = vec![greeting, now];
-    for call in &rest {
-        executions.push(executor.execute(call, &ctx).await);
-    }
-
-    for execution in &executions {
-        match &execution.outcome {
-            Outcome::Final(envelope) => println!(
-                "{} {} -> {envelope}",
-                execution.tool_call_id, execution.name
-            ),
-            Outcome::Awaiting(awaiting) => println!(
-                "{} {} -> waiting for {:?}{} with {}",
-                execution.tool_call_id,
-                execution.name,
-                awaiting.reason,
-                awaiting
-                    .then
-                    .map(|then| format!(" then {then:?}"))
-                    .unwrap_or_default(),
-                awaiting.payload
-            ),
-            Outcome::PassThrough => println!(
-                "{} {} -> run by the provider",
-                execution.tool_call_id, execution.name
-            ),
+    let model: Box<dyn ChatModel> = match std::env::var("OPENAI_BASE_URL") {
+        Ok(base_url) => {
+            let model = OpenAiChat::from_env()?.with_strict(base_url.contains("api.openai.com"));
+            println!("\nmodel: {} at {}", model.model(), model.base_url());
+            Box::new(model)
         }
+        Err(_) => {
+            println!(
+                "\nmodel: the embedded scripted model (set OPENAI_BASE_URL to use a real one)"
+            );
+            Box::new(scripted())
+        }
+    };
+    let agent = Agent::builder()
+        .shared_model(model.into())
+        .catalog(catalog)
+        .context(ToolContext::new().with_state(send_email::Outbox::default()))
+        .max_iterations(4)
+        .build()?;
+
+    let mut conversation = Conversation::new("quickstart")
+        .with_system("You are a helpful assistant. Use the tools when they help.");
+    println!("\nuser: {QUESTION}\nassistant: ");
+    let mut events = agent.run(&mut conversation, Input::User(QUESTION.into()));
+    let mut failed = false;
+    while let Some(event) = events.next().await {
+        match event {
+            AgentEvent::TextDelta(text) => {
+                print!("{text}");
+                std::io::stdout().flush()?;
+            }
+            AgentEvent::ToolCallStart {
+                id,
+                name,
+                arguments,
+            } => println!("\n  → {name}({arguments})  [{id}]"),
+            AgentEvent::ToolCallResult { id, envelope, .. } => println!("  ← {envelope}  [{id}]"),
+            AgentEvent::Done { reason, usage } => {
+                let reason = match reason {
+                    DoneReason::Completed => "completed".to_owned(),
+                    DoneReason::Suspended(calls) => format!(
+                        "suspended, waiting on {}",
+                        calls
+                            .iter()
+                            .map(|c| format!("{} ({:?})", c.name, c.awaiting.reason))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    DoneReason::MaxIterations => "stopped at the iteration limit".to_owned(),
+                    DoneReason::Cancelled => "cancelled".to_owned(),
+                    DoneReason::ModelError(error) => {
+                        failed = true;
+                        format!("model error: {error}")
+                    }
+                };
+                println!(
+                    "\n\ndone: {reason} ({} tokens in, {} out)",
+                    usage.input_tokens, usage.output_tokens
+                );
+            }
+        }
+    }
+    drop(events);
+    println!(
+        "{} messages in the conversation",
+        conversation.messages.len()
+    );
+    if failed {
+        std::process::exit(1);
     }
     Ok(())
 }

@@ -26,7 +26,7 @@ pub mod schema;
 pub mod tool;
 pub mod validate;
 
-pub use agent::{Agent, AgentEvent, Conversation, DoneReason, Input};
+pub use agent::{Agent, AgentEvent, AgentStream, Conversation, DoneReason, Input};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
 pub use context::ToolContext;
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};

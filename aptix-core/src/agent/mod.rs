@@ -29,6 +29,10 @@ use crate::model::{
 };
 use crate::schema::DialectError;
 
+/// The events of one run. Boxed so that it is `Unpin`: `while let Some(event)
+/// = events.next().await` works without pinning it first.
+pub type AgentStream<'a> = std::pin::Pin<Box<dyn Stream<Item = AgentEvent> + Send + 'a>>;
+
 /// A conversation: its id, and the transcript the model sees.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Conversation {
@@ -337,7 +341,7 @@ impl Agent {
         conversation: &'a mut Conversation,
         input: Input,
         cancellation: CancellationToken,
-    ) -> impl Stream<Item = AgentEvent> + Send + 'a {
+    ) -> AgentStream<'a> {
         let inner = &*self.inner;
         let span = tracing::info_span!(
             "agent_run",
@@ -494,7 +498,7 @@ impl Agent {
             );
             yield AgentEvent::Done { reason, usage };
         };
-        tracing_futures::Instrument::instrument(stream, span)
+        Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }
 
     fn redactions(&self, name: &str) -> &'static [&'static str] {
