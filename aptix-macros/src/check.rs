@@ -605,22 +605,6 @@ pub fn parse_duration(text: &str) -> Result<(u64, u32), String> {
     Ok((secs, nanos))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok((0, 500_000_000)));
-        assert_eq!(parse_duration("30s"), Ok((30, 0)));
-        assert_eq!(parse_duration("1m30s"), Ok((90, 0)));
-        assert_eq!(parse_duration("2h"), Ok((7200, 0)));
-        for bad in ["", "0s", "30", "30sec", "soon", "s30", "1m 30s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
-        }
-    }
-}
-
 /// A JSON pointer (RFC 6901) into the arguments or the result: `/a/0/b`,
 /// with `~0` and `~1` as the only escapes.
 fn check_pointer(pointer: &str) -> Result<(), String> {
@@ -638,4 +622,20 @@ fn check_pointer(pointer: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok((0, 500_000_000)));
+        assert_eq!(parse_duration("30s"), Ok((30, 0)));
+        assert_eq!(parse_duration("1m30s"), Ok((90, 0)));
+        assert_eq!(parse_duration("2h"), Ok((7200, 0)));
+        for bad in ["", "0s", "30", "30sec", "soon", "s30", "1m 30s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

@@ -78,14 +78,7 @@ impl ToolHarness {
 
     /// Calls the only tool of the harness (or the first, by name) with `arguments`.
     pub async fn call(&self, arguments: Value) -> CallResult {
-        let name = self
-            .executor
-            .catalog()
-            .names()
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        self.call_named(&name, &arguments.to_string()).await
+        self.call_raw(&arguments.to_string()).await
     }
 
     /// Calls the only tool (or the first, by name) with a raw argument string,

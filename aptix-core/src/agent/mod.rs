@@ -157,13 +157,19 @@ pub struct AgentBuilder {
     model: Option<Arc<dyn ChatModel>>,
     catalog: Option<Catalog>,
     context: ToolContext,
+    settings: Settings,
+    executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
+}
+
+/// How each run behaves; set on the builder, fixed once built.
+#[derive(Debug, Clone)]
+struct Settings {
     max_iterations: usize,
     tool_concurrency: usize,
     tool_choice: ToolChoice,
     parallel_tool_calls: bool,
     max_tokens: Option<u32>,
     temperature: Option<f32>,
-    executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
 }
 
 impl AgentBuilder {
@@ -194,37 +200,37 @@ impl AgentBuilder {
 
     /// The most model calls in one run (default 10).
     pub fn max_iterations(mut self, iterations: usize) -> Self {
-        self.max_iterations = iterations.max(1);
+        self.settings.max_iterations = iterations.max(1);
         self
     }
 
     /// How many tool calls of one turn run at once (default 4).
     pub fn tool_concurrency(mut self, concurrency: usize) -> Self {
-        self.tool_concurrency = concurrency.max(1);
+        self.settings.tool_concurrency = concurrency.max(1);
         self
     }
 
     /// Which tools the model may call (default `Auto`).
     pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
-        self.tool_choice = choice;
+        self.settings.tool_choice = choice;
         self
     }
 
     /// Whether the model may call several tools in one turn (default true).
     pub fn parallel_tool_calls(mut self, parallel: bool) -> Self {
-        self.parallel_tool_calls = parallel;
+        self.settings.parallel_tool_calls = parallel;
         self
     }
 
     /// The most tokens per model call.
     pub fn max_tokens(mut self, max_tokens: u32) -> Self {
-        self.max_tokens = Some(max_tokens);
+        self.settings.max_tokens = Some(max_tokens);
         self
     }
 
     /// Sampling temperature.
     pub fn temperature(mut self, temperature: f32) -> Self {
-        self.temperature = Some(temperature);
+        self.settings.temperature = Some(temperature);
         self
     }
 
@@ -252,12 +258,7 @@ impl AgentBuilder {
                 executor,
                 tools,
                 context: self.context,
-                max_iterations: self.max_iterations,
-                tool_concurrency: self.tool_concurrency,
-                tool_choice: self.tool_choice,
-                parallel_tool_calls: self.parallel_tool_calls,
-                max_tokens: self.max_tokens,
-                temperature: self.temperature,
+                settings: self.settings,
             }),
         })
     }
@@ -274,20 +275,15 @@ struct Inner {
     executor: Executor,
     tools: Vec<Value>,
     context: ToolContext,
-    max_iterations: usize,
-    tool_concurrency: usize,
-    tool_choice: ToolChoice,
-    parallel_tool_calls: bool,
-    max_tokens: Option<u32>,
-    temperature: Option<f32>,
+    settings: Settings,
 }
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
             .field("catalog", self.inner.executor.catalog())
-            .field("max_iterations", &self.inner.max_iterations)
-            .field("tool_concurrency", &self.inner.tool_concurrency)
+            .field("max_iterations", &self.inner.settings.max_iterations)
+            .field("tool_concurrency", &self.inner.settings.tool_concurrency)
             .finish()
     }
 }
@@ -311,12 +307,14 @@ impl Agent {
             model: None,
             catalog: None,
             context: ToolContext::new(),
-            max_iterations: 10,
-            tool_concurrency: 4,
-            tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: true,
-            max_tokens: None,
-            temperature: None,
+            settings: Settings {
+                max_iterations: 10,
+                tool_concurrency: 4,
+                tool_choice: ToolChoice::Auto,
+                parallel_tool_calls: true,
+                max_tokens: None,
+                temperature: None,
+            },
             executor: None,
         }
     }
@@ -367,7 +365,7 @@ impl Agent {
                 Input::Continue => {}
             }
             let mut reason = DoneReason::MaxIterations;
-            'turns: for iteration in 0..inner.max_iterations {
+            'turns: for iteration in 0..inner.settings.max_iterations {
                 if cancellation.is_cancelled() {
                     reason = DoneReason::Cancelled;
                     break;
@@ -379,10 +377,10 @@ impl Agent {
                 let request = ChatRequest {
                     messages: conversation.messages.clone(),
                     tools: inner.tools.clone(),
-                    tool_choice: inner.tool_choice.clone(),
-                    parallel_tool_calls: inner.parallel_tool_calls,
-                    max_tokens: inner.max_tokens,
-                    temperature: inner.temperature,
+                    tool_choice: inner.settings.tool_choice.clone(),
+                    parallel_tool_calls: inner.settings.parallel_tool_calls,
+                    max_tokens: inner.settings.max_tokens,
+                    temperature: inner.settings.temperature,
                 };
                 let model_span = tracing::info_span!("model_call", iteration);
                 let model_started = Instant::now();
@@ -457,7 +455,7 @@ impl Agent {
                 tool_calls += turn.tool_calls.len();
                 let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter())
                     .map(|call| self.execute(call, &context, conversation.id.as_str()))
-                    .buffered(inner.tool_concurrency);
+                    .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
                 while let Some(done) = executed.next().await {
                     match done.result {
