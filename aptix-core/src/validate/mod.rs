@@ -1,25 +1,29 @@
 //! Argument validation: the model's raw argument string in, typed arguments
 //! or a correctable rejection out.
 //!
-//! Two paths give one answer. The fast path checks the raw text against the
-//! compiled schema without building a `serde_json::Value` ([`fast`]), then
-//! parses straight into the arguments type. Anything it cannot vouch for goes
-//! down the full path: parse to a `Value`, validate with `jsonschema`, and
+//! Three layers give one answer. [`fused`] validates while it parses into
+//! the arguments type, in one pass. Where it is unsure, [`fast`] checks the
+//! raw text against the compiled schema without building a
+//! `serde_json::Value`, then a typed parse follows. Anything neither can
+//! vouch for goes down the full path: parse to a `Value`, validate with `jsonschema`, and
 //! collect every violation with its JSON path, so the model can fix all its
 //! mistakes in one retry.
 
 pub mod fast;
+pub mod fused;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::error::ErrorCode;
 use fast::FastValidator;
+use fused::FusedValidator;
 
 /// Validates raw argument strings against one tool's canonical schema.
 pub struct ArgsValidator {
     schema: Value,
     full: jsonschema::Validator,
+    fused: Option<FusedValidator>,
     fast: Option<FastValidator>,
 }
 
@@ -50,13 +54,14 @@ impl ArgsValidator {
         Ok(ArgsValidator {
             schema: schema.clone(),
             full,
+            fused: FusedValidator::compile(schema),
             fast: FastValidator::compile(schema),
         })
     }
 
     /// Whether raw arguments can be checked without building a `Value`.
     pub fn has_fast_path(&self) -> bool {
-        self.fast.is_some()
+        self.fused.is_some() || self.fast.is_some()
     }
 
     /// Validates `raw` and parses it into `A`.
@@ -70,6 +75,11 @@ impl ArgsValidator {
         } else {
             raw
         };
+        // One pass that validates while it parses; it answers only when it
+        // is sure, so a `None` just means "ask the next layer".
+        if let Some(args) = self.fused.as_ref().and_then(|fused| fused.parse::<A>(raw)) {
+            return Ok(args);
+        }
         if let Some(fast) = &self.fast
             && fast.is_valid(raw)
             && let Ok(args) = serde_json::from_str::<A>(raw)
