@@ -11,6 +11,7 @@
 
 pub mod fast;
 pub mod fused;
+mod pattern;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
