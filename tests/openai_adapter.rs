@@ -78,7 +78,7 @@ fn tools_for(model: &OpenAiChat) -> Result<Vec<Value>, Box<dyn Error>> {
 fn ask(text: &str, tools: Vec<Value>) -> ChatRequest {
     ChatRequest {
         messages: vec![Message::user(text)],
-        tools,
+        tools: tools.into(),
         tool_choice: ToolChoice::Auto,
         parallel_tool_calls: true,
         max_tokens: None,
@@ -602,7 +602,7 @@ async fn request_body_maps_messages_and_wraps_strict_tools() -> TestResult {
     let lowered = tools_for(&model)?;
     let request = ChatRequest {
         messages: transcript(),
-        tools: lowered.clone(),
+        tools: lowered.clone().into(),
         tool_choice: ToolChoice::Tool("lookup_weather".into()),
         parallel_tool_calls: false,
         max_tokens: Some(256),

@@ -256,7 +256,7 @@ impl AgentBuilder {
             inner: Arc::new(Inner {
                 model,
                 executor,
-                tools,
+                tools: tools.into(),
                 context: self.context,
                 settings: self.settings,
             }),
@@ -273,7 +273,7 @@ pub struct Agent {
 struct Inner {
     model: Arc<dyn ChatModel>,
     executor: Executor,
-    tools: Vec<Value>,
+    tools: Arc<[Value]>,
     context: ToolContext,
     settings: Settings,
 }
@@ -464,7 +464,7 @@ impl Agent {
                             yield AgentEvent::ToolCallResult {
                                 id: done.id.clone(),
                                 name: done.name.clone(),
-                                envelope: redact::redacted_envelope(&value, self.redactions(&done.name)),
+                                envelope: redact::redacted_envelope(value, self.redactions(&done.name)),
                             };
                             conversation.messages.push(Message::Tool {
                                 tool_call_id: done.id,

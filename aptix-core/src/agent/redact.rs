@@ -31,8 +31,7 @@ pub fn redacted_arguments(raw: &str, pointers: &[&str]) -> Value {
 }
 
 /// An envelope's JSON with the result's secrets redacted.
-pub fn redacted_envelope(envelope: &Value, pointers: &[&str]) -> Value {
-    let mut envelope = envelope.clone();
+pub fn redacted_envelope(mut envelope: Value, pointers: &[&str]) -> Value {
     if let Some(result) = envelope.get_mut("result") {
         redact(result, pointers);
     }

@@ -165,7 +165,7 @@ impl Anthropic {
         }
         body.insert("messages".into(), Value::Array(messages(&request.messages)));
         if !request.tools.is_empty() {
-            body.insert("tools".into(), Value::Array(request.tools.clone()));
+            body.insert("tools".into(), Value::Array(request.tools.to_vec()));
             body.insert(
                 "tool_choice".into(),
                 tool_choice(&request.tool_choice, request.parallel_tool_calls),

@@ -101,8 +101,9 @@ pub enum ToolChoice {
 pub struct ChatRequest {
     /// The conversation so far.
     pub messages: Vec<Message>,
-    /// Tool definitions, already lowered to the model's dialect.
-    pub tools: Vec<Value>,
+    /// Tool definitions, already lowered to the model's dialect; shared,
+    /// because every request of a run sends the same ones.
+    pub tools: std::sync::Arc<[Value]>,
     /// Which tools the model may call.
     pub tool_choice: ToolChoice,
     /// Whether the model may call several tools in one turn.

@@ -704,7 +704,7 @@ mod tests {
     fn request(messages: Vec<Message>, tools: Vec<Value>) -> ChatRequest {
         ChatRequest {
             messages,
-            tools,
+            tools: tools.into(),
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: true,
             max_tokens: None,
