@@ -191,7 +191,45 @@ impl Executor {
             tool_call_id = &*call.id,
             conversation_id = ctx.conversation_id().unwrap_or_default(),
         );
-        let outcome = self.dispatch(entry, call, ctx, ids).instrument(span).await;
+        let outcome = self
+            .dispatch(entry, call, ctx, ids, false)
+            .instrument(span)
+            .await;
+        Execution {
+            tool_call_id: call.id.clone(),
+            name: Cow::Borrowed(definition.name()),
+            executor: Some(definition.executor()),
+            outcome,
+        }
+    }
+
+    /// Executes a call a person has approved: the approval gate is passed,
+    /// so a server tool runs and a client tool prepares its payload for the
+    /// client. The arguments are validated again: an approver may have
+    /// changed them. Tools without an approval gate behave as in
+    /// [`Executor::execute`].
+    pub async fn execute_approved(&self, call: &ToolCall, ctx: &ToolContext) -> Execution {
+        let (conversation_id, session_id) = ctx.shared_ids();
+        let ids = EnvelopeIds {
+            tool_call_id: call.id.clone(),
+            conversation_id,
+            session_id,
+        };
+        let Some(entry) = self.catalog.entry(&call.name) else {
+            return self.unknown_tool(call, ids);
+        };
+        let definition = entry.definition;
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = definition.name(),
+            tool_call_id = &*call.id,
+            conversation_id = ctx.conversation_id().unwrap_or_default(),
+            approved = true,
+        );
+        let outcome = self
+            .dispatch(entry, call, ctx, ids, true)
+            .instrument(span)
+            .await;
         Execution {
             tool_call_id: call.id.clone(),
             name: Cow::Borrowed(definition.name()),
@@ -206,13 +244,21 @@ impl Executor {
         call: &ToolCall,
         ctx: &ToolContext,
         ids: EnvelopeIds,
+        approved: bool,
     ) -> Outcome {
         let definition = entry.definition;
-        let mode = (definition.executor(), definition.approval());
+        let approval = if approved {
+            Approval::Auto
+        } else {
+            definition.approval()
+        };
+        let mode = (definition.executor(), approval);
         let result = match mode {
             (ExecutorKind::Provider, _) => return Outcome::PassThrough,
-            // Approval comes before the function runs: only validate now.
-            (ExecutorKind::Server, Approval::RequiresApproval) => {
+            // Approval comes before any server code runs: only validate now,
+            // so that an approver sees valid arguments and nothing happens
+            // until they agree.
+            (ExecutorKind::Server | ExecutorKind::Client, Approval::RequiresApproval) => {
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
                     entry.tool.validate_only(&call.arguments)
                 }))

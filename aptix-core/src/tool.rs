@@ -106,6 +106,14 @@ pub trait Tool: Send + Sync + 'static {
     /// whose values never reach events or logs: they show `"[redacted]"`
     /// there, while the tool and the model see the real value.
     const REDACT: &'static [&'static str] = &[];
+    /// How long a suspended call (waiting for an approval, a client or a
+    /// person) may wait before it resolves to a `timeout` error; `None`
+    /// uses the agent's default.
+    const SUSPEND_TIMEOUT: Option<Duration> = None;
+    /// Whether running a call twice with the same `tool_call_id` is safe.
+    /// After a crash, a call that was executing is run again only when its
+    /// tool is idempotent; otherwise it gets an "interrupted" error result.
+    const IDEMPOTENT: bool = false;
 
     /// The arguments the model sends: always a JSON object.
     type Args: ToolArgs;

@@ -33,6 +33,8 @@ pub struct Tool {
     pub output: Option<Type>,
     pub timeout: Option<(u64, u32)>,
     pub redact: Vec<LitStr>,
+    pub suspend_timeout: Option<(u64, u32)>,
+    pub idempotent: bool,
     pub form: Form,
 }
 
@@ -165,13 +167,45 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
     let timeout = attr
         .timeout
         .as_ref()
-        .and_then(|key| match parse_duration(&key.value.value()) {
+        .and_then(|key| match parse_duration("timeout", &key.value.value()) {
             Ok(duration) => Some(duration),
             Err(why) => {
                 errors.push(key.value.span(), why);
                 None
             }
         });
+    let suspend_timeout = attr.suspend_timeout.as_ref().and_then(|key| {
+        if let (Some(executor), Some(approval)) = (executor, approval) {
+            let suspends = matches!(executor, Executor::Client | Executor::Human)
+                || approval == Approval::RequiresApproval;
+            if !suspends {
+                let why = match executor {
+                    Executor::Provider => "`suspend_timeout` cannot be used with `executor = provider`: the model provider runs the tool, so no call waits here",
+                    _ => "`suspend_timeout` has no effect here: a server tool without `approval = requires_approval` never waits for anyone; remove it, or use `timeout` to limit how long the tool runs",
+                };
+                errors.push(key.value.span(), why);
+                return None;
+            }
+        }
+        match parse_duration("suspend_timeout", &key.value.value()) {
+            Ok(duration) => Some(duration),
+            Err(why) => {
+                errors.push(key.value.span(), why);
+                None
+            }
+        }
+    });
+    let idempotent = match (&attr.idempotent, executor) {
+        (Some(key), Some(Executor::Human | Executor::Provider)) => {
+            errors.push(
+                key.value.span(),
+                "`idempotent` only applies to tools whose code runs on this server (`executor = server` or `client`): it allows a call interrupted by a crash to run again with the same tool_call_id",
+            );
+            false
+        }
+        (Some(key), _) => key.value.value,
+        (None, _) => false,
+    };
 
     let mut stub = None;
     let description_unreadable = !attr.surely_missing("description");
@@ -249,6 +283,8 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             output: attr.output.map(|key| key.value),
             timeout,
             redact,
+            suspend_timeout,
+            idempotent,
             form,
         }),
         // Every `None` above pushed an error; this is unreachable in practice,
@@ -563,22 +599,22 @@ pub fn struct_ident_for(function: &Ident) -> Ident {
 }
 
 /// `"30s"`, `"500ms"`, `"2m"`, `"1h"`, `"1m30s"` → (seconds, nanoseconds).
-pub fn parse_duration(text: &str) -> Result<(u64, u32), String> {
+pub fn parse_duration(key: &str, text: &str) -> Result<(u64, u32), String> {
     let usage = "write the time limit as a number and a unit: \"500ms\", \"30s\", \"2m\", \"1h\" or combined, \"1m30s\"";
     let text = text.trim();
     if text.is_empty() {
-        return Err(format!("`timeout` is empty; {usage}"));
+        return Err(format!("`{key}` is empty; {usage}"));
     }
     let mut total_ms: u128 = 0;
     let mut rest = text;
     while !rest.is_empty() {
         let digits = rest.chars().take_while(char::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!("`timeout = \"{text}\"` is not a duration; {usage}"));
+            return Err(format!("`{key} = \"{text}\"` is not a duration; {usage}"));
         }
         let number: u128 = rest[..digits]
             .parse()
-            .map_err(|_| format!("`timeout = \"{text}\"` is too large"))?;
+            .map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
         rest = &rest[digits..];
         let unit_len = rest.chars().take_while(char::is_ascii_alphabetic).count();
         let factor = match &rest[..unit_len] {
@@ -586,21 +622,21 @@ pub fn parse_duration(text: &str) -> Result<(u64, u32), String> {
             "s" => 1_000,
             "m" => 60_000,
             "h" => 3_600_000,
-            _ => return Err(format!("`timeout = \"{text}\"` has no valid unit; {usage}")),
+            _ => return Err(format!("`{key} = \"{text}\"` has no valid unit; {usage}")),
         };
         rest = &rest[unit_len..];
         total_ms = number
             .checked_mul(factor)
             .and_then(|ms| ms.checked_add(total_ms))
-            .ok_or_else(|| format!("`timeout = \"{text}\"` is too large"))?;
+            .ok_or_else(|| format!("`{key} = \"{text}\"` is too large"))?;
     }
     if total_ms == 0 {
         return Err(format!(
-            "`timeout = \"{text}\"` is zero; a call needs time to run"
+            "`{key} = \"{text}\"` is zero; a call needs time to run"
         ));
     }
     let secs = u64::try_from(total_ms / 1000)
-        .map_err(|_| format!("`timeout = \"{text}\"` is too large"))?;
+        .map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
     let nanos = u32::try_from((total_ms % 1000) * 1_000_000).unwrap_or(0);
     Ok((secs, nanos))
 }
@@ -630,12 +666,12 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok((0, 500_000_000)));
-        assert_eq!(parse_duration("30s"), Ok((30, 0)));
-        assert_eq!(parse_duration("1m30s"), Ok((90, 0)));
-        assert_eq!(parse_duration("2h"), Ok((7200, 0)));
+        assert_eq!(parse_duration("timeout", "500ms"), Ok((0, 500_000_000)));
+        assert_eq!(parse_duration("timeout", "30s"), Ok((30, 0)));
+        assert_eq!(parse_duration("timeout", "1m30s"), Ok((90, 0)));
+        assert_eq!(parse_duration("timeout", "2h"), Ok((7200, 0)));
         for bad in ["", "0s", "30", "30sec", "soon", "s30", "1m 30s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
+            assert!(parse_duration("timeout", bad).is_err(), "{bad:?} was accepted");
         }
     }
 }

@@ -32,6 +32,11 @@ pub fn expand(tool: &Tool) -> TokenStream {
         Some((secs, nanos)) => quote!(#rt::Option::Some(#rt::Duration::new(#secs, #nanos))),
         None => quote!(#rt::Option::None),
     };
+    let suspend_timeout = match tool.suspend_timeout {
+        Some((secs, nanos)) => quote!(#rt::Option::Some(#rt::Duration::new(#secs, #nanos))),
+        None => quote!(#rt::Option::None),
+    };
+    let idempotent = tool.idempotent;
     let unique = unique_name_guard(tool);
     let redact = &tool.redact;
     let common = quote! {
@@ -42,6 +47,8 @@ pub fn expand(tool: &Tool) -> TokenStream {
         const EXECUTOR: #rt::ExecutorKind = #executor;
         const APPROVAL: #rt::Approval = #approval;
         const TIMEOUT: #rt::Option<#rt::Duration> = #timeout;
+        const SUSPEND_TIMEOUT: #rt::Option<#rt::Duration> = #suspend_timeout;
+        const IDEMPOTENT: bool = #idempotent;
         const SOURCE: #rt::SourceLocation = #rt::SourceLocation {
             file: ::core::file!(),
             line: ::core::line!(),

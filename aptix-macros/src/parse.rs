@@ -7,7 +7,7 @@
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
-use syn::{Ident, Item, ItemFn, ItemStruct, LitStr, Token, Type};
+use syn::{Ident, Item, ItemFn, ItemStruct, LitBool, LitStr, Token, Type};
 
 /// One `key = value` of the attribute, with the key's span for errors.
 pub struct Key<T> {
@@ -26,6 +26,8 @@ pub struct Attr {
     pub output: Option<Key<Type>>,
     pub timeout: Option<Key<LitStr>>,
     pub redact: Option<Key<Vec<LitStr>>>,
+    pub suspend_timeout: Option<Key<LitStr>>,
+    pub idempotent: Option<Key<LitBool>>,
     /// Keys that were written but whose value could not be read; already
     /// reported, so `check` must not also call them missing.
     pub unreadable: Vec<String>,
@@ -79,6 +81,8 @@ pub const KEYS: &[&str] = &[
     "output",
     "timeout",
     "redact",
+    "suspend_timeout",
+    "idempotent",
 ];
 
 pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
@@ -184,13 +188,14 @@ fn parse_attr(
         input.parse::<Token![=]>()?;
         let value = value_tokens(input);
         let result = match name.as_str() {
-            "name" | "usage" | "description" | "timeout" => {
+            "name" | "usage" | "description" | "timeout" | "suspend_timeout" => {
                 parse_value(&key, &value, |input| string_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
                         "name" => &mut attr.name,
                         "usage" => &mut attr.usage,
                         "description" => &mut attr.description,
-                        _ => &mut attr.timeout,
+                        "timeout" => &mut attr.timeout,
+                        _ => &mut attr.suspend_timeout,
                     };
                     set(slot, key.clone(), value)
                 })
@@ -203,6 +208,8 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.output, key.clone(), value)),
             "redact" => parse_value(&key, &value, pointer_list)
                 .and_then(|value| set(&mut attr.redact, key.clone(), value)),
+            "idempotent" => parse_value(&key, &value, |input| bool_value(input, &key))
+                .and_then(|value| set(&mut attr.idempotent, key.clone(), value)),
             _ => Err(syn::Error::new(key.span(), unknown_key_message(&key))),
         };
         if let Err(error) = result {
@@ -287,6 +294,17 @@ fn pointer_list(input: ParseStream) -> syn::Result<Vec<LitStr>> {
     Ok(pointers.into_iter().collect())
 }
 
+/// `idempotent = true`: a boolean literal.
+fn bool_value(input: ParseStream, key: &Ident) -> syn::Result<LitBool> {
+    if input.peek(LitBool) {
+        return input.parse();
+    }
+    Err(syn::Error::new_spanned(
+        rest(input),
+        format!("`{key}` takes `true` or `false`: `{key} = true`"),
+    ))
+}
+
 /// A string literal, or an error on the whole value saying what to write.
 fn string_value(input: ParseStream, key: &Ident) -> syn::Result<LitStr> {
     if input.peek(LitStr) {
@@ -296,6 +314,7 @@ fn string_value(input: ParseStream, key: &Ident) -> syn::Result<LitStr> {
         "name" => "name = \"get_weather\"",
         "usage" => "usage = \"Call when ...\"",
         "timeout" => "timeout = \"30s\"",
+        "suspend_timeout" => "suspend_timeout = \"15m\"",
         _ => "description = \"...\"",
     };
     Err(syn::Error::new_spanned(

@@ -76,6 +76,8 @@ pub struct ToolDefinition {
     timeout: Option<Duration>,
     source: SourceLocation,
     redact: &'static [&'static str],
+    suspend_timeout: Option<Duration>,
+    idempotent: bool,
     args_type: &'static str,
     parameters: Value,
     output: Value,
@@ -106,6 +108,8 @@ impl ToolDefinition {
             timeout: T::TIMEOUT,
             source: T::SOURCE,
             redact: T::REDACT,
+            suspend_timeout: T::SUSPEND_TIMEOUT,
+            idempotent: T::IDEMPOTENT,
             args_type,
             parameters,
             output: canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
@@ -141,6 +145,16 @@ impl ToolDefinition {
     /// The tool's own time limit, if declared.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+
+    /// How long a suspended call may wait, if declared.
+    pub fn suspend_timeout(&self) -> Option<Duration> {
+        self.suspend_timeout
+    }
+
+    /// Whether a call may run again after a crash interrupted it.
+    pub fn idempotent(&self) -> bool {
+        self.idempotent
     }
 
     /// Where it was declared.
