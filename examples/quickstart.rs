@@ -121,6 +121,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         failed = true;
                         format!("model error: {error}")
                     }
+                    DoneReason::StoreFailed(error) => {
+                        failed = true;
+                        format!("store error: {error}")
+                    }
                 };
                 println!(
                     "\n\ndone: {reason} ({} tokens in, {} out)",

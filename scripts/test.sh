@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs, in the order a failure is cheapest to find.
 # Usage: ./scripts/test.sh   (needs the Rust toolchain and python3; it installs the rest:
-# the end-to-end test's model server, built once into ~/.cache/aptix)
+# the end-to-end test's model server, built once into ~/.cache/aptix, and
+# PostgreSQL for the store tests, from Debian's packages when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,11 +12,18 @@ cargo fmt --all -- --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# Both servers stop on exit, whichever of them started.
+trap './scripts/llm-server.sh stop; ./scripts/pg-server.sh stop' EXIT
+
 echo "== local model server (llama.cpp + SmolLM2-135M; built once, then cached)"
 APTIX_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
 export APTIX_TEST_LLM_URL
-trap './scripts/llm-server.sh stop' EXIT
 echo "model server at $APTIX_TEST_LLM_URL"
+
+echo "== PostgreSQL for the store tests (Debian's package, installed if missing; fresh cluster)"
+APTIX_TEST_PG_URL="$(./scripts/pg-server.sh start)"
+export APTIX_TEST_PG_URL
+echo "PostgreSQL at $APTIX_TEST_PG_URL"
 
 echo "== cargo test (unit, integration, trybuild UI, examples, benches in test mode)"
 cargo test --workspace --all-targets --locked

@@ -14,6 +14,7 @@
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
 //! | [`agent`] | the agent loop: `Agent`, `Conversation`, `AgentEvent` |
 //! | [`model`] | the `ChatModel` port and the one tool-call assembler |
+//! | [`store`] | durable conversations, the call ledger, deadlines |
 
 pub mod agent;
 pub mod catalog;
@@ -23,10 +24,14 @@ pub mod error;
 pub mod executor;
 pub mod model;
 pub mod schema;
+pub mod store;
 pub mod tool;
 pub mod validate;
 
-pub use agent::{Agent, AgentEvent, AgentStream, Conversation, DoneReason, Input};
+pub use agent::{
+    Agent, AgentEvent, AgentStream, Conversation, DoneReason, Input, Resolution, ResolveError,
+    Resolved,
+};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
 pub use context::ToolContext;
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};

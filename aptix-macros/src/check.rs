@@ -164,16 +164,16 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             errors.push(pointer.span(), why);
         }
     }
-    let timeout = attr
-        .timeout
-        .as_ref()
-        .and_then(|key| match parse_duration("timeout", &key.value.value()) {
-            Ok(duration) => Some(duration),
-            Err(why) => {
-                errors.push(key.value.span(), why);
-                None
-            }
-        });
+    let timeout =
+        attr.timeout
+            .as_ref()
+            .and_then(|key| match parse_duration("timeout", &key.value.value()) {
+                Ok(duration) => Some(duration),
+                Err(why) => {
+                    errors.push(key.value.span(), why);
+                    None
+                }
+            });
     let suspend_timeout = attr.suspend_timeout.as_ref().and_then(|key| {
         if let (Some(executor), Some(approval)) = (executor, approval) {
             let suspends = matches!(executor, Executor::Client | Executor::Human)
@@ -635,8 +635,8 @@ pub fn parse_duration(key: &str, text: &str) -> Result<(u64, u32), String> {
             "`{key} = \"{text}\"` is zero; a call needs time to run"
         ));
     }
-    let secs = u64::try_from(total_ms / 1000)
-        .map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
+    let secs =
+        u64::try_from(total_ms / 1000).map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
     let nanos = u32::try_from((total_ms % 1000) * 1_000_000).unwrap_or(0);
     Ok((secs, nanos))
 }
@@ -671,7 +671,10 @@ mod tests {
         assert_eq!(parse_duration("timeout", "1m30s"), Ok((90, 0)));
         assert_eq!(parse_duration("timeout", "2h"), Ok((7200, 0)));
         for bad in ["", "0s", "30", "30sec", "soon", "s30", "1m 30s"] {
-            assert!(parse_duration("timeout", bad).is_err(), "{bad:?} was accepted");
+            assert!(
+                parse_duration("timeout", bad).is_err(),
+                "{bad:?} was accepted"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod mock_server;
 pub mod scripted_model;
+pub mod store_suite;
 
 pub use scripted_model::{ScriptedModel, ScriptedTurn};
 

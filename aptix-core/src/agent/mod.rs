@@ -7,11 +7,19 @@
 //! mutably and leaves it holding everything the run added, so the caller
 //! persists it, or hands it to the next run.
 
+pub mod durable;
 pub mod redact;
+pub mod resolve;
 pub mod transcript;
 
+pub use durable::{
+    ClientAttachment, ConversationEvent, DEFAULT_CLIENT_GRACE, DEFAULT_LEASE,
+    DEFAULT_SUSPEND_TIMEOUT, DurableError, PendingCall, Revival,
+};
+pub use resolve::{Resolution, ResolveError, Resolved};
+
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
@@ -28,6 +36,8 @@ use crate::model::{
     AssistantToolCall, ChatModel, ChatRequest, Message, ModelError, ToolChoice, Usage,
 };
 use crate::schema::DialectError;
+use crate::store::Store;
+use durable::{Durable, DurableSettings, Ledger, ResultText};
 
 /// The events of one run. Boxed so that it is `Unpin`: `while let Some(event)
 /// = events.next().await` works without pinning it first.
@@ -103,6 +113,9 @@ pub enum DoneReason {
     Cancelled,
     /// The model could not be reached or broke its protocol.
     ModelError(ModelError),
+    /// The conversation store failed (durable runs only); what was saved
+    /// before stays, and [`Agent::ensure_started`] continues from there.
+    StoreFailed(String),
 }
 
 /// What a run reports as it goes.
@@ -159,6 +172,8 @@ pub struct AgentBuilder {
     context: ToolContext,
     settings: Settings,
     executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
+    store: Option<Arc<dyn Store>>,
+    durable: DurableSettings,
 }
 
 /// How each run behaves; set on the builder, fixed once built.
@@ -234,6 +249,60 @@ impl AgentBuilder {
         self
     }
 
+    /// Makes conversations durable: suspended calls, transcripts and
+    /// deadlines live in `store`, so they survive restarts and can be
+    /// resolved from any process sharing it (see [`Agent::send`],
+    /// [`Agent::resolve`], [`Agent::ensure_started`]).
+    pub fn store(self, store: impl Store) -> Self {
+        self.shared_store(Arc::new(store))
+    }
+
+    /// Like [`AgentBuilder::store`], with a store shared with other code.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How long a suspended call waits when its tool declares no
+    /// `suspend_timeout` (default 15 minutes). Applies once a store is set.
+    pub fn suspend_timeout(mut self, timeout: Duration) -> Self {
+        self.durable.suspend_timeout = timeout;
+        self
+    }
+
+    /// How long a client call waits when no client is attached to its
+    /// conversation (default 10 s), so that a headless run fails fast
+    /// instead of parking. Applies once a store is set.
+    pub fn client_grace(mut self, grace: Duration) -> Self {
+        self.durable.client_grace = grace;
+        self
+    }
+
+    /// How long this process holds a conversation between two saves before
+    /// another may take it over after a crash (default 2 minutes). Needs a
+    /// store.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.durable.lease = lease;
+        self
+    }
+
+    /// Whether [`Agent::resolve`] starts the next turn in this process
+    /// (default true). Turn it off in a process that only records
+    /// resolutions (a short-lived CLI, a webhook that must not run model
+    /// calls); the process that runs the conversation then picks it up
+    /// with [`Agent::ensure_started`]. Applies once a store is set.
+    pub fn resume_on_resolve(mut self, resume: bool) -> Self {
+        self.durable.resume_on_resolve = resume;
+        self
+    }
+
+    /// The name this process holds conversations under (default: random
+    /// per agent). Applies once a store is set.
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.durable.owner = Some(id.into());
+        self
+    }
+
     /// Adjusts the executor (e.g. its default time limit).
     pub fn configure_executor(
         mut self,
@@ -259,6 +328,7 @@ impl AgentBuilder {
                 tools: tools.into(),
                 context: self.context,
                 settings: self.settings,
+                durable: self.store.map(|store| Durable::new(store, self.durable)),
             }),
         })
     }
@@ -276,6 +346,7 @@ struct Inner {
     tools: Arc<[Value]>,
     context: ToolContext,
     settings: Settings,
+    durable: Option<Durable>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -295,8 +366,8 @@ struct Executed {
     result: CallResult,
 }
 
-enum CallResult {
-    Finished(Envelope),
+pub(crate) enum CallResult {
+    Finished(ResultText),
     Suspended(Awaiting),
 }
 
@@ -316,6 +387,8 @@ impl Agent {
                 temperature: None,
             },
             executor: None,
+            store: None,
+            durable: DurableSettings::default(),
         }
     }
 
@@ -340,6 +413,37 @@ impl Agent {
         input: Input,
         cancellation: CancellationToken,
     ) -> AgentStream<'a> {
+        self.run_loop(conversation, input, cancellation, None)
+    }
+
+    /// The tool context of a run: the agent's base context with the
+    /// conversation's ids and the run's cancellation.
+    fn context_for(
+        &self,
+        conversation: &Conversation,
+        cancellation: &CancellationToken,
+    ) -> ToolContext {
+        let mut context = self
+            .inner
+            .context
+            .clone()
+            .with_conversation_id(conversation.id.as_str())
+            .with_cancellation(cancellation.clone());
+        if let Some(session) = &conversation.session_id {
+            context = context.with_session_id(session.as_str());
+        }
+        context
+    }
+
+    /// The loop itself. With a `ledger` (durable runs) every call is
+    /// recorded in the store and the transcript is saved after every turn.
+    fn run_loop<'a>(
+        &'a self,
+        conversation: &'a mut Conversation,
+        input: Input,
+        cancellation: CancellationToken,
+        ledger: Option<Ledger<'a>>,
+    ) -> AgentStream<'a> {
         let inner = &*self.inner;
         let span = tracing::info_span!(
             "agent_run",
@@ -350,15 +454,7 @@ impl Agent {
         let stream = async_stream::stream! {
             let mut usage = Usage::default();
             let mut tool_calls = 0usize;
-            let context = {
-                let mut context = inner.context.clone()
-                    .with_conversation_id(conversation.id.as_str())
-                    .with_cancellation(cancellation.clone());
-                if let Some(session) = &conversation.session_id {
-                    context = context.with_session_id(session.as_str());
-                }
-                context
-            };
+            let context = self.context_for(conversation, &cancellation);
             match input {
                 Input::User(text) => conversation.messages.push(Message::user(text)),
                 Input::ToolResults(results) => append_results(conversation, results),
@@ -445,6 +541,14 @@ impl Agent {
                     reason = DoneReason::Completed;
                     break;
                 }
+                // The calls are in the store before any of them runs, so a
+                // crash from here on is noticed and recovered.
+                if let Some(ledger) = ledger
+                    && let Err(error) = ledger.durable.save(conversation, crate::store::ConversationStatus::Running).await
+                {
+                    reason = DoneReason::StoreFailed(error.to_string());
+                    break;
+                }
                 for call in &turn.tool_calls {
                     yield AgentEvent::ToolCallStart {
                         id: call.id.clone(),
@@ -454,23 +558,22 @@ impl Agent {
                 }
                 tool_calls += turn.tool_calls.len();
                 let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter())
-                    .map(|call| self.execute(call, &context, conversation.id.as_str()))
+                    .map(|call| self.execute(call, &context, conversation.id.as_str(), ledger))
                     .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
                 while let Some(done) = executed.next().await {
                     match done.result {
-                        CallResult::Finished(envelope) => {
-                            let value = envelope.to_value();
+                        CallResult::Finished(result) => {
                             yield AgentEvent::ToolCallResult {
                                 id: done.id.clone(),
                                 name: done.name.clone(),
-                                envelope: redact::redacted_envelope(value, self.redactions(&done.name)),
+                                envelope: redact::redacted_envelope(result.to_value(), self.redactions(&done.name)),
                             };
                             conversation.messages.push(Message::Tool {
                                 tool_call_id: done.id,
                                 name: done.name,
-                                content: envelope.to_json_string(),
-                                is_error: !envelope.is_ok(),
+                                content: result.json,
+                                is_error: !result.ok,
                             });
                         }
                         CallResult::Suspended(awaiting) => suspended.push(SuspendedCall {
@@ -481,6 +584,12 @@ impl Agent {
                     }
                 }
                 drop(executed);
+                if let Some(ledger) = ledger
+                    && let Err(error) = ledger.durable.save(conversation, crate::store::ConversationStatus::Running).await
+                {
+                    reason = DoneReason::StoreFailed(error.to_string());
+                    break;
+                }
                 if !suspended.is_empty() {
                     reason = DoneReason::Suspended(suspended);
                     break;
@@ -499,7 +608,7 @@ impl Agent {
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }
 
-    fn redactions(&self, name: &str) -> &'static [&'static str] {
+    pub(crate) fn redactions(&self, name: &str) -> &'static [&'static str] {
         self.inner
             .executor
             .catalog()
@@ -513,19 +622,22 @@ impl Agent {
         call: AssembledCall,
         context: &ToolContext,
         conversation_id: &str,
+        ledger: Option<Ledger<'_>>,
     ) -> Executed {
         let ids = || EnvelopeIds {
             tool_call_id: call.id.as_str().into(),
             conversation_id: Some(conversation_id.into()),
             session_id: context.session_id().map(Into::into),
         };
+        let finished =
+            |envelope: Envelope| CallResult::Finished(ResultText::from_envelope(&envelope));
         let result = match call.status {
-            CallStatus::Truncated => CallResult::Finished(Envelope::error(
+            CallStatus::Truncated => finished(Envelope::error(
                 ids(),
                 ErrorCode::InvalidJson,
                 "The arguments were cut off because the model reached its output token limit. Call the tool again with complete (and, if possible, shorter) arguments.",
             )),
-            CallStatus::Unnamed => CallResult::Finished(Envelope::error(
+            CallStatus::Unnamed => finished(Envelope::error(
                 ids(),
                 ErrorCode::UnknownTool,
                 "The tool call has no tool name. Call a tool by its name.",
@@ -536,17 +648,34 @@ impl Agent {
                     call.name.as_str(),
                     call.arguments.as_str(),
                 );
-                let execution = self.inner.executor.execute(&tool_call, context).await;
-                match execution.outcome {
-                    Outcome::Final(envelope) => CallResult::Finished(envelope),
-                    Outcome::Awaiting(awaiting) => CallResult::Suspended(awaiting),
-                    // Provider tools run at the provider, which returns their
-                    // results itself; there is nothing to add here.
-                    Outcome::PassThrough => CallResult::Finished(Envelope::error(
-                        ids(),
-                        ErrorCode::Failed,
-                        "This tool runs at the model provider and cannot be called as a function here.",
-                    )),
+                if let Some(ledger) = ledger {
+                    match self
+                        .execute_recorded(&tool_call, context, ledger, false)
+                        .await
+                    {
+                        Ok(result) => result,
+                        Err(error) => {
+                            tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
+                            finished(Envelope::error(
+                                ids(),
+                                ErrorCode::Internal,
+                                crate::error::INTERNAL_MESSAGE,
+                            ))
+                        }
+                    }
+                } else {
+                    let execution = self.inner.executor.execute(&tool_call, context).await;
+                    match execution.outcome {
+                        Outcome::Final(envelope) => finished(envelope),
+                        Outcome::Awaiting(awaiting) => CallResult::Suspended(awaiting),
+                        // Provider tools run at the provider, which returns their
+                        // results itself; there is nothing to add here.
+                        Outcome::PassThrough => finished(Envelope::error(
+                            ids(),
+                            ErrorCode::Failed,
+                            "This tool runs at the model provider and cannot be called as a function here.",
+                        )),
+                    }
                 }
             }
         };
@@ -565,6 +694,7 @@ fn reason_name(reason: &DoneReason) -> &'static str {
         DoneReason::MaxIterations => "max_iterations",
         DoneReason::Cancelled => "cancelled",
         DoneReason::ModelError(_) => "model_error",
+        DoneReason::StoreFailed(_) => "store_failed",
     }
 }
 

@@ -82,6 +82,9 @@ pub struct ToolDefinition {
     parameters: Value,
     output: Value,
     validator: ArgsValidator,
+    /// Built on first use: only client and human results are checked
+    /// against it, and most tools never have one.
+    output_validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 impl ToolDefinition {
@@ -114,6 +117,7 @@ impl ToolDefinition {
             parameters,
             output: canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
             validator,
+            output_validator: std::sync::OnceLock::new(),
         })
     }
 
@@ -180,6 +184,38 @@ impl ToolDefinition {
     /// The JSON Schema of the result the model finally receives.
     pub fn output_schema(&self) -> &Value {
         &self.output
+    }
+
+    /// Checks a result sent by a client or a person against the declared
+    /// output schema, with every object closed: such data is user-controlled,
+    /// so an unknown field is refused rather than passed to the model.
+    /// The error lists each violation with its JSON path.
+    pub fn check_output(&self, value: &Value) -> Result<(), String> {
+        let validator = self.output_validator.get_or_init(|| {
+            let mut schema = self.output.clone();
+            close_objects(&mut schema, true);
+            jsonschema::draft202012::new(&schema).map_err(|error| error.to_string())
+        });
+        let validator = validator.as_ref().map_err(|error| {
+            format!("the output schema of `{}` is unusable: {error}", self.name)
+        })?;
+        let problems: Vec<String> = validator
+            .iter_errors(value)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                let path = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
+                format!("{path}: {error}")
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     /// The validator the executor uses: built from [`ToolDefinition::parameters`].

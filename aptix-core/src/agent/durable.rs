@@ -1,0 +1,1199 @@
+//! Durable conversations: runs whose state lives in a [`Store`], so that a
+//! call waiting on a browser, a person or an approval survives restarts and
+//! can be resolved from any process.
+//!
+//! The rules, each enforced here:
+//! - A conversation is driven by one process at a time: the one that
+//!   claimed it (a lease in the store, renewed at every save).
+//! - Every wait is a ledger entry with a deadline, written before the run
+//!   reports the suspension; every server execution is recorded as
+//!   `executing` before the tool runs and `done` (with its envelope) after,
+//!   so a crash is noticed and no call runs twice unless its tool is
+//!   declared `idempotent`.
+//! - Before any model turn, [`Agent::settle`] turns the ledger into results
+//!   for every call of the last turn; the model is only asked again when
+//!   nothing is pending.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Agent, AgentEvent, AgentStream, CallResult, Conversation, DoneReason, Input, SuspendedCall,
+    redact,
+};
+use crate::context::ToolContext;
+use crate::envelope::{Envelope, EnvelopeIds, JsonText};
+use crate::error::ErrorCode;
+use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
+use crate::model::{AssistantToolCall, Message, Usage};
+use crate::store::{
+    CallRecord, CallState, ConversationStatus, Step, Store, StoreError, StoredConversation,
+};
+use crate::tool::{Approval, ExecutorKind};
+
+use super::resolve::Resolution;
+
+/// How long a suspended call waits when its tool declares no
+/// `suspend_timeout`.
+pub const DEFAULT_SUSPEND_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How long a client call waits when no client is attached to its
+/// conversation (a headless run) before it fails.
+pub const DEFAULT_CLIENT_GRACE: Duration = Duration::from_secs(10);
+/// How long a process holds a conversation between two saves before
+/// another process may take it over.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
+/// Milliseconds since the Unix epoch: the store's clock.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The durable half of an agent, present when it was built with a store.
+pub(crate) struct Durable {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) owner: String,
+    pub(crate) suspend_timeout: Duration,
+    pub(crate) client_grace: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) resume_on_resolve: bool,
+    pub(crate) events: broadcast::Sender<ConversationEvent>,
+    clients: Mutex<HashMap<String, usize>>,
+}
+
+/// Settings of the durable half, as the builder collects them.
+#[derive(Clone)]
+pub(crate) struct DurableSettings {
+    pub(crate) owner: Option<String>,
+    pub(crate) suspend_timeout: Duration,
+    pub(crate) client_grace: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) resume_on_resolve: bool,
+}
+
+impl Default for DurableSettings {
+    fn default() -> Self {
+        DurableSettings {
+            owner: None,
+            suspend_timeout: DEFAULT_SUSPEND_TIMEOUT,
+            client_grace: DEFAULT_CLIENT_GRACE,
+            lease: DEFAULT_LEASE,
+            resume_on_resolve: true,
+        }
+    }
+}
+
+impl Durable {
+    pub(crate) fn new(store: Arc<dyn Store>, settings: DurableSettings) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        Durable {
+            store,
+            owner: settings
+                .owner
+                .unwrap_or_else(|| format!("aptix-{}", uuid::Uuid::new_v4())),
+            suspend_timeout: settings.suspend_timeout,
+            client_grace: settings.client_grace,
+            lease: settings.lease,
+            resume_on_resolve: settings.resume_on_resolve,
+            events,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lease_until(&self) -> i64 {
+        now_ms().saturating_add(millis(self.lease))
+    }
+
+    pub(crate) async fn save(
+        &self,
+        conversation: &Conversation,
+        status: ConversationStatus,
+    ) -> Result<(), StoreError> {
+        self.store
+            .save_conversation(conversation, &self.owner, status, self.lease_until())
+            .await
+    }
+
+    fn client_attached(&self, conversation_id: &str) -> bool {
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(conversation_id)
+            .is_some_and(|count| *count > 0)
+    }
+}
+
+/// An event of a run the agent drives in the background (after a
+/// resolution, a deadline or a revival), with its conversation.
+#[derive(Debug, Clone)]
+pub struct ConversationEvent {
+    /// The conversation the run belongs to.
+    pub conversation_id: String,
+    /// The event.
+    pub event: AgentEvent,
+}
+
+/// A wait that has not been resolved yet: what an approval screen, a client
+/// or a person needs to act on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    /// The conversation.
+    pub conversation_id: String,
+    /// The call's id: pass it to [`Agent::resolve`].
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// What it waits for.
+    pub step: Step,
+    /// The validated arguments.
+    pub arguments: Value,
+    /// What the approver sees or the client executes.
+    pub payload: Value,
+    /// When it expires (ms since the Unix epoch).
+    pub deadline_ms: Option<i64>,
+}
+
+/// What [`Agent::ensure_started`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revival {
+    /// Waits are still pending; nothing to run until they are resolved.
+    Waiting {
+        /// How many.
+        pending: usize,
+    },
+    /// The next step runs now, in the background.
+    Resumed,
+    /// Another process holds the conversation and its lease is valid.
+    Busy,
+    /// Nothing to do: the conversation waits for user input.
+    Idle,
+}
+
+/// Why a durable operation could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DurableError {
+    /// The agent was built without a store.
+    #[error("the agent has no store: build it with `.store(...)` for durable conversations")]
+    NoStore,
+    /// No conversation with that id is stored.
+    #[error("no conversation `{0}` is stored")]
+    Unknown(String),
+    /// Another process is running the conversation.
+    #[error("conversation `{0}` is being run by another process")]
+    Busy(String),
+    /// Calls of the conversation wait for resolutions; new input would
+    /// abandon them.
+    #[error(
+        "conversation `{conversation_id}` has {pending} suspended call(s); resolve them with `Agent::resolve` first"
+    )]
+    Suspended {
+        /// The conversation.
+        conversation_id: String,
+        /// How many waits are pending.
+        pending: usize,
+    },
+    /// Results of suspended calls come through [`Agent::resolve`], which
+    /// validates them and records them durably.
+    #[error("send results of suspended calls with `Agent::resolve`, not as input")]
+    ResultsThroughResolve,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Marks a conversation as having a client attached in this process, for
+/// as long as it lives: client calls of the conversation then wait their
+/// full `suspend_timeout` instead of the short headless grace period.
+#[must_use = "the client counts as attached only while this value lives"]
+pub struct ClientAttachment {
+    agent: Agent,
+    conversation_id: String,
+}
+
+impl std::fmt::Debug for ClientAttachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAttachment")
+            .field("conversation_id", &self.conversation_id)
+            .finish()
+    }
+}
+
+impl Drop for ClientAttachment {
+    fn drop(&mut self) {
+        if let Some(durable) = self.agent.durable() {
+            let mut clients = durable
+                .clients
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(count) = clients.get_mut(&self.conversation_id) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    clients.remove(&self.conversation_id);
+                }
+            }
+        }
+    }
+}
+
+/// The ledger a durable run writes through. Copied into the run loop.
+#[derive(Clone, Copy)]
+pub(crate) struct Ledger<'a> {
+    pub(crate) durable: &'a Durable,
+}
+
+/// A finished call's result as the transcript and the events need it.
+pub(crate) struct ResultText {
+    pub(crate) json: String,
+    pub(crate) ok: bool,
+}
+
+impl ResultText {
+    pub(crate) fn from_envelope(envelope: &Envelope) -> Self {
+        ResultText {
+            json: envelope.to_json_string(),
+            ok: envelope.is_ok(),
+        }
+    }
+
+    fn from_stored(json: String) -> Self {
+        let ok = serde_json::from_str::<Value>(&json)
+            .ok()
+            .and_then(|value| value.get("ok").and_then(Value::as_bool))
+            .unwrap_or(false);
+        ResultText { json, ok }
+    }
+
+    pub(crate) fn to_value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or_else(|_| Value::String(self.json.clone()))
+    }
+}
+
+fn step_for(reason: AwaitReason) -> Step {
+    match reason {
+        AwaitReason::Approval => Step::Approval,
+        AwaitReason::Client => Step::Client,
+        AwaitReason::Human => Step::Human,
+    }
+}
+
+fn humanize(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0 => format!("{}ms", duration.as_millis()),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+impl Agent {
+    pub(crate) fn durable(&self) -> Option<&Durable> {
+        self.inner.durable.as_ref()
+    }
+
+    fn ids_for(&self, conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
+        EnvelopeIds {
+            tool_call_id: tool_call_id.into(),
+            conversation_id: Some(conversation.id.as_str().into()),
+            session_id: conversation.session_id.as_deref().map(Into::into),
+        }
+    }
+
+    fn wait_timeout(&self, durable: &Durable, tool: &str) -> Duration {
+        self.inner
+            .executor
+            .catalog()
+            .get(tool)
+            .and_then(|definition| definition.suspend_timeout())
+            .unwrap_or(durable.suspend_timeout)
+    }
+
+    /// The events of background runs (after resolutions, deadlines and
+    /// revivals), of every conversation this agent drives.
+    pub fn subscribe(&self) -> broadcast::Receiver<ConversationEvent> {
+        match self.durable() {
+            Some(durable) => durable.events.subscribe(),
+            None => broadcast::channel(1).1,
+        }
+    }
+
+    /// Stores `conversation` (e.g. with its system prompt) unless one with
+    /// its id exists. Returns whether it was stored.
+    pub async fn create_conversation(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<bool, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        Ok(durable
+            .store
+            .create_conversation(conversation, now_ms())
+            .await?)
+    }
+
+    /// The stored conversation `conversation_id`.
+    pub async fn conversation(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Option<StoredConversation>, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        Ok(durable.store.load_conversation(conversation_id).await?)
+    }
+
+    /// The unresolved waits of a conversation, in call order.
+    pub async fn pending(&self, conversation_id: &str) -> Result<Vec<PendingCall>, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        let records = durable.store.calls(conversation_id).await?;
+        Ok(records
+            .into_iter()
+            .filter(|record| record.state == CallState::Pending)
+            .map(|record| PendingCall {
+                conversation_id: record.conversation_id,
+                tool_call_id: record.tool_call_id,
+                tool: record.tool,
+                step: record.step,
+                arguments: serde_json::from_str(&record.arguments).unwrap_or(Value::Null),
+                payload: serde_json::from_str(&record.payload).unwrap_or(Value::Null),
+                deadline_ms: record.deadline,
+            })
+            .collect())
+    }
+
+    /// Runs the stored conversation `conversation_id` (created empty if
+    /// absent) with `input`, saving it as it goes. The returned stream ends
+    /// with one `Done`; suspended calls are then in the store, and
+    /// [`Agent::resolve`] continues the conversation in the background.
+    pub async fn send(
+        &self,
+        conversation_id: &str,
+        input: Input,
+    ) -> Result<AgentStream<'static>, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        if matches!(input, Input::ToolResults(_)) {
+            return Err(DurableError::ResultsThroughResolve);
+        }
+        let store = &durable.store;
+        store
+            .create_conversation(&Conversation::new(conversation_id), now_ms())
+            .await?;
+        let claimed = store
+            .claim_conversation(
+                conversation_id,
+                &durable.owner,
+                now_ms(),
+                durable.lease_until(),
+            )
+            .await?
+            .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
+        let pending = store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .filter(|record| record.state == CallState::Pending)
+            .count();
+        if pending > 0 {
+            durable
+                .save(&claimed.conversation, ConversationStatus::Suspended)
+                .await?;
+            return Err(DurableError::Suspended {
+                conversation_id: conversation_id.to_owned(),
+                pending,
+            });
+        }
+        Ok(self.clone().drive(claimed.conversation, input))
+    }
+
+    /// Revives a stored conversation after a restart, or in a process that
+    /// never ran it: expires waits whose deadline passed, and when nothing
+    /// is pending and nobody holds it, resumes it in the background (a run
+    /// interrupted by a crash continues; a server call it was executing is
+    /// run again only if its tool is idempotent).
+    pub async fn ensure_started(&self, conversation_id: &str) -> Result<Revival, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        let store = &durable.store;
+        let stored = store
+            .load_conversation(conversation_id)
+            .await?
+            .ok_or_else(|| DurableError::Unknown(conversation_id.to_owned()))?;
+        let now = now_ms();
+        for record in store.calls(conversation_id).await? {
+            if record.state == CallState::Pending && record.deadline.is_some_and(|at| at <= now) {
+                store
+                    .transition(
+                        conversation_id,
+                        &record.tool_call_id,
+                        record.step,
+                        CallState::Pending,
+                        CallState::Expired,
+                        None,
+                        now,
+                    )
+                    .await?;
+            }
+        }
+        match stored.status {
+            ConversationStatus::Idle => Ok(Revival::Idle),
+            ConversationStatus::Running
+                if stored.lease_until >= now && stored.owner.as_deref() != Some(&durable.owner) =>
+            {
+                Ok(Revival::Busy)
+            }
+            _ => self.resume_if_ready(conversation_id).await,
+        }
+    }
+
+    /// Revives every conversation that was running or suspended (see
+    /// [`Agent::ensure_started`]): what a process calls once at start-up.
+    /// Returns how many it resumed.
+    pub async fn revive_all(&self) -> Result<usize, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        let mut resumed = 0;
+        for status in [ConversationStatus::Running, ConversationStatus::Suspended] {
+            for id in durable
+                .store
+                .conversations_with_status(status, usize::MAX)
+                .await?
+            {
+                if self.ensure_started(&id).await? == Revival::Resumed {
+                    resumed += 1;
+                }
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Expires every wait whose deadline passed (in any conversation of the
+    /// store) and resumes the conversations that then have nothing pending.
+    /// Returns how many waits it expired. Deadlines live in the store, so
+    /// any process may sweep them, and they fire after a restart too.
+    pub async fn sweep_deadlines(&self) -> Result<usize, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        let now = now_ms();
+        let mut expired = 0;
+        let mut conversations = BTreeSet::new();
+        for record in durable.store.due_calls(now, 512).await? {
+            let moved = durable
+                .store
+                .transition(
+                    &record.conversation_id,
+                    &record.tool_call_id,
+                    record.step,
+                    CallState::Pending,
+                    CallState::Expired,
+                    None,
+                    now,
+                )
+                .await?;
+            if moved {
+                tracing::info!(
+                    conversation_id = %record.conversation_id,
+                    tool_call_id = %record.tool_call_id,
+                    tool = %record.tool,
+                    step = %record.step,
+                    "suspended call expired"
+                );
+                expired += 1;
+                conversations.insert(record.conversation_id);
+            }
+        }
+        for conversation_id in conversations {
+            self.resume_in_background(&conversation_id);
+        }
+        Ok(expired)
+    }
+
+    /// Sweeps deadlines every `every` until the agent's last clone is
+    /// dropped or the task is aborted.
+    pub fn spawn_deadline_worker(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let agent = Agent { inner };
+                if let Err(error) = agent.sweep_deadlines().await {
+                    tracing::warn!(%error, "sweeping deadlines failed; retrying at the next tick");
+                }
+            }
+        })
+    }
+
+    /// Declares that a client (a browser tab, an IDE) is attached to the
+    /// conversation in this process, and gives its pending client calls
+    /// their full `suspend_timeout` from now.
+    pub async fn attach_client(
+        &self,
+        conversation_id: &str,
+    ) -> Result<ClientAttachment, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        {
+            let mut clients = durable
+                .clients
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *clients.entry(conversation_id.to_owned()).or_default() += 1;
+        }
+        let attachment = ClientAttachment {
+            agent: self.clone(),
+            conversation_id: conversation_id.to_owned(),
+        };
+        let now = now_ms();
+        for record in durable.store.calls(conversation_id).await? {
+            if record.state == CallState::Pending && record.step == Step::Client {
+                let deadline = now.saturating_add(millis(self.wait_timeout(durable, &record.tool)));
+                durable
+                    .store
+                    .set_deadline(
+                        conversation_id,
+                        &record.tool_call_id,
+                        Step::Client,
+                        Some(deadline),
+                    )
+                    .await?;
+            }
+        }
+        Ok(attachment)
+    }
+
+    /// Resumes the conversation in a background task if nothing of it is
+    /// pending and nobody holds it; what a resolution or an expiry triggers.
+    pub(crate) fn resume_in_background(&self, conversation_id: &str) {
+        let agent = self.clone();
+        let conversation_id = conversation_id.to_owned();
+        tokio::spawn(async move {
+            if let Err(error) = agent.resume_if_ready(&conversation_id).await {
+                tracing::warn!(%conversation_id, %error, "could not resume the conversation");
+            }
+        });
+    }
+
+    async fn resume_if_ready(&self, conversation_id: &str) -> Result<Revival, DurableError> {
+        let durable = self.durable().ok_or(DurableError::NoStore)?;
+        let pending = durable
+            .store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .filter(|record| record.state == CallState::Pending)
+            .count();
+        if pending > 0 {
+            return Ok(Revival::Waiting { pending });
+        }
+        let Some(claimed) = durable
+            .store
+            .claim_conversation(
+                conversation_id,
+                &durable.owner,
+                now_ms(),
+                durable.lease_until(),
+            )
+            .await?
+        else {
+            return Ok(Revival::Busy);
+        };
+        let mut run = self.clone().drive(claimed.conversation, Input::Continue);
+        let events = durable.events.clone();
+        let conversation_id = conversation_id.to_owned();
+        tokio::spawn(async move {
+            while let Some(event) = run.next().await {
+                // Nobody listening is fine: the store has everything.
+                let _ = events.send(ConversationEvent {
+                    conversation_id: conversation_id.clone(),
+                    event,
+                });
+            }
+        });
+        Ok(Revival::Resumed)
+    }
+
+    /// The run of a claimed conversation: settle the ledger into results,
+    /// run model turns while nothing is pending, save, release.
+    fn drive(self, mut conversation: Conversation, input: Input) -> AgentStream<'static> {
+        let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
+        let stream = async_stream::stream! {
+            let agent = self;
+            let Some(durable) = agent.durable() else {
+                yield AgentEvent::Done { reason: DoneReason::StoreFailed("the agent has no store".into()), usage: Usage::default() };
+                return;
+            };
+            let ledger = Ledger { durable };
+            let cancellation = CancellationToken::new();
+            let context = agent.context_for(&conversation, &cancellation);
+            let mut usage = Usage::default();
+            if let Input::User(text) = input {
+                conversation.messages.push(Message::user(text));
+            }
+            loop {
+                let settled = agent.settle(&mut conversation, &context, ledger).await;
+                let (events, waiting) = match settled {
+                    Ok(settled) => settled,
+                    Err(error) => {
+                        yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                        return;
+                    }
+                };
+                for event in events {
+                    yield event;
+                }
+                let reason = if !waiting.is_empty() {
+                    DoneReason::Suspended(waiting)
+                } else if !needs_model_turn(&conversation) {
+                    DoneReason::Completed
+                } else {
+                    if let Err(error) = durable.save(&conversation, ConversationStatus::Running).await {
+                        yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                        return;
+                    }
+                    let mut reason = DoneReason::MaxIterations;
+                    {
+                        let mut run = agent.run_loop(&mut conversation, Input::Continue, cancellation.clone(), Some(ledger));
+                        while let Some(event) = run.next().await {
+                            match event {
+                                AgentEvent::Done { reason: done, usage: used } => {
+                                    reason = done;
+                                    usage += used;
+                                }
+                                other => yield other,
+                            }
+                        }
+                    }
+                    reason
+                };
+                let status = if matches!(reason, DoneReason::Suspended(_)) {
+                    ConversationStatus::Suspended
+                } else {
+                    ConversationStatus::Idle
+                };
+                if let Err(error) = durable.save(&conversation, status).await {
+                    yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                    return;
+                }
+                if status == ConversationStatus::Suspended {
+                    // A resolution that landed while this run held the
+                    // conversation could not resume it; this run must.
+                    match agent.reclaim_if_settled(&conversation.id).await {
+                        Ok(Some(stored)) => {
+                            conversation = stored.conversation;
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(error) => tracing::warn!(%error, "could not check for resolutions that arrived during the run"),
+                    }
+                }
+                yield AgentEvent::Done { reason, usage };
+                return;
+            }
+        };
+        Box::pin(tracing_futures::Instrument::instrument(stream, span))
+    }
+
+    async fn reclaim_if_settled(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Option<StoredConversation>, StoreError> {
+        let Some(durable) = self.durable() else {
+            return Ok(None);
+        };
+        let open = durable
+            .store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .any(|record| record.state == CallState::Pending);
+        if open {
+            return Ok(None);
+        }
+        durable
+            .store
+            .claim_conversation(
+                conversation_id,
+                &durable.owner,
+                now_ms(),
+                durable.lease_until(),
+            )
+            .await
+    }
+
+    /// Turns the ledger into results for every unanswered call of the last
+    /// assistant turn: recorded results, approvals (running the approved
+    /// server call, or preparing the approved client call), denials,
+    /// expiries, client and human answers, and calls a crash interrupted.
+    /// Returns the events of the results it added, and the calls still
+    /// waiting.
+    async fn settle(
+        &self,
+        conversation: &mut Conversation,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+    ) -> Result<(Vec<AgentEvent>, Vec<SuspendedCall>), StoreError> {
+        let unanswered = unanswered_calls(conversation);
+        if unanswered.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let records = ledger.durable.store.calls(&conversation.id).await?;
+        let mut events = Vec::new();
+        let mut waiting = Vec::new();
+        for call in unanswered {
+            let of_call: Vec<&CallRecord> = records
+                .iter()
+                .filter(|record| record.tool_call_id == call.id)
+                .collect();
+            let settled = self
+                .settle_call(conversation, context, ledger, &call, &of_call)
+                .await?;
+            match settled {
+                CallResult::Finished(result) => {
+                    events.push(AgentEvent::ToolCallResult {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        envelope: redact::redacted_envelope(
+                            result.to_value(),
+                            self.redactions(&call.name),
+                        ),
+                    });
+                    conversation.messages.push(Message::Tool {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: result.json,
+                        is_error: !result.ok,
+                    });
+                }
+                CallResult::Suspended(awaiting) => waiting.push(SuspendedCall {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    awaiting,
+                }),
+            }
+        }
+        Ok((events, waiting))
+    }
+
+    async fn settle_call(
+        &self,
+        conversation: &Conversation,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        call: &AssistantToolCall,
+        records: &[&CallRecord],
+    ) -> Result<CallResult, StoreError> {
+        let find = |step: Step| records.iter().copied().find(|record| record.step == step);
+        let ids = || self.ids_for(conversation, &call.id);
+        let error = |code: ErrorCode, message: String| {
+            CallResult::Finished(ResultText::from_envelope(&Envelope::error(
+                ids(),
+                code,
+                message,
+            )))
+        };
+        let tool_call =
+            |arguments: String| ToolCall::new(call.id.as_str(), call.name.as_str(), arguments);
+
+        if let Some(execution) = find(Step::Execution) {
+            match (execution.state, &execution.outcome) {
+                (CallState::Done, Some(envelope)) => {
+                    return Ok(CallResult::Finished(ResultText::from_stored(
+                        envelope.clone(),
+                    )));
+                }
+                (CallState::Executing, _) => {
+                    return self
+                        .recover_interrupted(conversation, context, ledger, call, execution)
+                        .await;
+                }
+                (CallState::Cancelled, _) => {
+                    return Ok(error(ErrorCode::Cancelled, interrupted_message(&call.name)));
+                }
+                // Done without an envelope: a client call's server step; its
+                // client wait below decides.
+                _ => {}
+            }
+        }
+        for step in [Step::Client, Step::Human] {
+            if let Some(record) = find(step) {
+                return self.settle_wait(conversation, ledger, call, record, &error);
+            }
+        }
+        if let Some(approval) = find(Step::Approval) {
+            let resolution = match approval.state {
+                CallState::Resolved => approval
+                    .outcome
+                    .as_deref()
+                    .map(Resolution::decode)
+                    .transpose()?,
+                _ => None,
+            };
+            let arguments = match resolution {
+                Some(Resolution::Approve) => approval.arguments.clone(),
+                Some(Resolution::ApproveWithArgs(arguments)) => arguments.to_string(),
+                _ => return self.settle_wait(conversation, ledger, call, approval, &error),
+            };
+            // Approved: run the server step now, recorded like any other.
+            let call_now = tool_call(arguments);
+            return self
+                .execute_recorded(&call_now, context, ledger, true)
+                .await;
+        }
+        // Never recorded: the run stopped between saving the model's turn
+        // and executing it. Nothing ran, so run it now.
+        let call_now = tool_call(call.arguments.clone());
+        self.execute_recorded(&call_now, context, ledger, false)
+            .await
+    }
+
+    /// The result of a wait that has not led to an execution: pending,
+    /// expired, denied, or answered.
+    fn settle_wait(
+        &self,
+        conversation: &Conversation,
+        ledger: Ledger<'_>,
+        call: &AssistantToolCall,
+        record: &CallRecord,
+        error: &dyn Fn(ErrorCode, String) -> CallResult,
+    ) -> Result<CallResult, StoreError> {
+        let resolution = match record.state {
+            CallState::Pending => {
+                let then =
+                    (record.step == Step::Approval
+                        && self.inner.executor.catalog().get(&record.tool).is_some_and(
+                            |definition| definition.executor() == ExecutorKind::Client,
+                        ))
+                    .then_some(AwaitReason::Client);
+                let reason = match record.step {
+                    Step::Approval => AwaitReason::Approval,
+                    Step::Client => AwaitReason::Client,
+                    _ => AwaitReason::Human,
+                };
+                let payload = JsonText::parse(record.payload.clone()).map_err(|error| {
+                    StoreError::Corrupt(format!("payload of `{}`: {error}", record.tool_call_id))
+                })?;
+                return Ok(CallResult::Suspended(Awaiting {
+                    reason,
+                    then,
+                    payload,
+                }));
+            }
+            CallState::Expired => {
+                let waited = record
+                    .deadline
+                    .map(|deadline| {
+                        Duration::from_millis(
+                            u64::try_from(deadline - record.created_at).unwrap_or(0),
+                        )
+                    })
+                    .unwrap_or_else(|| self.wait_timeout(ledger.durable, &record.tool));
+                let message = match record.step {
+                    Step::Approval => format!(
+                        "Nobody approved the call to `{}` within {}, so it was not run.",
+                        call.name,
+                        humanize(waited)
+                    ),
+                    Step::Client => format!(
+                        "The client did not run `{}` within {} (no client was attached to the conversation, or it did not answer), so there is no result.",
+                        call.name,
+                        humanize(waited)
+                    ),
+                    _ => format!(
+                        "Nobody answered `{}` within {}, so there is no answer.",
+                        call.name,
+                        humanize(waited)
+                    ),
+                };
+                return Ok(error(ErrorCode::Timeout, message));
+            }
+            CallState::Resolved => record
+                .outcome
+                .as_deref()
+                .map(Resolution::decode)
+                .transpose()?,
+            _ => None,
+        };
+        Ok(match resolution {
+            Some(Resolution::Deny { message }) => error(ErrorCode::Denied, message),
+            Some(Resolution::Result(value)) => {
+                let text = JsonText::from_serialize(&value).map_err(|error| {
+                    StoreError::Corrupt(format!("result of `{}`: {error}", record.tool_call_id))
+                })?;
+                CallResult::Finished(ResultText::from_envelope(&Envelope::ok(
+                    self.ids_for(conversation, &call.id),
+                    text,
+                )))
+            }
+            _ => error(
+                ErrorCode::Cancelled,
+                format!(
+                    "The call to `{}` was abandoned before it finished.",
+                    call.name
+                ),
+            ),
+        })
+    }
+
+    /// A server step that was executing when its process stopped.
+    async fn recover_interrupted(
+        &self,
+        conversation: &Conversation,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        call: &AssistantToolCall,
+        execution: &CallRecord,
+    ) -> Result<CallResult, StoreError> {
+        let store = &ledger.durable.store;
+        let idempotent = self
+            .inner
+            .executor
+            .catalog()
+            .get(&call.name)
+            .is_some_and(|definition| definition.idempotent());
+        if idempotent {
+            tracing::warn!(tool = %call.name, tool_call_id = %call.id, "re-running an idempotent call a crash interrupted, with the same tool_call_id");
+            let tool_call = ToolCall::new(
+                call.id.as_str(),
+                call.name.as_str(),
+                execution.arguments.clone(),
+            );
+            let approved = store
+                .call(&conversation.id, &call.id, Step::Approval)
+                .await?
+                .is_some();
+            let execution = if approved {
+                self.inner
+                    .executor
+                    .execute_approved(&tool_call, context)
+                    .await
+            } else {
+                self.inner.executor.execute(&tool_call, context).await
+            };
+            return self
+                .finish_execution(&tool_call, &conversation.id, ledger, execution.outcome)
+                .await;
+        }
+        tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a crash interrupted a call that is not idempotent; it is not run again");
+        store
+            .transition(
+                &conversation.id,
+                &call.id,
+                Step::Execution,
+                CallState::Executing,
+                CallState::Cancelled,
+                None,
+                now_ms(),
+            )
+            .await?;
+        Ok(CallResult::Finished(ResultText::from_envelope(
+            &Envelope::error(
+                self.ids_for(conversation, &call.id),
+                ErrorCode::Cancelled,
+                interrupted_message(&call.name),
+            ),
+        )))
+    }
+
+    /// Executes a call inside a durable run: records server execution
+    /// before it starts and its envelope after, and records every wait with
+    /// its deadline. `approved` runs it past its approval gate.
+    pub(crate) async fn execute_recorded(
+        &self,
+        call: &ToolCall,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        approved: bool,
+    ) -> Result<CallResult, StoreError> {
+        let store = &ledger.durable.store;
+        let conversation_id = context.conversation_id().unwrap_or_default();
+        let definition = self.inner.executor.catalog().get(&call.name);
+        let runs_code = definition.is_some_and(|definition| {
+            matches!(
+                definition.executor(),
+                ExecutorKind::Server | ExecutorKind::Client
+            ) && (approved || definition.approval() == Approval::Auto)
+        });
+        if runs_code {
+            let now = now_ms();
+            let record = CallRecord {
+                conversation_id: conversation_id.to_owned(),
+                tool_call_id: call.id.to_string(),
+                step: Step::Execution,
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                payload: "null".to_owned(),
+                state: CallState::Executing,
+                outcome: None,
+                deadline: None,
+                created_at: now,
+                updated_at: now,
+            };
+            if !store.insert_call(&record).await? {
+                // Recorded before: the model reused an id, or another
+                // process got here first. Never run it a second time.
+                let existing = store
+                    .call(conversation_id, &call.id, Step::Execution)
+                    .await?;
+                if let Some(CallRecord {
+                    state: CallState::Done,
+                    outcome: Some(envelope),
+                    ..
+                }) = existing
+                {
+                    return Ok(CallResult::Finished(ResultText::from_stored(envelope)));
+                }
+                return Ok(CallResult::Finished(ResultText::from_envelope(
+                    &Envelope::error(
+                        EnvelopeIds {
+                            tool_call_id: call.id.clone(),
+                            conversation_id: context.conversation_id().map(Into::into),
+                            session_id: context.session_id().map(Into::into),
+                        },
+                        ErrorCode::Cancelled,
+                        interrupted_message(&call.name),
+                    ),
+                )));
+            }
+        }
+        let execution = if approved {
+            self.inner.executor.execute_approved(call, context).await
+        } else {
+            self.inner.executor.execute(call, context).await
+        };
+        if runs_code {
+            self.finish_execution(call, conversation_id, ledger, execution.outcome)
+                .await
+        } else {
+            self.record_outcome(call, conversation_id, ledger, execution.outcome)
+                .await
+        }
+    }
+
+    /// Closes an execution record, then records what it led to.
+    async fn finish_execution(
+        &self,
+        call: &ToolCall,
+        conversation_id: &str,
+        ledger: Ledger<'_>,
+        outcome: Outcome,
+    ) -> Result<CallResult, StoreError> {
+        let envelope = match &outcome {
+            Outcome::Final(envelope) => Some(envelope.to_json_string()),
+            _ => None,
+        };
+        ledger
+            .durable
+            .store
+            .transition(
+                conversation_id,
+                &call.id,
+                Step::Execution,
+                CallState::Executing,
+                CallState::Done,
+                envelope.as_deref(),
+                now_ms(),
+            )
+            .await?;
+        self.record_outcome(call, conversation_id, ledger, outcome)
+            .await
+    }
+
+    /// Records the wait an outcome asks for (with its deadline), or passes
+    /// a final result through.
+    async fn record_outcome(
+        &self,
+        call: &ToolCall,
+        conversation_id: &str,
+        ledger: Ledger<'_>,
+        outcome: Outcome,
+    ) -> Result<CallResult, StoreError> {
+        match outcome {
+            Outcome::Final(envelope) => {
+                Ok(CallResult::Finished(ResultText::from_envelope(&envelope)))
+            }
+            Outcome::PassThrough => Ok(CallResult::Finished(ResultText::from_envelope(
+                &Envelope::error(
+                    EnvelopeIds {
+                        tool_call_id: call.id.clone(),
+                        conversation_id: Some(conversation_id.into()),
+                        session_id: None,
+                    },
+                    ErrorCode::Failed,
+                    "This tool runs at the model provider and cannot be called as a function here.",
+                ),
+            ))),
+            Outcome::Awaiting(awaiting) => {
+                let durable = ledger.durable;
+                let step = step_for(awaiting.reason);
+                let now = now_ms();
+                let mut wait = self.wait_timeout(durable, &call.name);
+                if step == Step::Client && !durable.client_attached(conversation_id) {
+                    wait = wait.min(durable.client_grace);
+                }
+                let record = CallRecord {
+                    conversation_id: conversation_id.to_owned(),
+                    tool_call_id: call.id.to_string(),
+                    step,
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    payload: awaiting.payload.as_str().to_owned(),
+                    state: CallState::Pending,
+                    outcome: None,
+                    deadline: Some(now.saturating_add(millis(wait))),
+                    created_at: now,
+                    updated_at: now,
+                };
+                durable.store.insert_call(&record).await?;
+                tracing::info!(tool = %call.name, tool_call_id = &*call.id, %step, wait_ms = millis(wait), "call suspended");
+                Ok(CallResult::Suspended(awaiting))
+            }
+        }
+    }
+}
+
+fn interrupted_message(tool: &str) -> String {
+    format!(
+        "The call to `{tool}` was interrupted (the process running it stopped) and was not run again, because the tool is not declared idempotent. It may or may not have taken effect; check before calling it again."
+    )
+}
+
+/// Whether the transcript ends where the model must speak next.
+fn needs_model_turn(conversation: &Conversation) -> bool {
+    matches!(
+        conversation.messages.last(),
+        Some(Message::User { .. } | Message::Tool { .. })
+    )
+}
+
+/// The calls of the last assistant turn that have no result yet, in order.
+fn unanswered_calls(conversation: &Conversation) -> Vec<AssistantToolCall> {
+    let Some(position) = conversation
+        .messages
+        .iter()
+        .rposition(|message| matches!(message, Message::Assistant { .. }))
+    else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &conversation.messages[position] else {
+        return Vec::new();
+    };
+    let answered: BTreeSet<&str> = conversation.messages[position + 1..]
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    tool_calls
+        .iter()
+        .filter(|call| !answered.contains(call.id.as_str()))
+        .cloned()
+        .collect()
+}

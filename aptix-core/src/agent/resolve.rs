@@ -1,0 +1,351 @@
+//! Resolving a suspended call: the public entry point a web handler, a
+//! webhook or a job calls with nothing but the two ids.
+//!
+//! A resolution is checked (kind, state, deadline, arguments or result
+//! against the tool's schemas) and recorded by one compare-and-swap in the
+//! store, then acknowledged. Resumption happens afterwards, in the
+//! background, and only when the conversation has nothing else pending.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::Agent;
+use super::durable::now_ms;
+use crate::store::{CallRecord, CallState, Step, StoreError};
+
+/// How a suspended call is resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Resolution {
+    /// Approve the call with the arguments the model gave.
+    Approve,
+    /// Approve the call with changed arguments; they are validated against
+    /// the tool's schema exactly like the model's.
+    ApproveWithArgs(Value),
+    /// Refuse the call (or, for a client or a person, decline to run or
+    /// answer it). The model receives a `denied` error with this message.
+    Deny {
+        /// Why, in words the model can act on.
+        message: String,
+    },
+    /// The result of a client or human call; validated against the tool's
+    /// declared `output` schema, because client data is never trusted.
+    Result(Value),
+}
+
+impl Resolution {
+    /// Whether this kind of resolution answers `step`.
+    fn fits(&self, step: Step) -> bool {
+        match self {
+            Resolution::Approve | Resolution::ApproveWithArgs(_) => step == Step::Approval,
+            Resolution::Result(_) => matches!(step, Step::Client | Step::Human),
+            Resolution::Deny { .. } => step != Step::Execution,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Resolution::Approve => "an approval",
+            Resolution::ApproveWithArgs(_) => "an approval with arguments",
+            Resolution::Deny { .. } => "a denial",
+            Resolution::Result(_) => "a result",
+        }
+    }
+
+    pub(crate) fn decode(text: &str) -> Result<Resolution, StoreError> {
+        serde_json::from_str(text)
+            .map_err(|error| StoreError::Corrupt(format!("unreadable resolution: {error}")))
+    }
+}
+
+/// The acknowledgement of an accepted resolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// How many waits of the conversation are still pending. At 0 the next
+    /// model turn is starting in the background.
+    pub pending: usize,
+}
+
+/// Why a resolution was refused. Nothing changed in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// No call with that id waits (or waited) in that conversation.
+    #[error("no call `{tool_call_id}` is suspended in conversation `{conversation_id}`")]
+    Unknown {
+        /// The conversation.
+        conversation_id: String,
+        /// The call.
+        tool_call_id: String,
+    },
+    /// Already resolved with this same resolution: a retry, safe to ignore.
+    #[error("call `{tool_call_id}` was already resolved with the same resolution")]
+    Stale {
+        /// The call.
+        tool_call_id: String,
+    },
+    /// Already resolved differently (or abandoned); the first one stands.
+    #[error("call `{tool_call_id}` was already resolved differently: {existing}")]
+    Conflict {
+        /// The call.
+        tool_call_id: String,
+        /// What it was resolved with, for display.
+        existing: String,
+    },
+    /// Its deadline passed; the model was told it timed out.
+    #[error("call `{tool_call_id}` expired before it was resolved")]
+    Expired {
+        /// The call.
+        tool_call_id: String,
+    },
+    /// An approval sent to a client or human call, or a result sent to a
+    /// call that waits for an approval.
+    #[error("call `{tool_call_id}` waits for {expected}, not {got}")]
+    WrongKind {
+        /// The call.
+        tool_call_id: String,
+        /// What the call waits for.
+        expected: &'static str,
+        /// What was sent.
+        got: &'static str,
+    },
+    /// `ApproveWithArgs` arguments that do not fit the tool's schema.
+    #[error("the new arguments for call `{tool_call_id}` are invalid: {message}")]
+    InvalidArguments {
+        /// The call.
+        tool_call_id: String,
+        /// Every problem, with its JSON path.
+        message: String,
+    },
+    /// A client or human result that does not fit the tool's output schema.
+    #[error("the result for call `{tool_call_id}` is invalid: {message}")]
+    InvalidResult {
+        /// The call.
+        tool_call_id: String,
+        /// Every problem, with its JSON path.
+        message: String,
+    },
+    /// The agent was built without a store.
+    #[error("the agent has no store: build it with `.store(...)` to suspend and resolve calls")]
+    NoStore,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn waits_for(step: Step) -> &'static str {
+    match step {
+        Step::Approval => "an approval (Approve, ApproveWithArgs or Deny)",
+        Step::Client => "a client's result (Result or Deny)",
+        Step::Human => "a person's answer (Result or Deny)",
+        Step::Execution => "nothing",
+    }
+}
+
+impl Agent {
+    /// Resolves the suspended call `tool_call_id` of `conversation_id`.
+    ///
+    /// Returns as soon as the resolution is recorded; when it was the last
+    /// pending wait, the next model turn starts in the background (its
+    /// events go to [`Agent::subscribe`]). Safe to call from any process
+    /// sharing the store: of two different resolutions racing, exactly one
+    /// wins and the other gets [`ResolveError::Conflict`]; a repeated one
+    /// gets [`ResolveError::Stale`].
+    pub async fn resolve(
+        &self,
+        conversation_id: &str,
+        tool_call_id: &str,
+        resolution: Resolution,
+    ) -> Result<Resolved, ResolveError> {
+        let span = tracing::info_span!("resolve", conversation_id, tool_call_id);
+        self.resolve_inner(conversation_id, tool_call_id, resolution)
+            .instrument(span)
+            .await
+    }
+
+    async fn resolve_inner(
+        &self,
+        conversation_id: &str,
+        tool_call_id: &str,
+        resolution: Resolution,
+    ) -> Result<Resolved, ResolveError> {
+        let durable = self.durable().ok_or(ResolveError::NoStore)?;
+        let store = &*durable.store;
+        let records: Vec<CallRecord> = store
+            .calls(conversation_id)
+            .await?
+            .into_iter()
+            .filter(|record| record.tool_call_id == tool_call_id && record.step != Step::Execution)
+            .collect();
+        let unknown = || ResolveError::Unknown {
+            conversation_id: conversation_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+        };
+        if records.is_empty() {
+            return Err(unknown());
+        }
+        // The wait this resolution is for: the pending one if it fits, else
+        // an earlier one of the same kind (a retry of a resolution).
+        let target = records
+            .iter()
+            .find(|record| record.state == CallState::Pending && resolution.fits(record.step))
+            .or_else(|| {
+                records
+                    .iter()
+                    .rev()
+                    .find(|record| resolution.fits(record.step))
+            });
+        let Some(target) = target else {
+            let open = records
+                .iter()
+                .find(|record| record.state == CallState::Pending)
+                .or(records.last());
+            return Err(match open {
+                Some(record) => ResolveError::WrongKind {
+                    tool_call_id: tool_call_id.to_owned(),
+                    expected: waits_for(record.step),
+                    got: resolution.kind(),
+                },
+                None => unknown(),
+            });
+        };
+        let now = now_ms();
+        if target.state == CallState::Pending && target.deadline.is_some_and(|at| at <= now) {
+            if store
+                .transition(
+                    conversation_id,
+                    tool_call_id,
+                    target.step,
+                    CallState::Pending,
+                    CallState::Expired,
+                    None,
+                    now,
+                )
+                .await?
+            {
+                tracing::info!(step = %target.step, "call expired before its resolution arrived");
+                if durable.resume_on_resolve {
+                    self.resume_in_background(conversation_id);
+                }
+            }
+            return Err(ResolveError::Expired {
+                tool_call_id: tool_call_id.to_owned(),
+            });
+        }
+        if target.state != CallState::Pending {
+            return Err(settled_refusal(target, &resolution));
+        }
+        let resolution = self.checked(target, resolution)?;
+        let encoded = serde_json::to_string(&resolution).map_err(|error| {
+            StoreError::Corrupt(format!("resolution cannot be encoded: {error}"))
+        })?;
+        let won = store
+            .transition(
+                conversation_id,
+                tool_call_id,
+                target.step,
+                CallState::Pending,
+                CallState::Resolved,
+                Some(&encoded),
+                now,
+            )
+            .await?;
+        if !won {
+            // Another resolver (or the deadline) got there first.
+            let current = store
+                .call(conversation_id, tool_call_id, target.step)
+                .await?
+                .ok_or_else(unknown)?;
+            return Err(settled_refusal(&current, &resolution));
+        }
+        tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
+        let pending = store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .filter(|record| record.state == CallState::Pending)
+            .count();
+        if pending == 0 && durable.resume_on_resolve {
+            self.resume_in_background(conversation_id);
+        }
+        Ok(Resolved { pending })
+    }
+
+    /// Validates what a resolution carries against the tool's schemas, and
+    /// puts it in the form that is stored.
+    fn checked(
+        &self,
+        target: &CallRecord,
+        resolution: Resolution,
+    ) -> Result<Resolution, ResolveError> {
+        let definition = self.inner.executor.catalog().get(&target.tool);
+        match resolution {
+            Resolution::ApproveWithArgs(arguments) => {
+                let text = arguments.to_string();
+                let invalid = |message: String| ResolveError::InvalidArguments {
+                    tool_call_id: target.tool_call_id.clone(),
+                    message,
+                };
+                let definition = definition.ok_or_else(|| {
+                    invalid(format!("the tool `{}` is not in the catalog", target.tool))
+                })?;
+                let validated: Value = definition
+                    .validator()
+                    .parse(&text)
+                    .map_err(|rejection| invalid(rejection.message))?;
+                Ok(Resolution::ApproveWithArgs(validated))
+            }
+            Resolution::Result(value) => {
+                let definition = definition.ok_or_else(|| ResolveError::InvalidResult {
+                    tool_call_id: target.tool_call_id.clone(),
+                    message: format!("the tool `{}` is not in the catalog", target.tool),
+                })?;
+                definition
+                    .check_output(&value)
+                    .map_err(|message| ResolveError::InvalidResult {
+                        tool_call_id: target.tool_call_id.clone(),
+                        message,
+                    })?;
+                Ok(Resolution::Result(value))
+            }
+            other => Ok(other),
+        }
+    }
+}
+
+/// The refusal for a resolution that arrives after its wait ended.
+fn settled_refusal(record: &CallRecord, resolution: &Resolution) -> ResolveError {
+    let tool_call_id = record.tool_call_id.clone();
+    match record.state {
+        CallState::Expired => ResolveError::Expired { tool_call_id },
+        CallState::Resolved => {
+            let existing = record
+                .outcome
+                .as_deref()
+                .and_then(|text| Resolution::decode(text).ok());
+            match existing {
+                Some(existing) if same_resolution(&existing, resolution) => {
+                    ResolveError::Stale { tool_call_id }
+                }
+                Some(existing) => ResolveError::Conflict {
+                    tool_call_id,
+                    existing: existing.kind().to_owned(),
+                },
+                None => ResolveError::Conflict {
+                    tool_call_id,
+                    existing: "an unreadable resolution".to_owned(),
+                },
+            }
+        }
+        _ => ResolveError::Conflict {
+            tool_call_id,
+            existing: format!("the call is {}", record.state),
+        },
+    }
+}
+
+/// Equal resolutions: a retry. Arguments compare as JSON values (key order
+/// never matters).
+fn same_resolution(a: &Resolution, b: &Resolution) -> bool {
+    a == b
+}

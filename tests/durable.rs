@@ -1,0 +1,929 @@
+//! Durable suspension and resolution (the Agentix tools guide): approvals,
+//! client and human calls, refusals, deadlines, headless client calls,
+//! revival from the store, and crash recovery without running a call twice.
+//!
+//! Every scenario runs against `MemoryStore` and `SqliteStore`, and against
+//! `PostgresStore` when `APTIX_TEST_PG_URL` is set (required when CI=true).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use aptix::agent::{DurableError, Revival};
+use aptix::model::Message;
+use aptix::prelude::*;
+use aptix::store::{
+    CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step, Store,
+};
+use aptix::{
+    Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
+};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// How often each call id ran: ids are unique per test, so the tests of
+/// all backends can run at once.
+static RUNS: std::sync::LazyLock<Mutex<HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn ran(ctx: &ToolContext) {
+    let mut runs = RUNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *runs.entry(ctx.tool_call_id().to_owned()).or_default() += 1;
+}
+
+fn runs(tool_call_id: &str) -> usize {
+    RUNS.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(tool_call_id)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Arguments of `charge`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Charge {
+    /// The amount in cents.
+    #[schemars(range(min = 1, max = 100000))]
+    pub cents: u32,
+}
+
+/// Charges the card on file, once a person approves.
+#[agent_tool(name = "charge", usage = "Test tool.", approval = requires_approval)]
+async fn charge(args: Charge, ctx: &ToolContext) -> Result<String, ToolError> {
+    ran(ctx);
+    Ok(format!("charged {}", args.cents))
+}
+
+/// Imports a file; safe to repeat with the same call id.
+#[agent_tool(name = "import", usage = "Test tool.", idempotent = true)]
+async fn import(args: Charge, ctx: &ToolContext) -> Result<u32, ToolError> {
+    ran(ctx);
+    Ok(args.cents)
+}
+
+/// A page the browser opens, after approval.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Opened {
+    /// The page title.
+    pub title: String,
+}
+
+/// Opens a page in the user's browser.
+#[agent_tool(
+    name = "open_page",
+    usage = "Test tool.",
+    executor = client,
+    approval = requires_approval,
+    output = Opened
+)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct OpenPage {
+    /// The address.
+    pub url: String,
+}
+
+/// A person's answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Answer {
+    /// Whether the person agreed.
+    pub agreed: bool,
+}
+
+/// Asks the user.
+#[agent_tool(
+    name = "confirm",
+    usage = "Test tool.",
+    executor = human,
+    output = Answer,
+    suspend_timeout = "1h"
+)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct Confirm {
+    /// The question.
+    pub question: String,
+}
+
+/// Reads the browser's clipboard.
+#[agent_tool(name = "read_clipboard", usage = "Test tool.", executor = client, output = Opened)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct ReadClipboard {
+    /// Why.
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+async fn store(backend: Backend) -> Option<Arc<dyn Store>> {
+    match backend {
+        Backend::Memory => Some(Arc::new(MemoryStore::new())),
+        Backend::Sqlite => {
+            let path = std::env::temp_dir().join(format!("aptix-durable-{}.db", uuid()));
+            Some(Arc::new(
+                SqliteStore::open(&path)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            ))
+        }
+        Backend::Postgres => match std::env::var("APTIX_TEST_PG_URL") {
+            Ok(url) => Some(Arc::new(
+                PostgresStore::connect(&url)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )),
+            Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!(
+                    "APTIX_TEST_PG_URL is not set: CI must run PostgreSQL (scripts/pg-server.sh)"
+                )
+            }
+            Err(_) => {
+                eprintln!("APTIX_TEST_PG_URL is not set: skipping the PostgreSQL run");
+                None
+            }
+        },
+    }
+}
+
+fn uuid() -> String {
+    format!(
+        "{:x}{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}
+
+fn catalog() -> Catalog {
+    Catalog::builder()
+        .tool::<ChargeTool>()
+        .tool::<ImportTool>()
+        .tool::<OpenPage>()
+        .tool::<Confirm>()
+        .tool::<ReadClipboard>()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn agent_with(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>) -> Agent {
+    Agent::builder()
+        .model(ScriptedModel::new(turns))
+        .catalog(catalog())
+        .shared_store(store)
+        .client_grace(Duration::from_secs(60))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn call_turn(id: &str, name: &str, arguments: Value) -> ScriptedTurn {
+    ScriptedTurn::new().tool_call(id, name, &arguments.to_string())
+}
+
+fn answer(text: &str) -> ScriptedTurn {
+    ScriptedTurn::new().text(text)
+}
+
+async fn send(agent: &Agent, conversation: &str, text: &str) -> Vec<AgentEvent> {
+    agent
+        .send(conversation, Input::User(text.into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .collect()
+        .await
+}
+
+fn done(events: &[AgentEvent]) -> &DoneReason {
+    match events.last() {
+        Some(AgentEvent::Done { reason, .. }) => reason,
+        other => panic!("the run did not end with Done: {other:?}"),
+    }
+}
+
+/// Waits until the background run leaves the conversation idle.
+async fn wait_idle(agent: &Agent, conversation: &str) -> Conversation {
+    let started = Instant::now();
+    loop {
+        let stored = agent
+            .conversation(conversation)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("conversation {conversation} vanished"));
+        if stored.status == ConversationStatus::Idle {
+            return stored.conversation;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "conversation never became idle: {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn tool_results(conversation: &Conversation) -> Vec<Value> {
+    conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { content, .. } => serde_json::from_str(content).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+fn last_text(conversation: &Conversation) -> Option<&str> {
+    conversation
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message {
+            Message::Assistant { content, .. } if !content.is_empty() => Some(content.as_str()),
+            _ => None,
+        })
+}
+
+macro_rules! on_every_store {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Memory).await })*
+        }
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Sqlite).await })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Postgres).await })*
+        }
+    };
+}
+
+on_every_store!(
+    approved_call_runs_once_then_the_model_answers,
+    denied_call_reaches_the_model_as_denied,
+    approve_with_args_is_revalidated,
+    retries_are_stale_and_changes_conflict,
+    wrong_kind_and_unknown_are_refused,
+    gated_client_call_suspends_twice,
+    human_result_is_validated_against_the_output_schema,
+    invalid_arguments_never_suspend,
+    expired_call_resumes_with_a_timeout,
+    headless_client_call_fails_fast,
+    another_agent_resolves_after_a_restart,
+    new_input_while_suspended_is_refused,
+    concurrent_resolutions_have_one_winner,
+    crash_during_execution_is_recovered,
+);
+
+async fn approved_call_runs_once_then_the_model_answers(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("approve-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn(&call, "charge", json!({"cents": 500})),
+            answer("Charged."),
+        ],
+    );
+    let events = send(&agent, &id, "charge me").await;
+    let DoneReason::Suspended(calls) = done(&events) else {
+        panic!("expected a suspension: {events:?}")
+    };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].tool_call_id, call);
+    assert_eq!(runs(&call), 0, "ran before approval");
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].step, Step::Approval);
+    assert_eq!(pending[0].payload, json!({"cents": 500}));
+    let mut events = agent.subscribe();
+    let resolved = agent
+        .resolve(&id, &call, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resolved.pending, 0);
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(last_text(&conversation), Some("Charged."));
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["ok"], json!(true));
+    assert_eq!(results[0]["result"], json!("charged 500"));
+    // The background run's events reach subscribers, ending with Done.
+    let mut saw_done = false;
+    while let Ok(Ok(event)) = tokio::time::timeout(Duration::from_secs(2), events.recv()).await {
+        if event.conversation_id == id
+            && matches!(
+                event.event,
+                AgentEvent::Done {
+                    reason: DoneReason::Completed,
+                    ..
+                }
+            )
+        {
+            saw_done = true;
+            break;
+        }
+    }
+    assert!(saw_done, "no Completed event from the background run");
+    assert_eq!(agent.pending(&id).await.map(|p| p.len()).ok(), Some(0));
+    assert_eq!(runs(&call), 1);
+}
+
+async fn denied_call_reaches_the_model_as_denied(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("deny-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn(&call, "charge", json!({"cents": 9})),
+            answer("Understood."),
+        ],
+    );
+    send(&agent, &id, "charge me").await;
+    agent
+        .resolve(
+            &id,
+            &call,
+            Resolution::Deny {
+                message: "Too expensive today.".into(),
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id).await;
+    let results = tool_results(&conversation);
+    assert_eq!(results[0]["ok"], json!(false));
+    assert_eq!(results[0]["error"]["code"], json!("denied"));
+    assert_eq!(
+        results[0]["error"]["message"],
+        json!("Too expensive today.")
+    );
+    assert_eq!(runs(&call), 0, "a denied call ran");
+}
+
+async fn approve_with_args_is_revalidated(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("args-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn(&call, "charge", json!({"cents": 5000})),
+            answer("Done."),
+        ],
+    );
+    send(&agent, &id, "charge me").await;
+    let refused = agent
+        .resolve(&id, &call, Resolution::ApproveWithArgs(json!({"cents": 0})))
+        .await;
+    match refused {
+        Err(ResolveError::InvalidArguments { message, .. }) => {
+            assert!(message.contains("cents"), "{message}")
+        }
+        other => panic!("expected InvalidArguments, got {other:?}"),
+    }
+    assert_eq!(agent.pending(&id).await.map(|p| p.len()).ok(), Some(1));
+    agent
+        .resolve(
+            &id,
+            &call,
+            Resolution::ApproveWithArgs(json!({"cents": 50})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(
+        tool_results(&conversation)[0]["result"],
+        json!("charged 50")
+    );
+}
+
+async fn retries_are_stale_and_changes_conflict(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("stale-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn(&call, "charge", json!({"cents": 7})),
+            answer("Done."),
+        ],
+    );
+    send(&agent, &id, "charge me").await;
+    agent
+        .resolve(&id, &call, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(
+        agent.resolve(&id, &call, Resolution::Approve).await,
+        Err(ResolveError::Stale { .. })
+    ));
+    assert!(matches!(
+        agent
+            .resolve(
+                &id,
+                &call,
+                Resolution::Deny {
+                    message: "no".into()
+                }
+            )
+            .await,
+        Err(ResolveError::Conflict { .. })
+    ));
+    wait_idle(&agent, &id).await;
+}
+
+async fn wrong_kind_and_unknown_are_refused(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("kind-{}", uuid());
+    let charge_call = format!("a-{}", uuid());
+    let clip_call = format!("b-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            ScriptedTurn::new()
+                .tool_call(&charge_call, "charge", r#"{"cents":1}"#)
+                .tool_call(&clip_call, "read_clipboard", r#"{"reason":"paste"}"#),
+            answer("Done."),
+        ],
+    );
+    let attached = agent.attach_client(&id).await;
+    send(&agent, &id, "go").await;
+    assert!(matches!(
+        agent
+            .resolve(&id, &charge_call, Resolution::Result(json!({"title": "x"})))
+            .await,
+        Err(ResolveError::WrongKind { .. })
+    ));
+    assert!(matches!(
+        agent.resolve(&id, &clip_call, Resolution::Approve).await,
+        Err(ResolveError::WrongKind { .. })
+    ));
+    assert!(matches!(
+        agent
+            .resolve(&id, "no-such-call", Resolution::Approve)
+            .await,
+        Err(ResolveError::Unknown { .. })
+    ));
+    assert!(matches!(
+        agent
+            .resolve("no-such-conversation", &charge_call, Resolution::Approve)
+            .await,
+        Err(ResolveError::Unknown { .. })
+    ));
+    // Both still pending: the refusals changed nothing.
+    assert_eq!(agent.pending(&id).await.map(|p| p.len()).ok(), Some(2));
+    let first = agent
+        .resolve(&id, &charge_call, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        first.pending, 1,
+        "the conversation must wait for the clipboard"
+    );
+    agent
+        .resolve(
+            &id,
+            &clip_call,
+            Resolution::Result(json!({"title": "copied"})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id).await;
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 2);
+    drop(attached);
+}
+
+async fn gated_client_call_suspends_twice(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("gated-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store.clone(),
+        vec![
+            call_turn(&call, "open_page", json!({"url": "https://example.com"})),
+            answer("Opened."),
+        ],
+    );
+    let _attached = agent
+        .attach_client(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    send(&agent, &id, "open it").await;
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].step, Step::Approval);
+    let resolved = agent
+        .resolve(&id, &call, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resolved.pending, 0);
+    // The approval resumes the run, which prepares the client step.
+    let started = Instant::now();
+    let client = loop {
+        let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+        if let Some(client) = pending.into_iter().find(|p| p.step == Step::Client) {
+            break client;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no client step"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(client.payload, json!({"url": "https://example.com"}));
+    let stored = store.calls(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    let waits: Vec<Step> = stored
+        .iter()
+        .filter(|r| r.step != Step::Execution)
+        .map(|r| r.step)
+        .collect();
+    assert_eq!(waits, vec![Step::Approval, Step::Client]);
+    // Wait until the conversation is suspended again before resolving.
+    let started = Instant::now();
+    while agent
+        .conversation(&id)
+        .await
+        .ok()
+        .flatten()
+        .map(|c| c.status)
+        != Some(ConversationStatus::Suspended)
+    {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agent
+        .resolve(
+            &id,
+            &call,
+            Resolution::Result(json!({"title": "Example Domain"})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id).await;
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["result"], json!({"title": "Example Domain"}));
+    assert_eq!(last_text(&conversation), Some("Opened."));
+}
+
+async fn human_result_is_validated_against_the_output_schema(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("human-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn(&call, "confirm", json!({"question": "Proceed?"})),
+            answer("Ok."),
+        ],
+    );
+    send(&agent, &id, "ask me").await;
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending[0].step, Step::Human);
+    // The tool's own suspend_timeout (1h) applies.
+    let deadline = pending[0].deadline_ms.unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    assert!(
+        deadline > now + 3_500_000,
+        "deadline {deadline} is not ~1h away"
+    );
+    for bad in [
+        json!({"agreed": "yes"}),
+        json!({"agreed": true, "extra": 1}),
+        json!(null),
+    ] {
+        match agent
+            .resolve(&id, &call, Resolution::Result(bad.clone()))
+            .await
+        {
+            Err(ResolveError::InvalidResult { message, .. }) => assert!(!message.is_empty()),
+            other => panic!("{bad} was accepted: {other:?}"),
+        }
+    }
+    agent
+        .resolve(&id, &call, Resolution::Result(json!({"agreed": true})))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(
+        tool_results(&conversation)[0]["result"],
+        json!({"agreed": true})
+    );
+}
+
+async fn invalid_arguments_never_suspend(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("invalid-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn("bad", "charge", json!({"cents": -3})),
+            answer("Sorry."),
+        ],
+    );
+    let events = send(&agent, &id, "charge me").await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(agent.pending(&id).await.map(|p| p.len()).ok(), Some(0));
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(
+        tool_results(&conversation)[0]["error"]["code"],
+        json!("invalid_arguments")
+    );
+}
+
+async fn expired_call_resumes_with_a_timeout(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("expire-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(vec![
+            call_turn(&call, "charge", json!({"cents": 5})),
+            answer("Nobody approved."),
+        ]))
+        .catalog(catalog())
+        .shared_store(store)
+        .suspend_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    send(&agent, &id, "charge me").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // A sweep in any process fires it; here, the worker of this one.
+    let worker = agent.spawn_deadline_worker(Duration::from_millis(20));
+    let conversation = wait_idle(&agent, &id).await;
+    worker.abort();
+    let results = tool_results(&conversation);
+    assert_eq!(results[0]["error"]["code"], json!("timeout"));
+    assert!(
+        results[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("approved")),
+        "{results:?}"
+    );
+    assert!(matches!(
+        agent.resolve(&id, &call, Resolution::Approve).await,
+        Err(ResolveError::Expired { .. })
+    ));
+}
+
+async fn headless_client_call_fails_fast(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("headless-{}", uuid());
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(vec![
+            call_turn("clip", "read_clipboard", json!({"reason": "paste"})),
+            answer("No client."),
+        ]))
+        .catalog(catalog())
+        .shared_store(store)
+        .client_grace(Duration::from_millis(50))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    send(&agent, &id, "paste").await;
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending.len(), 1);
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    // Any process's sweep may expire it (tests share a PostgreSQL), so
+    // check the effect, not this sweep's count.
+    agent
+        .sweep_deadlines()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(agent.pending(&id).await.map(|p| p.len()).ok(), Some(0));
+    let conversation = wait_idle(&agent, &id).await;
+    let results = tool_results(&conversation);
+    assert_eq!(results[0]["error"]["code"], json!("timeout"));
+    assert!(
+        results[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no client was attached")),
+        "{results:?}"
+    );
+}
+
+async fn another_agent_resolves_after_a_restart(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("restart-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let first = agent_with(
+        store.clone(),
+        vec![call_turn(&call, "charge", json!({"cents": 3}))],
+    );
+    send(&first, &id, "charge me").await;
+    drop(first);
+    // A new process: nothing in memory, only the store.
+    let second = agent_with(store, vec![answer("Charged after the restart.")]);
+    assert_eq!(
+        second.ensure_started(&id).await.ok(),
+        Some(Revival::Waiting { pending: 1 })
+    );
+    second
+        .resolve(&id, &call, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&second, &id).await;
+    assert_eq!(last_text(&conversation), Some("Charged after the restart."));
+    assert_eq!(tool_results(&conversation)[0]["result"], json!("charged 3"));
+}
+
+async fn new_input_while_suspended_is_refused(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("busy-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(store, vec![call_turn(&call, "charge", json!({"cents": 3}))]);
+    send(&agent, &id, "charge me").await;
+    assert!(matches!(
+        agent.send(&id, Input::User("and more".into())).await,
+        Err(DurableError::Suspended { pending: 1, .. })
+    ));
+}
+
+async fn concurrent_resolutions_have_one_winner(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("race-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store,
+        vec![
+            call_turn(&call, "confirm", json!({"question": "?"})),
+            answer("Ok."),
+        ],
+    );
+    send(&agent, &id, "ask").await;
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let agent = agent.clone();
+            let (id, call) = (id.clone(), call.clone());
+            tokio::spawn(async move {
+                agent
+                    .resolve(
+                        &id,
+                        &call,
+                        Resolution::Result(json!({"agreed": i % 2 == 0})),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut wins = 0;
+    for task in tasks {
+        match task.await.unwrap_or_else(|e| panic!("{e}")) {
+            Ok(_) => wins += 1,
+            Err(ResolveError::Stale { .. } | ResolveError::Conflict { .. }) => {}
+            Err(other) => panic!("unexpected refusal: {other}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    wait_idle(&agent, &id).await;
+}
+
+/// A process claimed the conversation, recorded two server calls as
+/// executing, and died. After its lease runs out another process revives
+/// the conversation: the idempotent call runs again (once), the other gets
+/// an "interrupted" result and never runs a second time.
+async fn crash_during_execution_is_recovered(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("crash-{}", uuid());
+    let (safe, unsafe_call) = (format!("s-{}", uuid()), format!("u-{}", uuid()));
+    let mut conversation = Conversation::new(&id);
+    conversation
+        .messages
+        .push(Message::user("import and charge"));
+    conversation.messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![
+            aptix::model::AssistantToolCall {
+                id: safe.clone(),
+                name: "import".into(),
+                arguments: r#"{"cents":11}"#.into(),
+            },
+            aptix::model::AssistantToolCall {
+                id: unsafe_call.clone(),
+                name: "charge".into(),
+                arguments: r#"{"cents":12}"#.into(),
+            },
+        ],
+    });
+    assert!(
+        store
+            .create_conversation(&conversation, 0)
+            .await
+            .unwrap_or(false)
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    assert!(
+        store
+            .claim_conversation(&id, "dead-process", now, now + 50)
+            .await
+            .unwrap_or(None)
+            .is_some()
+    );
+    store
+        .save_conversation(
+            &conversation,
+            "dead-process",
+            ConversationStatus::Running,
+            now + 50,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (call, tool, arguments, approval) in [
+        (&safe, "import", r#"{"cents":11}"#, false),
+        (&unsafe_call, "charge", r#"{"cents":12}"#, true),
+    ] {
+        let record = |step, state, outcome: Option<&str>| CallRecord {
+            conversation_id: id.clone(),
+            tool_call_id: call.clone(),
+            step,
+            tool: tool.into(),
+            arguments: arguments.into(),
+            payload: arguments.into(),
+            state,
+            outcome: outcome.map(str::to_owned),
+            deadline: None,
+            created_at: now,
+            updated_at: now,
+        };
+        if approval {
+            store
+                .insert_call(&record(
+                    Step::Approval,
+                    CallState::Resolved,
+                    Some(r#"{"kind":"approve"}"#),
+                ))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        store
+            .insert_call(&record(Step::Execution, CallState::Executing, None))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let agent = agent_with(store.clone(), vec![answer("Recovered.")]);
+    assert_eq!(agent.ensure_started(&id).await.ok(), Some(Revival::Busy));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert_eq!(agent.ensure_started(&id).await.ok(), Some(Revival::Resumed));
+    let conversation = wait_idle(&agent, &id).await;
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["ok"], json!(true), "{results:?}");
+    assert_eq!(results[0]["result"], json!(11));
+    assert_eq!(results[1]["error"]["code"], json!("cancelled"));
+    assert!(
+        results[1]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("interrupted")),
+    );
+    assert_eq!(runs(&safe), 1, "the idempotent call ran again, once");
+    assert_eq!(runs(&unsafe_call), 0, "the non-idempotent call ran again");
+    assert_eq!(last_text(&conversation), Some("Recovered."));
+}

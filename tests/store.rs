@@ -1,0 +1,361 @@
+//! The store conformance suite (`aptix_testkit::store_suite`) against every
+//! backend: `MemoryStore`, `SqliteStore` (a fresh file per test) and
+//! `PostgresStore` at `APTIX_TEST_PG_URL` (`scripts/pg-server.sh start`
+//! provides one). Without that variable the PostgreSQL tests print a notice
+//! and pass, except under CI (`CI=true`), where they fail: CI must test the
+//! backend that many processes share.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aptix::Conversation;
+use aptix::model::Message;
+use aptix::store::{
+    CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step, Store,
+};
+use aptix_testkit::store_suite;
+
+/// Every case of the suite; `every_case_has_a_test` keeps this list and the
+/// suite's in step.
+const CASES: &[&str] = &[
+    "create_and_load",
+    "claim_rules",
+    "claim_after_release",
+    "save_rules",
+    "versions_increase",
+    "conversations_with_status_order",
+    "insert_call_once",
+    "call_and_calls_order",
+    "call_record_round_trip",
+    "transition_cas",
+    "final_states_do_not_move",
+    "set_deadline_only_pending",
+    "due_calls_filter_order_limit",
+    "transcript_round_trip",
+    "concurrent_transition_one_winner",
+    "concurrent_claim_one_winner",
+];
+
+/// A name no other test, run or process uses: rows of a shared PostgreSQL
+/// and files in the temp folder never collide.
+fn unique(label: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{label}-{}-{nanos}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A SQLite file in the temp folder, deleted (with its WAL files) on drop.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(label: &str) -> Self {
+        TempDb(std::env::temp_dir().join(format!("aptix-{}.sqlite", unique(label))))
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A store under test, with whatever must live as long as it.
+struct Backend {
+    store: Arc<dyn Store>,
+    _file: Option<TempDb>,
+}
+
+async fn memory() -> Option<Backend> {
+    Some(Backend {
+        store: Arc::new(MemoryStore::new()),
+        _file: None,
+    })
+}
+
+async fn sqlite() -> Option<Backend> {
+    let file = TempDb::new("suite");
+    let store = match SqliteStore::open(&file.0).await {
+        Ok(store) => store,
+        Err(error) => panic!("cannot open {}: {error}", file.0.display()),
+    };
+    Some(Backend {
+        store: Arc::new(store),
+        _file: Some(file),
+    })
+}
+
+/// The PostgreSQL URL to test against, or `None` (with a notice) when there
+/// is none and this is not CI.
+fn pg_url() -> Option<String> {
+    match std::env::var("APTIX_TEST_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => panic!(
+            "APTIX_TEST_PG_URL is not set, and CI must test the PostgreSQL store: \
+             start one with `scripts/pg-server.sh start` (scripts/test.sh does)"
+        ),
+        _ => {
+            eprintln!(
+                "notice: APTIX_TEST_PG_URL is not set; skipping the PostgreSQL store test \
+                 (`eval \"$(scripts/pg-server.sh env)\"` after `scripts/pg-server.sh start`)"
+            );
+            None
+        }
+    }
+}
+
+async fn postgres() -> Option<Backend> {
+    let url = pg_url()?;
+    let store = match PostgresStore::connect(&url).await {
+        Ok(store) => store,
+        Err(error) => panic!("cannot connect to APTIX_TEST_PG_URL ({url}): {error}"),
+    };
+    Some(Backend {
+        store: Arc::new(store),
+        _file: None,
+    })
+}
+
+async fn run_case(store: Arc<dyn Store>, backend: &str, name: &str) {
+    let Some((_, case)) = store_suite::cases()
+        .into_iter()
+        .find(|(case, _)| *case == name)
+    else {
+        panic!("the store suite has no case `{name}`");
+    };
+    case(store, unique(&format!("{backend}-{name}"))).await;
+}
+
+/// One test per case and backend, so a failure names both.
+macro_rules! conformance {
+    ($backend:ident: $($case:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let Some(backend) = super::$backend().await else {
+                        return;
+                    };
+                    super::run_case(backend.store.clone(), stringify!($backend), stringify!($case))
+                        .await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! every_backend {
+    ($($case:ident),* $(,)?) => {
+        conformance!(memory: $($case),*);
+        conformance!(sqlite: $($case),*);
+        conformance!(postgres: $($case),*);
+        const MACRO_CASES: &[&str] = &[$(stringify!($case)),*];
+    };
+}
+
+every_backend!(
+    create_and_load,
+    claim_rules,
+    claim_after_release,
+    save_rules,
+    versions_increase,
+    conversations_with_status_order,
+    insert_call_once,
+    call_and_calls_order,
+    call_record_round_trip,
+    transition_cas,
+    final_states_do_not_move,
+    set_deadline_only_pending,
+    due_calls_filter_order_limit,
+    transcript_round_trip,
+    concurrent_transition_one_winner,
+    concurrent_claim_one_winner,
+);
+
+#[test]
+fn every_case_has_a_test() {
+    let suite: Vec<&str> = store_suite::cases().iter().map(|(name, _)| *name).collect();
+    assert_eq!(suite, CASES, "the suite's cases changed: update CASES");
+    assert_eq!(MACRO_CASES, CASES, "every case needs a test per backend");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_passes_on_memory() {
+    store_suite::run_all(Arc::new(MemoryStore::new()), &unique("memory-all")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_passes_on_sqlite_in_memory() {
+    let store = match SqliteStore::in_memory().await {
+        Ok(store) => store,
+        Err(error) => panic!("cannot open an in-memory SQLite store: {error}"),
+    };
+    store_suite::run_all(Arc::new(store), &unique("sqlite-memory-all")).await;
+}
+
+/// What the SQLite store is for: conversations, ledger and deadlines are
+/// still there after the file is closed and opened again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_data_survives_reopening() {
+    let file = TempDb::new("reopen");
+    let mut conversation = Conversation::new("conv-1").with_session_id("session-ü");
+    conversation.messages = store_suite::awkward_transcript();
+    let call = CallRecord {
+        conversation_id: "conv-1".to_owned(),
+        tool_call_id: "call_1".to_owned(),
+        step: Step::Approval,
+        tool: "delete_file".to_owned(),
+        arguments: r#"{"path":"/tmp/ü"}"#.to_owned(),
+        payload: r#"{"path":"/tmp/ü"}"#.to_owned(),
+        state: CallState::Pending,
+        outcome: None,
+        deadline: Some(5_000),
+        created_at: 1_000,
+        updated_at: 1_000,
+    };
+    let executed = CallRecord {
+        step: Step::Execution,
+        state: CallState::Executing,
+        deadline: None,
+        ..call.clone()
+    };
+
+    let before = {
+        let store = SqliteStore::open(&file.0).await.expect("open");
+        assert!(
+            store
+                .create_conversation(&conversation, 1_000)
+                .await
+                .expect("create")
+        );
+        store
+            .claim_conversation("conv-1", "process-a", 1_000, 60_000)
+            .await
+            .expect("claim")
+            .expect("an idle conversation is free");
+        conversation.messages.push(Message::user("one more"));
+        store
+            .save_conversation(&conversation, "process-a", ConversationStatus::Suspended, 0)
+            .await
+            .expect("save");
+        assert!(store.insert_call(&call).await.expect("insert"));
+        assert!(store.insert_call(&executed).await.expect("insert"));
+        assert!(
+            store
+                .transition(
+                    "conv-1",
+                    "call_1",
+                    Step::Execution,
+                    CallState::Executing,
+                    CallState::Done,
+                    Some(r#"{"ok":true}"#),
+                    2_000,
+                )
+                .await
+                .expect("transition")
+        );
+        let before = store.load_conversation("conv-1").await.expect("load");
+        store.close().await;
+        before.expect("stored")
+    };
+
+    let store = SqliteStore::open(&file.0).await.expect("reopen");
+    let after = store.load_conversation("conv-1").await.expect("load");
+    assert_eq!(after.as_ref(), Some(&before), "the conversation survives");
+    assert_eq!(before.conversation, conversation);
+    assert_eq!(before.status, ConversationStatus::Suspended);
+    let calls = store.calls("conv-1").await.expect("calls");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0], call);
+    assert_eq!(calls[1].state, CallState::Done);
+    assert_eq!(calls[1].outcome.as_deref(), Some(r#"{"ok":true}"#));
+    assert_eq!(
+        store.due_calls(5_000, 10).await.expect("due"),
+        [call],
+        "the deadline survives"
+    );
+    assert_eq!(
+        store
+            .conversations_with_status(ConversationStatus::Suspended, 10)
+            .await
+            .expect("list"),
+        ["conv-1"]
+    );
+    // And a reopened store keeps working: the change counter goes on.
+    assert!(
+        store
+            .claim_conversation("conv-1", "process-b", 70_000, 80_000)
+            .await
+            .expect("claim")
+            .is_some()
+    );
+    store.close().await;
+}
+
+/// Several processes opening one new file at once all succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_concurrent_opens_of_a_new_file() {
+    let file = TempDb::new("opens");
+    let opens = (0..8).map(|_| SqliteStore::open(&file.0));
+    for result in futures_util::future::join_all(opens).await {
+        let store = result.expect("a concurrent open succeeds");
+        store.close().await;
+    }
+}
+
+/// Processes of one deployment start together: every one of them creating
+/// the schema in a fresh database at once succeeds (PostgreSQL's
+/// `CREATE TABLE IF NOT EXISTS` alone would fail some of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_connects_to_a_new_database() {
+    use sqlx::Executor as _;
+
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let admin = PostgresStore::connect(&url).await.expect("connect");
+    let database = unique("aptix_schema").replace('-', "_");
+    admin
+        .pool()
+        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .await
+        .expect("create a scratch database");
+
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url.as_str(), String::new()),
+    };
+    let scratch_url = match base.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{database}{query}"),
+        None => panic!("APTIX_TEST_PG_URL has no database part: {url}"),
+    };
+    let connects = (0..6).map(|_| PostgresStore::connect(&scratch_url));
+    let results = futures_util::future::join_all(connects).await;
+    for store in results.iter().flatten() {
+        store.close().await;
+    }
+    admin
+        .pool()
+        .execute(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+        )))
+        .await
+        .expect("drop the scratch database");
+    for result in results {
+        if let Err(error) = result {
+            panic!("a concurrent connect failed: {error}");
+        }
+    }
+}
