@@ -862,7 +862,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
         .unwrap_or(0);
     assert!(
         store
-            .claim_conversation(&id, "dead-process", now, now + 50)
+            .claim_conversation(&id, "dead-process", now, now + 1_000)
             .await
             .unwrap_or(None)
             .is_some()
@@ -872,7 +872,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
             &conversation,
             "dead-process",
             ConversationStatus::Running,
-            now + 50,
+            now + 1_000,
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -910,7 +910,11 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
     }
     let agent = agent_with(store.clone(), vec![answer("Recovered.")]);
     assert_eq!(agent.ensure_started(&id).await.ok(), Some(Revival::Busy));
-    tokio::time::sleep(Duration::from_millis(80)).await;
+    // The dead process's lease (1 s) runs out; then it can be taken over.
+    let lease_end = std::time::UNIX_EPOCH + Duration::from_millis((now + 1_100) as u64);
+    if let Ok(left) = lease_end.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(left).await;
+    }
     assert_eq!(agent.ensure_started(&id).await.ok(), Some(Revival::Resumed));
     let conversation = wait_idle(&agent, &id).await;
     let results = tool_results(&conversation);

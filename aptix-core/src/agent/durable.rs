@@ -71,6 +71,25 @@ pub(crate) struct Durable {
     pub(crate) resume_on_resolve: bool,
     pub(crate) events: broadcast::Sender<ConversationEvent>,
     clients: Mutex<HashMap<String, usize>>,
+    /// Conversations a run of this process is driving right now. The
+    /// store's lease lets the same owner claim again, so without this a
+    /// revival could start a second run beside a live one.
+    active: Arc<Mutex<BTreeSet<String>>>,
+}
+
+/// Marks a conversation as driven by this process while it lives.
+pub(crate) struct ActiveRun {
+    active: Arc<Mutex<BTreeSet<String>>>,
+    conversation_id: String,
+}
+
+impl Drop for ActiveRun {
+    fn drop(&mut self) {
+        self.active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.conversation_id);
+    }
 }
 
 /// Settings of the durable half, as the builder collects them.
@@ -109,7 +128,22 @@ impl Durable {
             resume_on_resolve: settings.resume_on_resolve,
             events,
             clients: Mutex::new(HashMap::new()),
+            active: Arc::default(),
         }
+    }
+
+    /// Registers a run of `conversation_id`, unless one is live here.
+    fn begin(&self, conversation_id: &str) -> Option<ActiveRun> {
+        let mut active = self
+            .active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        active
+            .insert(conversation_id.to_owned())
+            .then(|| ActiveRun {
+                active: self.active.clone(),
+                conversation_id: conversation_id.to_owned(),
+            })
     }
 
     fn lease_until(&self) -> i64 {
@@ -384,6 +418,9 @@ impl Agent {
             return Err(DurableError::ResultsThroughResolve);
         }
         let store = &durable.store;
+        let run = durable
+            .begin(conversation_id)
+            .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
         store
             .create_conversation(&Conversation::new(conversation_id), now_ms())
             .await?;
@@ -411,7 +448,7 @@ impl Agent {
                 pending,
             });
         }
-        Ok(self.clone().drive(claimed.conversation, input))
+        Ok(self.clone().drive(claimed.conversation, input, run))
     }
 
     /// Revives a stored conversation after a restart, or in a process that
@@ -592,6 +629,9 @@ impl Agent {
         if pending > 0 {
             return Ok(Revival::Waiting { pending });
         }
+        let Some(run) = durable.begin(conversation_id) else {
+            return Ok(Revival::Busy);
+        };
         let Some(claimed) = durable
             .store
             .claim_conversation(
@@ -604,7 +644,9 @@ impl Agent {
         else {
             return Ok(Revival::Busy);
         };
-        let mut run = self.clone().drive(claimed.conversation, Input::Continue);
+        let mut run = self
+            .clone()
+            .drive(claimed.conversation, Input::Continue, run);
         let events = durable.events.clone();
         let conversation_id = conversation_id.to_owned();
         tokio::spawn(async move {
@@ -621,9 +663,16 @@ impl Agent {
 
     /// The run of a claimed conversation: settle the ledger into results,
     /// run model turns while nothing is pending, save, release.
-    fn drive(self, mut conversation: Conversation, input: Input) -> AgentStream<'static> {
+    fn drive(
+        self,
+        mut conversation: Conversation,
+        input: Input,
+        active: ActiveRun,
+    ) -> AgentStream<'static> {
         let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
         let stream = async_stream::stream! {
+            // Held until the stream ends or is dropped.
+            let _active = active;
             let agent = self;
             let Some(durable) = agent.durable() else {
                 yield AgentEvent::Done { reason: DoneReason::StoreFailed("the agent has no store".into()), usage: Usage::default() };
