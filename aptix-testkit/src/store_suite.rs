@@ -63,6 +63,7 @@ pub fn cases() -> Vec<(&'static str, Case)> {
         by_ref!(create_and_load),
         by_ref!(claim_rules),
         by_ref!(claim_after_release),
+        by_ref!(renew_lease_rules),
         by_ref!(save_rules),
         by_ref!(versions_increase),
         by_ref!(conversations_with_status_order),
@@ -439,6 +440,56 @@ pub async fn claim_after_release(store: &dyn Store, prefix: &str) {
         assert_eq!(claimed.owner.as_deref(), Some("b"));
         assert_eq!(claimed.status, ConversationStatus::Running);
     }
+}
+
+/// `renew_lease` extends only the holder's lease of a running
+/// conversation, and changes nothing else.
+pub async fn renew_lease_rules(store: &dyn Store, prefix: &str) {
+    let id = format!("{prefix}-renew");
+    let original = conversation(&id, "keep me");
+    create(store, &original).await;
+    assert!(
+        !ok(store.renew_lease(&id, "a", 5_000).await, "renew_lease"),
+        "an idle conversation has no lease to renew"
+    );
+    some(
+        ok(
+            store.claim_conversation(&id, "a", 1_000, 2_000).await,
+            "claim",
+        ),
+        "first claim",
+    );
+    let before = load(store, &id).await;
+    assert!(
+        !ok(store.renew_lease(&id, "b", 9_000).await, "renew_lease"),
+        "only the holder renews"
+    );
+    assert!(ok(store.renew_lease(&id, "a", 9_000).await, "renew_lease"));
+    let renewed = load(store, &id).await;
+    assert_eq!(renewed.lease_until, 9_000);
+    assert_eq!(renewed.owner.as_deref(), Some("a"));
+    assert_eq!(renewed.status, ConversationStatus::Running);
+    assert_eq!(renewed.conversation, before.conversation);
+    // Held until 9_000 now: another owner cannot take it at 5_000.
+    assert!(
+        ok(
+            store.claim_conversation(&id, "b", 5_000, 20_000).await,
+            "claim"
+        )
+        .is_none(),
+        "a renewed lease holds"
+    );
+    ok(
+        store
+            .save_conversation(&original, "a", ConversationStatus::Suspended, 0)
+            .await,
+        "save_conversation",
+    );
+    assert!(
+        !ok(store.renew_lease(&id, "a", 30_000).await, "renew_lease"),
+        "a released conversation is not renewed back"
+    );
+    assert_eq!(load(store, &id).await.status, ConversationStatus::Suspended);
 }
 
 /// `save_conversation` writes transcript and status only for the holder;

@@ -169,6 +169,42 @@ impl Durable {
     }
 }
 
+/// Renews a run's lease while its tools or its model take longer than a
+/// lease, so that no other process takes over a live run. Stops when
+/// dropped, with the run.
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    fn start(durable: &Durable, conversation_id: &str) -> Self {
+        let store = durable.store.clone();
+        let owner = durable.owner.clone();
+        let lease = durable.lease;
+        let conversation_id = conversation_id.to_owned();
+        Heartbeat(tokio::spawn(async move {
+            let every = (lease / 3).max(Duration::from_millis(10));
+            loop {
+                tokio::time::sleep(every).await;
+                let until = now_ms().saturating_add(millis(lease));
+                match store.renew_lease(&conversation_id, &owner, until).await {
+                    Ok(true) => {}
+                    // Released between two turns (suspended, then taken
+                    // back): nothing to renew until the next claim.
+                    Ok(false) => tracing::debug!(%conversation_id, "no lease to renew"),
+                    Err(error) => {
+                        tracing::warn!(%conversation_id, %error, "could not renew the lease")
+                    }
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// An event of a run the agent drives in the background (after a
 /// resolution, a deadline or a revival), with its conversation.
 #[derive(Debug, Clone)]
@@ -484,6 +520,9 @@ impl Agent {
             ConversationStatus::Running
                 if stored.lease_until >= now && stored.owner.as_deref() != Some(&durable.owner) =>
             {
+                // The holder may have died: take over when its lease runs
+                // out, unless it finishes (or renews) first.
+                self.resume_in_background(conversation_id);
                 Ok(Revival::Busy)
             }
             _ => self.resume_if_ready(conversation_id).await,
@@ -511,7 +550,8 @@ impl Agent {
     }
 
     /// Expires every wait whose deadline passed (in any conversation of the
-    /// store) and resumes the conversations that then have nothing pending.
+    /// store) and resumes the conversations that then have nothing pending,
+    /// and those whose holder's lease ran out (it crashed).
     /// Returns how many waits it expired. Deadlines live in the store, so
     /// any process may sweep them, and they fire after a restart too.
     pub async fn sweep_deadlines(&self) -> Result<usize, DurableError> {
@@ -542,6 +582,20 @@ impl Agent {
                 );
                 expired += 1;
                 conversations.insert(record.conversation_id);
+            }
+        }
+        // Conversations whose holder stopped renewing its lease (a crash)
+        // are taken over here too, so a worker alone revives them.
+        for conversation_id in durable
+            .store
+            .conversations_with_status(ConversationStatus::Running, 512)
+            .await?
+        {
+            if let Some(stored) = durable.store.load_conversation(&conversation_id).await?
+                && stored.status == ConversationStatus::Running
+                && stored.lease_until < now
+            {
+                conversations.insert(conversation_id);
             }
         }
         for conversation_id in conversations {
@@ -607,12 +661,44 @@ impl Agent {
 
     /// Resumes the conversation in a background task if nothing of it is
     /// pending and nobody holds it; what a resolution or an expiry triggers.
+    ///
+    /// When another process holds it, this waits for that process's lease
+    /// to run out and tries again: a live holder renews its lease and picks
+    /// resolutions up itself when it saves, but a dead one never will.
     pub(crate) fn resume_in_background(&self, conversation_id: &str) {
         let agent = self.clone();
         let conversation_id = conversation_id.to_owned();
         tokio::spawn(async move {
-            if let Err(error) = agent.resume_if_ready(&conversation_id).await {
-                tracing::warn!(%conversation_id, %error, "could not resume the conversation");
+            let Some(durable) = agent.durable() else {
+                return;
+            };
+            loop {
+                match agent.resume_if_ready(&conversation_id).await {
+                    Ok(Revival::Busy) => {}
+                    Ok(_) => return,
+                    Err(error) => {
+                        tracing::warn!(%conversation_id, %error, "could not resume the conversation");
+                        return;
+                    }
+                }
+                let held = match durable.store.load_conversation(&conversation_id).await {
+                    Ok(Some(stored)) => stored,
+                    Ok(None) => return,
+                    Err(error) => {
+                        tracing::warn!(%conversation_id, %error, "could not resume the conversation");
+                        return;
+                    }
+                };
+                // Busy here: a run of this process has it and will see the
+                // resolution when it saves.
+                if held.owner.as_deref() == Some(durable.owner.as_str())
+                    || held.status != ConversationStatus::Running
+                {
+                    return;
+                }
+                let wait = held.lease_until.saturating_sub(now_ms()).max(0) + 20;
+                tracing::debug!(%conversation_id, wait_ms = wait, "held by another process; retrying when its lease runs out");
+                tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(20))).await;
             }
         });
     }
@@ -678,6 +764,7 @@ impl Agent {
                 yield AgentEvent::Done { reason: DoneReason::StoreFailed("the agent has no store".into()), usage: Usage::default() };
                 return;
             };
+            let _heartbeat = Heartbeat::start(durable, &conversation.id);
             let ledger = Ledger { durable };
             let cancellation = CancellationToken::new();
             let context = agent.context_for(&conversation, &cancellation);
@@ -1137,7 +1224,7 @@ impl Agent {
             Outcome::Final(envelope) => Some(envelope.to_json_string()),
             _ => None,
         };
-        ledger
+        let closed = ledger
             .durable
             .store
             .transition(
@@ -1150,6 +1237,9 @@ impl Agent {
                 now_ms(),
             )
             .await?;
+        if !closed {
+            tracing::warn!(tool = %call.name, tool_call_id = &*call.id, "another process settled this call while it ran here (it took the conversation over); its result here is dropped");
+        }
         self.record_outcome(call, conversation_id, ledger, outcome)
             .await
     }

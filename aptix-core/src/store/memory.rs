@@ -163,6 +163,25 @@ impl Store for MemoryStore {
         ready(Ok(()))
     }
 
+    fn renew_lease<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        lease_until: i64,
+    ) -> StoreFuture<'a, bool> {
+        let mut state = self.lock();
+        match state.conversations.get_mut(id) {
+            Some(row)
+                if row.stored.status == ConversationStatus::Running
+                    && row.stored.owner.as_deref() == Some(owner) =>
+            {
+                row.stored.lease_until = lease_until;
+                ready(Ok(true))
+            }
+            _ => ready(Ok(false)),
+        }
+    }
+
     fn conversations_with_status<'a>(
         &'a self,
         status: ConversationStatus,

@@ -286,6 +286,17 @@ pub trait Store: Send + Sync + 'static {
         lease_until: i64,
     ) -> StoreFuture<'a, ()>;
 
+    /// Extends the hold of `owner` on a `Running` conversation to
+    /// `lease_until`, changing nothing else: the heartbeat of a run whose
+    /// tools or model take longer than a lease. Returns false (changing
+    /// nothing) when `owner` does not hold it.
+    fn renew_lease<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        lease_until: i64,
+    ) -> StoreFuture<'a, bool>;
+
     /// Ids of the conversations with `status`, oldest change first, at most
     /// `limit`: what a restarted process looks at to revive conversations.
     fn conversations_with_status<'a>(
@@ -371,6 +382,15 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         lease_until: i64,
     ) -> StoreFuture<'a, ()> {
         (**self).save_conversation(conversation, owner, status, lease_until)
+    }
+
+    fn renew_lease<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        lease_until: i64,
+    ) -> StoreFuture<'a, bool> {
+        (**self).renew_lease(id, owner, lease_until)
     }
 
     fn conversations_with_status<'a>(

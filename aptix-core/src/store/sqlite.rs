@@ -294,6 +294,27 @@ impl Store for SqliteStore {
         })
     }
 
+    fn renew_lease<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        lease_until: i64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let result = sqlx::query(
+                "UPDATE aptix_conversations SET lease_until = ?3
+                 WHERE id = ?1 AND owner = ?2 AND status = 'running'",
+            )
+            .bind(id)
+            .bind(owner)
+            .bind(lease_until)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+            Ok(result.rows_affected() == 1)
+        })
+    }
+
     fn conversations_with_status<'a>(
         &'a self,
         status: ConversationStatus,
