@@ -68,6 +68,21 @@ impl Approval {
     }
 }
 
+/// What a tool's calls do, as hints for clients that decide whether to ask
+/// a person first (the MCP tool annotations). Hints only: never a security
+/// boundary, since a tool's author writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Annotations {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// A change it makes may destroy or overwrite (meaningless when read-only).
+    pub destructive: bool,
+    /// Calling it again with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// It interacts with an open world (the web), not a closed set of things.
+    pub open_world: bool,
+}
+
 /// Where a tool was declared, so that catalog errors can point at source code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SourceLocation {
@@ -114,6 +129,16 @@ pub trait Tool: Send + Sync + 'static {
     /// After a crash, a call that was executing is run again only when its
     /// tool is idempotent; otherwise it gets an "interrupted" error result.
     const IDEMPOTENT: bool = false;
+    /// A short human-readable name for user interfaces (MCP `title`).
+    const TITLE: Option<&'static str> = None;
+    /// The tool changes nothing (MCP `readOnlyHint`; default false).
+    const READ_ONLY: bool = false;
+    /// When it changes something, the change may destroy or overwrite
+    /// (MCP `destructiveHint`; default true, as the MCP spec says).
+    const DESTRUCTIVE: bool = true;
+    /// It reaches beyond a closed set of things, e.g. the web (MCP
+    /// `openWorldHint`; default true).
+    const OPEN_WORLD: bool = true;
 
     /// The arguments the model sends: always a JSON object.
     type Args: ToolArgs;

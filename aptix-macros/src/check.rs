@@ -35,6 +35,10 @@ pub struct Tool {
     pub redact: Vec<LitStr>,
     pub suspend_timeout: Option<(u64, u32)>,
     pub idempotent: bool,
+    pub title: Option<String>,
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
+    pub open_world: Option<bool>,
     pub form: Form,
 }
 
@@ -206,6 +210,40 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
         (Some(key), _) => key.value.value,
         (None, _) => false,
     };
+    let title = attr.title.as_ref().and_then(|key| {
+        let text = key.value.value().trim().to_owned();
+        if text.is_empty() {
+            errors.push(
+                key.value.span(),
+                "`title` is empty: give a short human-readable name, or remove it",
+            );
+            None
+        } else {
+            Some(text)
+        }
+    });
+    let flag = |key: &Option<Key<syn::LitBool>>| key.as_ref().map(|key| key.value.value);
+    let read_only = flag(&attr.read_only);
+    let destructive = flag(&attr.destructive);
+    let open_world = flag(&attr.open_world);
+    if let (Some(true), Some(true), Some(key)) = (read_only, destructive, &attr.destructive) {
+        errors.push(
+            key.value.span(),
+            "`destructive = true` contradicts `read_only = true`: a tool that changes nothing destroys nothing",
+        );
+    }
+    if let (Some(key), Some(Executor::Provider)) = (
+        attr.read_only
+            .as_ref()
+            .or(attr.destructive.as_ref())
+            .or(attr.open_world.as_ref()),
+        executor,
+    ) {
+        errors.push(
+            key.value.span(),
+            "`read_only`, `destructive` and `open_world` describe what a call does here; a provider tool never runs here",
+        );
+    }
 
     let mut stub = None;
     let description_unreadable = !attr.surely_missing("description");
@@ -285,6 +323,10 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             redact,
             suspend_timeout,
             idempotent,
+            title,
+            read_only,
+            destructive,
+            open_world,
             form,
         }),
         // Every `None` above pushed an error; this is unreachable in practice,

@@ -37,6 +37,20 @@ pub fn expand(tool: &Tool) -> TokenStream {
         None => quote!(#rt::Option::None),
     };
     let idempotent = tool.idempotent;
+    let title = match &tool.title {
+        Some(title) => quote!(#rt::Option::Some(#title)),
+        None => quote!(#rt::Option::None),
+    };
+    // Absent keys keep the trait's defaults, which are MCP's.
+    let read_only = tool
+        .read_only
+        .map(|value| quote!(const READ_ONLY: bool = #value;));
+    let destructive = tool
+        .destructive
+        .map(|value| quote!(const DESTRUCTIVE: bool = #value;));
+    let open_world = tool
+        .open_world
+        .map(|value| quote!(const OPEN_WORLD: bool = #value;));
     let unique = unique_name_guard(tool);
     let redact = &tool.redact;
     let common = quote! {
@@ -49,6 +63,10 @@ pub fn expand(tool: &Tool) -> TokenStream {
         const TIMEOUT: #rt::Option<#rt::Duration> = #timeout;
         const SUSPEND_TIMEOUT: #rt::Option<#rt::Duration> = #suspend_timeout;
         const IDEMPOTENT: bool = #idempotent;
+        const TITLE: #rt::Option<&'static str> = #title;
+        #read_only
+        #destructive
+        #open_world
         const SOURCE: #rt::SourceLocation = #rt::SourceLocation {
             file: ::core::file!(),
             line: ::core::line!(),

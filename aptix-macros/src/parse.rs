@@ -28,6 +28,10 @@ pub struct Attr {
     pub redact: Option<Key<Vec<LitStr>>>,
     pub suspend_timeout: Option<Key<LitStr>>,
     pub idempotent: Option<Key<LitBool>>,
+    pub title: Option<Key<LitStr>>,
+    pub read_only: Option<Key<LitBool>>,
+    pub destructive: Option<Key<LitBool>>,
+    pub open_world: Option<Key<LitBool>>,
     /// Keys that were written but whose value could not be read; already
     /// reported, so `check` must not also call them missing.
     pub unreadable: Vec<String>,
@@ -83,6 +87,10 @@ pub const KEYS: &[&str] = &[
     "redact",
     "suspend_timeout",
     "idempotent",
+    "title",
+    "read_only",
+    "destructive",
+    "open_world",
 ];
 
 pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
@@ -188,13 +196,14 @@ fn parse_attr(
         input.parse::<Token![=]>()?;
         let value = value_tokens(input);
         let result = match name.as_str() {
-            "name" | "usage" | "description" | "timeout" | "suspend_timeout" => {
+            "name" | "usage" | "description" | "timeout" | "suspend_timeout" | "title" => {
                 parse_value(&key, &value, |input| string_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
                         "name" => &mut attr.name,
                         "usage" => &mut attr.usage,
                         "description" => &mut attr.description,
                         "timeout" => &mut attr.timeout,
+                        "title" => &mut attr.title,
                         _ => &mut attr.suspend_timeout,
                     };
                     set(slot, key.clone(), value)
@@ -208,8 +217,17 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.output, key.clone(), value)),
             "redact" => parse_value(&key, &value, pointer_list)
                 .and_then(|value| set(&mut attr.redact, key.clone(), value)),
-            "idempotent" => parse_value(&key, &value, |input| bool_value(input, &key))
-                .and_then(|value| set(&mut attr.idempotent, key.clone(), value)),
+            "idempotent" | "read_only" | "destructive" | "open_world" => {
+                parse_value(&key, &value, |input| bool_value(input, &key)).and_then(|value| {
+                    let slot = match name.as_str() {
+                        "idempotent" => &mut attr.idempotent,
+                        "read_only" => &mut attr.read_only,
+                        "destructive" => &mut attr.destructive,
+                        _ => &mut attr.open_world,
+                    };
+                    set(slot, key.clone(), value)
+                })
+            }
             _ => Err(syn::Error::new(key.span(), unknown_key_message(&key))),
         };
         if let Err(error) = result {
@@ -315,6 +333,7 @@ fn string_value(input: ParseStream, key: &Ident) -> syn::Result<LitStr> {
         "usage" => "usage = \"Call when ...\"",
         "timeout" => "timeout = \"30s\"",
         "suspend_timeout" => "suspend_timeout = \"15m\"",
+        "title" => "title = \"Get the weather\"",
         _ => "description = \"...\"",
     };
     Err(syn::Error::new_spanned(

@@ -16,7 +16,9 @@ use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolOutputSchema};
+use crate::tool::{
+    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolOutputSchema,
+};
 use crate::validate::ArgsValidator;
 
 pub use dialect::{Dialect, DialectError};
@@ -78,6 +80,8 @@ pub struct ToolDefinition {
     redact: &'static [&'static str],
     suspend_timeout: Option<Duration>,
     idempotent: bool,
+    title: Option<&'static str>,
+    annotations: Annotations,
     args_type: &'static str,
     parameters: Value,
     output: Value,
@@ -113,6 +117,13 @@ impl ToolDefinition {
             redact: T::REDACT,
             suspend_timeout: T::SUSPEND_TIMEOUT,
             idempotent: T::IDEMPOTENT,
+            title: T::TITLE,
+            annotations: Annotations {
+                read_only: T::READ_ONLY,
+                destructive: T::DESTRUCTIVE,
+                idempotent: T::IDEMPOTENT,
+                open_world: T::OPEN_WORLD,
+            },
             args_type,
             parameters,
             output: canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
@@ -159,6 +170,16 @@ impl ToolDefinition {
     /// Whether a call may run again after a crash interrupted it.
     pub fn idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    /// A short human-readable name, if declared.
+    pub fn title(&self) -> Option<&'static str> {
+        self.title
+    }
+
+    /// What its calls do, as hints for clients (MCP tool annotations).
+    pub fn annotations(&self) -> Annotations {
+        self.annotations
     }
 
     /// Where it was declared.
