@@ -2,7 +2,8 @@
 # Every check CI runs, in the order a failure is cheapest to find.
 # Usage: ./scripts/test.sh   (needs the Rust toolchain and python3; it installs the rest:
 # the end-to-end test's model server, built once into ~/.cache/aptix, and
-# PostgreSQL for the store tests, from Debian's packages when missing)
+# PostgreSQL for the store tests, from Debian's packages when missing; Node 22
+# and the MCP conformance suite, from the npm registry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +31,6 @@ cargo test --workspace --all-targets --locked
 
 echo "== cargo test --doc"
 cargo test --workspace --doc --locked
+
+echo "== MCP conformance suite (Node 22 and @modelcontextprotocol/conformance from npm; cached)"
+MCP_CONFORMANCE_STRICT=1 ./scripts/mcp-conformance.sh

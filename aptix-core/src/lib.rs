@@ -15,13 +15,19 @@
 //! | [`agent`] | the agent loop: `Agent`, `Conversation`, `AgentEvent` |
 //! | [`model`] | the `ChatModel` port and the one tool-call assembler |
 //! | [`store`] | durable conversations, the call ledger, deadlines |
+//! | `mcp` | the catalog as an MCP server (feature `mcp`) |
+//! | `cli` (feature `cli`) | the developer CLI: `tools`, `schema`, `call`, `chat`, `mcp` |
 
 pub mod agent;
 pub mod catalog;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod context;
 pub mod envelope;
 pub mod error;
 pub mod executor;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod model;
 pub mod schema;
 pub mod store;
@@ -40,8 +46,7 @@ pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput,
-    ToolOutputSchema,
+    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema,
 };
 
 #[doc(hidden)]

@@ -179,14 +179,18 @@ impl ChatModel for ScriptedModel {
     }
 
     fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
-        if let Ok(mut requests) = self.requests.lock() {
+        if !self.repeat
+            && let Ok(mut requests) = self.requests.lock()
+        {
             requests.push(request.clone());
         }
-        let turn = self
-            .turns
-            .lock()
-            .ok()
-            .and_then(|mut turns| turns.pop_front());
+        let turn = self.turns.lock().ok().and_then(|mut turns| {
+            let turn = turns.pop_front()?;
+            if self.repeat {
+                turns.push_back(turn.clone());
+            }
+            Some(turn)
+        });
         let Some(turn) = turn else {
             let error = ModelError::Protocol("the scripted model has no more turns".into());
             return Box::pin(futures_util::stream::iter([Err(error)]));
@@ -200,5 +204,47 @@ impl ChatModel for ScriptedModel {
                 event
             }),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn text_of(model: &ScriptedModel) -> Result<String, ModelError> {
+        let request = ChatRequest {
+            messages: Vec::new(),
+            tools: std::sync::Arc::from(Vec::new()),
+            tool_choice: Default::default(),
+            parallel_tool_calls: true,
+            max_tokens: None,
+            temperature: None,
+        };
+        let mut text = String::new();
+        let mut events = model.stream(&request);
+        while let Some(event) = events.next().await {
+            if let ModelEvent::TextDelta(delta) = event? {
+                text.push_str(&delta);
+            }
+        }
+        Ok(text)
+    }
+
+    #[tokio::test]
+    async fn a_repeating_script_starts_over_and_a_plain_one_runs_out() {
+        let turns = [ScriptedTurn::new().text("a"), ScriptedTurn::new().text("b")];
+        let repeating = ScriptedModel::new(turns.clone()).repeating();
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            seen.push(text_of(&repeating).await.unwrap_or_else(|e| panic!("{e}")));
+        }
+        assert_eq!(seen, ["a", "b", "a", "b", "a"]);
+        assert!(repeating.requests().is_empty(), "a repeating model records nothing");
+
+        let plain = ScriptedModel::new(turns);
+        assert_eq!(text_of(&plain).await.ok().as_deref(), Some("a"));
+        assert_eq!(text_of(&plain).await.ok().as_deref(), Some("b"));
+        assert!(text_of(&plain).await.is_err());
+        assert_eq!(plain.requests().len(), 3);
     }
 }

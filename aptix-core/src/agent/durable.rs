@@ -10,7 +10,7 @@
 //!   `executing` before the tool runs and `done` (with its envelope) after,
 //!   so a crash is noticed and no call runs twice unless its tool is
 //!   declared `idempotent`.
-//! - Before any model turn, [`Agent::settle`] turns the ledger into results
+//! - Before any model turn, `Agent::settle` turns the ledger into results
 //!   for every call of the last turn; the model is only asked again when
 //!   nothing is pending.
 
@@ -457,18 +457,27 @@ impl Agent {
         let run = durable
             .begin(conversation_id)
             .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
-        store
-            .create_conversation(&Conversation::new(conversation_id), now_ms())
-            .await?;
-        let claimed = store
-            .claim_conversation(
+        let claim = || {
+            store.claim_conversation(
                 conversation_id,
                 &durable.owner,
                 now_ms(),
                 durable.lease_until(),
             )
-            .await?
-            .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
+        };
+        // Most sends continue a stored conversation: claim first, and
+        // create only when there is nothing to claim.
+        let claimed = match claim().await? {
+            Some(claimed) => claimed,
+            None => {
+                store
+                    .create_conversation(&Conversation::new(conversation_id), now_ms())
+                    .await?;
+                claim()
+                    .await?
+                    .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?
+            }
+        };
         let pending = store
             .calls(conversation_id)
             .await?

@@ -584,7 +584,10 @@ impl Agent {
                     }
                 }
                 drop(executed);
+                // A suspending turn is saved once, by the durable run, as
+                // `Suspended`; finished results are in the ledger meanwhile.
                 if let Some(ledger) = ledger
+                    && suspended.is_empty()
                     && let Err(error) = ledger.durable.save(conversation, crate::store::ConversationStatus::Running).await
                 {
                     reason = DoneReason::StoreFailed(error.to_string());

@@ -1,0 +1,383 @@
+//! `chat`: a terminal conversation with an agent over the catalog; tool
+//! calls and results are shown inline, approvals and client or human
+//! answers are asked inline, and the run goes on with the results.
+//!
+//! The conversation is not durable (no store): a suspended run's calls are
+//! settled right here and handed back with `Input::ToolResults`, which is
+//! what a program without a store does too.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::{Cli, CliError, confirm, envelope_ids, read_line};
+use crate::agent::{Agent, AgentEvent, Conversation, DoneReason, Input, SuspendedCall};
+use crate::context::ToolContext;
+use crate::envelope::Envelope;
+use crate::error::ErrorCode;
+use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
+use crate::model::openai::OpenAiChat;
+use crate::model::{
+    ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
+};
+use crate::schema::Dialect;
+
+/// The id of the chat's conversation: in every tool context and envelope.
+const CONVERSATION_ID: &str = "cli-chat";
+
+/// Runs the chat until end of input or `/quit`. Exit status 1 when the last
+/// run ended in a model or store error (so a piped script notices), 0
+/// otherwise.
+pub(super) async fn run(
+    cli: &Cli,
+    offline: bool,
+    stdin: &mut impl BufRead,
+    stdout: &mut impl Write,
+    stderr: &mut impl Write,
+) -> Result<ExitCode, CliError> {
+    let (model, described) = choose_model(cli, offline)?;
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(cli.catalog.clone())
+        .context(cli.context.clone())
+        .build()?;
+    let system = cli.system.clone().unwrap_or_else(|| {
+        format!(
+            "You are a helpful assistant. Use the tools when they help.\n\n{}",
+            cli.catalog.usage_prompt()
+        )
+    });
+    let mut conversation = Conversation::new(CONVERSATION_ID).with_system(system);
+    // Calls settled here run with the agent's base context and the
+    // conversation's id, as the agent's own calls do.
+    let context = cli.context.clone().with_conversation_id(CONVERSATION_ID);
+    writeln!(
+        stderr,
+        "model: {described}\n{} tools; /quit or end of input leaves.",
+        cli.catalog.len()
+    )?;
+    let mut failed = false;
+    loop {
+        write!(stdout, "you> ")?;
+        stdout.flush()?;
+        let Some(line) = read_line(stdin)? else {
+            writeln!(stdout)?;
+            break;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line == "/quit" || line == "/exit" {
+            break;
+        }
+        let mut input = Input::User(line.to_owned());
+        loop {
+            let (calls, run_failed) = turn(&agent, &mut conversation, input, stdout).await?;
+            failed = run_failed;
+            if calls.is_empty() {
+                break;
+            }
+            let mut results = Vec::with_capacity(calls.len());
+            for call in calls {
+                let envelope = settle(&agent, &context, &call, stdin, stdout).await?;
+                writeln!(stdout, "  ← {envelope}")?;
+                results.push((call.tool_call_id, envelope));
+            }
+            input = Input::ToolResults(results);
+        }
+    }
+    stdout.flush()?;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The model for this chat and how to describe it: the environment's
+/// endpoint unless `--offline`, else the program's model, else the built-in
+/// offline one.
+fn choose_model(cli: &Cli, offline: bool) -> Result<(Arc<dyn ChatModel>, String), CliError> {
+    if !offline && let Ok(base_url) = std::env::var("OPENAI_BASE_URL") {
+        // api.openai.com takes strict schemas; other servers (llama.cpp,
+        // vLLM, Ollama) often do not, and get the canonical schema.
+        let model = OpenAiChat::from_env()?.with_strict(base_url.contains("api.openai.com"));
+        let described = format!("{} at {}", model.model(), model.base_url());
+        return Ok((Arc::new(model), described));
+    }
+    Ok(match &cli.model {
+        Some(model) => (model.clone(), "the program's offline model".to_owned()),
+        None => (
+            Arc::new(EchoModel),
+            "built-in offline echo (set OPENAI_BASE_URL for a real model); \
+             a line `TOOL_NAME {json}` calls that tool"
+                .to_owned(),
+        ),
+    })
+}
+
+/// Runs the agent once, printing its events; returns the calls it
+/// suspended on (none when it ended otherwise) and whether it failed.
+async fn turn(
+    agent: &Agent,
+    conversation: &mut Conversation,
+    input: Input,
+    stdout: &mut impl Write,
+) -> Result<(Vec<SuspendedCall>, bool), CliError> {
+    let mut events = agent.run(conversation, input);
+    let mut in_text = false;
+    let mut suspended = Vec::new();
+    let mut failed = false;
+    while let Some(event) = events.next().await {
+        if in_text && !matches!(event, AgentEvent::TextDelta(_)) {
+            writeln!(stdout)?;
+            in_text = false;
+        }
+        match event {
+            AgentEvent::TextDelta(text) => {
+                if !in_text {
+                    write!(stdout, "assistant> ")?;
+                    in_text = true;
+                }
+                write!(stdout, "{text}")?;
+                stdout.flush()?;
+            }
+            AgentEvent::ToolCallStart {
+                id,
+                name,
+                arguments,
+            } => writeln!(stdout, "  → {name}({arguments})  [{id}]")?,
+            AgentEvent::ToolCallResult { envelope, .. } => {
+                writeln!(stdout, "  ← {}", envelope_line(&envelope))?;
+            }
+            AgentEvent::Done { reason, .. } => match reason {
+                DoneReason::Completed => {}
+                DoneReason::Suspended(calls) => suspended = calls,
+                DoneReason::MaxIterations => {
+                    writeln!(stdout, "[stopped: the iteration limit was reached]")?;
+                }
+                DoneReason::Cancelled => writeln!(stdout, "[cancelled]")?,
+                DoneReason::ModelError(error) => {
+                    failed = true;
+                    writeln!(stdout, "[model error: {error}]")?;
+                }
+                DoneReason::StoreFailed(error) => {
+                    failed = true;
+                    writeln!(stdout, "[store error: {error}]")?;
+                }
+            },
+        }
+    }
+    stdout.flush()?;
+    Ok((suspended, failed))
+}
+
+/// An event's (redacted) envelope on one line, `ok` first as in the
+/// envelope itself: the event carries a `Value`, whose members are sorted.
+fn envelope_line(envelope: &Value) -> String {
+    let Value::Object(members) = envelope else {
+        return envelope.to_string();
+    };
+    let first = ["ok", "result", "error"];
+    let ordered = first
+        .iter()
+        .filter_map(|key| members.get_key_value(*key))
+        .chain(
+            members
+                .iter()
+                .filter(|(key, _)| !first.contains(&key.as_str())),
+        )
+        .map(|(key, value)| format!("{}:{value}", Value::from(key.as_str())))
+        .collect::<Vec<_>>();
+    format!("{{{}}}", ordered.join(","))
+}
+
+/// Settles one suspended call at the terminal: an approval is asked (y/N)
+/// and the call then runs with `execute_approved`; a client's or person's
+/// answer is typed as JSON and checked against the tool's output schema.
+/// Every path ends in an envelope for the model, a refusal included.
+async fn settle(
+    agent: &Agent,
+    context: &ToolContext,
+    call: &SuspendedCall,
+    stdin: &mut impl BufRead,
+    stdout: &mut impl Write,
+) -> Result<Envelope, CliError> {
+    let name = call.name.as_str();
+    let id = call.tool_call_id.as_str();
+    let mut awaiting: Awaiting = call.awaiting.clone();
+    loop {
+        match awaiting.reason {
+            AwaitReason::Approval => {
+                writeln!(
+                    stdout,
+                    "  ? {name}({}) needs your approval",
+                    awaiting.payload
+                )?;
+                if !confirm(stdin, stdout, "  Approve? [y/N] ")? {
+                    return Ok(Envelope::error(
+                        envelope_ids(id, context),
+                        ErrorCode::Denied,
+                        "The user declined to run this call.",
+                    ));
+                }
+                let approved = ToolCall::new(id, name, awaiting.payload.as_str());
+                let execution = agent.executor().execute_approved(&approved, context).await;
+                match execution.outcome {
+                    Outcome::Final(envelope) => return Ok(envelope),
+                    // An approved client tool goes on to the client.
+                    Outcome::Awaiting(next) => awaiting = next,
+                    Outcome::PassThrough => {
+                        return Ok(Envelope::error(
+                            envelope_ids(id, context),
+                            ErrorCode::Failed,
+                            "The model provider runs this tool; it cannot run here.",
+                        ));
+                    }
+                }
+            }
+            AwaitReason::Client | AwaitReason::Human => {
+                return answer(agent, context, call, &awaiting, stdin, stdout);
+            }
+        }
+    }
+}
+
+/// Asks the person at the terminal for a client's or person's result, until
+/// it is valid JSON that fits the tool's declared output; an empty line or
+/// end of input refuses the call.
+fn answer(
+    agent: &Agent,
+    context: &ToolContext,
+    call: &SuspendedCall,
+    awaiting: &Awaiting,
+    stdin: &mut impl BufRead,
+    stdout: &mut impl Write,
+) -> Result<Envelope, CliError> {
+    let (name, id) = (call.name.as_str(), call.tool_call_id.as_str());
+    let who = if awaiting.reason == AwaitReason::Human {
+        "a person's answer"
+    } else {
+        "a client's result"
+    };
+    writeln!(stdout, "  ? {name}({}) waits for {who}", awaiting.payload)?;
+    let definition = agent.executor().catalog().get(name);
+    loop {
+        write!(stdout, "  Result as JSON (empty line: refuse): ")?;
+        stdout.flush()?;
+        let line = read_line(stdin)?.unwrap_or_default();
+        if line.trim().is_empty() {
+            return Ok(Envelope::error(
+                envelope_ids(id, context),
+                ErrorCode::Denied,
+                "Nobody provided a result for this call.",
+            ));
+        }
+        let value: Value = match serde_json::from_str(&line) {
+            Ok(value) => value,
+            Err(error) => {
+                writeln!(stdout, "  not JSON: {error}")?;
+                continue;
+            }
+        };
+        // A typed answer is user data: checked like a client's would be.
+        if let Some(Err(problems)) = definition.map(|definition| definition.check_output(&value)) {
+            writeln!(stdout, "  does not fit the tool's output: {problems}")?;
+            continue;
+        }
+        return Envelope::ok_value(envelope_ids(id, context), &value)
+            .map_err(|error| CliError::Io(error.into()));
+    }
+}
+
+/// The built-in offline model of `chat`, for trying tools with no model at
+/// hand: a line `TOOL_NAME {json}` (or just `TOOL_NAME`) calls that tool,
+/// tool results are read back, and anything else is echoed.
+struct EchoModel;
+
+impl ChatModel for EchoModel {
+    /// MCP's dialect is the canonical schema as is: lowering never fails,
+    /// whatever the tools.
+    fn dialect(&self) -> Dialect {
+        Dialect::Mcp
+    }
+
+    fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
+        let events = match request.messages.last() {
+            Some(Message::User { content }) => match requested_call(content, request) {
+                Some((name, arguments)) => {
+                    let calls = request
+                        .messages
+                        .iter()
+                        .filter(|message| {
+                            matches!(message, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty())
+                        })
+                        .count();
+                    vec![
+                        ModelEvent::ToolCallDelta(ToolCallDelta {
+                            index: 0,
+                            id: Some(format!("echo_call_{}", calls + 1)),
+                            name: Some(name),
+                            arguments,
+                        }),
+                        ModelEvent::Finish {
+                            reason: FinishReason::ToolCalls,
+                            usage: None,
+                        },
+                    ]
+                }
+                None => text(format!("You said: {content}")),
+            },
+            Some(Message::Tool { .. }) => {
+                let results: Vec<String> = request
+                    .messages
+                    .iter()
+                    .rev()
+                    .map_while(|message| match message {
+                        Message::Tool { name, content, .. } => Some(format!("{name}: {content}")),
+                        _ => None,
+                    })
+                    .collect();
+                text(format!(
+                    "The tool answered. {}",
+                    results.into_iter().rev().collect::<Vec<_>>().join("; ")
+                ))
+            }
+            _ => text("Say something.".to_owned()),
+        };
+        Box::pin(futures_util::stream::iter(events.into_iter().map(Ok)))
+    }
+}
+
+/// `TOOL_NAME {json}` when the first word names one of the request's tools.
+fn requested_call(line: &str, request: &ChatRequest) -> Option<(String, String)> {
+    let line = line.trim();
+    let (name, arguments) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let known = request
+        .tools
+        .iter()
+        .any(|tool| tool.get("name").and_then(Value::as_str) == Some(name));
+    known.then(|| {
+        let arguments = arguments.trim();
+        let arguments = if arguments.is_empty() {
+            "{}"
+        } else {
+            arguments
+        };
+        (name.to_owned(), arguments.to_owned())
+    })
+}
+
+fn text(text: String) -> Vec<ModelEvent> {
+    vec![
+        ModelEvent::TextDelta(text),
+        ModelEvent::Finish {
+            reason: FinishReason::Stop,
+            usage: None,
+        },
+    ]
+}

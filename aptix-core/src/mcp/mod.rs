@@ -1,0 +1,258 @@
+//! The catalog as a Model Context Protocol server, on the official Rust SDK
+//! (`rmcp`): `tools/list`, `tools/call` and `logging/setLevel` over stdio or
+//! Streamable HTTP.
+//!
+//! ```no_run
+//! # async fn run(catalog: aptix_core::Catalog) -> Result<(), aptix_core::mcp::McpError> {
+//! aptix_core::mcp::serve_stdio(catalog).await
+//! # }
+//! ```
+//!
+//! What a client sees:
+//!
+//! * **Listed tools**: every server and human tool of the catalog, sorted by
+//!   name. Client and provider tools are not listed and cannot be called:
+//!   their final behaviour happens in the agent's own client or at the model
+//!   provider, neither of which an MCP client is.
+//! * **Description**: the tool's description, then a blank line and
+//!   `Usage: ` with its usage text, since an MCP client shows the model only
+//!   the description and the usage is what tells the model when to call.
+//! * **Schemas**: `inputSchema` is the canonical schema ([`crate::Dialect::Mcp`])
+//!   with `"$schema"` naming JSON Schema 2020-12. `outputSchema` is the
+//!   tool's output schema, likewise, when that is an object schema (MCP
+//!   allows no other); otherwise it is omitted.
+//! * **Results**: a successful call carries the result JSON as text (a
+//!   string result as its text, unquoted), and as `structuredContent` when
+//!   the result is a JSON object (MCP wants an object there; non-object
+//!   results are never wrapped, so that `outputSchema` always describes
+//!   `structuredContent` as is). A tool that returns [`Content`] or
+//!   `Vec<Content>` gets its blocks (text, image, audio, embedded resource)
+//!   sent as they are instead.
+//! * **Errors**: every failure of a call the executor ran (invalid arguments,
+//!   a tool error, a time-out, cancellation, a refused approval) is a
+//!   successful JSON-RPC response with `isError: true`, the envelope's error
+//!   message as text and the error object (`code`, `message`, `details`) as
+//!   `structuredContent`, so the model can read it and retry. Only requests
+//!   that cannot be routed are JSON-RPC errors: an unknown (or unlisted) tool
+//!   name is `-32602` invalid params.
+//! * **Approvals** and **human tools** ask the person at the client through
+//!   MCP elicitation (see [`McpServer`]); a client that cannot elicit gets an
+//!   `isError` result saying so.
+//! * **Ids**: each call's `tool_call_id` is a fresh `mcp-<uuid>`, not the
+//!   JSON-RPC id: JSON-RPC ids restart with every session, and tools use the
+//!   call id as an idempotency key. The JSON-RPC id is in the tracing span.
+//! * **Progress**: when the request carries a progress token, the server
+//!   reports `0` when the call starts and, when it ends, the tool's last
+//!   total (else `1 of 1`) unless the tool got there itself; a tool can
+//!   report more through the [`Progress`] it finds in its context state.
+//!   Progress only ever increases (MCP requires it).
+//! * **Logging**: the server declares `logging`; `logging/setLevel` sets
+//!   the session's level (`info` until then), and a tool sends
+//!   `notifications/message` through the [`McpLog`] in its context state.
+//! * **Sampling**: when the client declared `sampling`, a tool finds a
+//!   [`Sampling`] in its context state to ask the client's LLM
+//!   (`sampling/createMessage`).
+
+mod content;
+mod elicit;
+mod handler;
+mod http;
+mod list;
+mod logging;
+mod progress;
+mod sampling;
+
+use std::net::SocketAddr;
+
+use rmcp::ServiceExt;
+use rmcp::model::NumberOrString;
+use rmcp::service::RoleServer;
+
+use crate::catalog::Catalog;
+use crate::context::ToolContext;
+use crate::executor::Executor;
+
+pub use content::{Content, ResourceContents};
+pub use handler::AptixMcpHandler;
+pub use http::HttpServer;
+pub use logging::{LogLevel, McpLog};
+pub use progress::Progress;
+pub use sampling::{Sampling, SamplingError};
+
+/// Why an MCP server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The listening socket could not be bound, or stdio failed.
+    #[error("MCP server I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The client did not complete the MCP `initialize` handshake.
+    #[error("the MCP client did not complete initialization: {0}")]
+    Initialize(String),
+    /// The server's task ended abnormally (it panicked or was aborted).
+    #[error("the MCP server task failed: {0}")]
+    Task(String),
+}
+
+/// The server: a catalog, the context its calls run in, and the HTTP
+/// options. Build it, then call one of the `serve_*` methods.
+///
+/// ```no_run
+/// # async fn run(catalog: aptix_core::Catalog) -> Result<(), aptix_core::mcp::McpError> {
+/// use aptix_core::mcp::McpServer;
+/// use aptix_core::ToolContext;
+///
+/// let server = McpServer::new(catalog).context(ToolContext::new().with_session_id("mcp"));
+/// let http = server.bind_http("127.0.0.1:0".parse().expect("an address")).await?;
+/// println!("listening on {}", http.url());
+/// http.wait().await
+/// # }
+/// ```
+///
+/// Approval-gated server tools ask the client (form elicitation with one
+/// boolean `approve` field; the message shows the validated arguments) and
+/// run only when the person accepts with `approve: true`; declining,
+/// cancelling or `approve: false` ends in a `denied` error result. Human
+/// tools ask with a form built from their output schema, which must be a
+/// flat object of primitive properties (what MCP elicitation allows); the
+/// answer is checked with [`crate::ToolDefinition::check_output`] and
+/// becomes the result. On protocol 2026-07-28 and later, where a server may
+/// no longer send requests to the client, both are asked with an
+/// `input_required` result (multi round-trip requests) instead; the
+/// client's retry must carry the answer, bound to the same arguments.
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    executor: Executor,
+    context: ToolContext,
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+}
+
+impl McpServer {
+    /// A server over `catalog` with an empty context, named `aptix`.
+    pub fn new(catalog: Catalog) -> Self {
+        Self::with_executor(Executor::new(catalog))
+    }
+
+    /// A server over an executor configured elsewhere (e.g. its default
+    /// time-out): the same executor an agent loop uses.
+    pub fn with_executor(executor: Executor) -> Self {
+        McpServer {
+            executor,
+            context: ToolContext::new(),
+            name: "aptix".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            instructions: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        }
+    }
+
+    /// The base context of every call: its state (pools, clients) and ids.
+    /// Each call gets its own id and a cancellation token that is cancelled
+    /// when the client cancels the request or when this context's token is.
+    pub fn context(mut self, context: ToolContext) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The name and version the server reports in `initialize`.
+    pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.name = name.into();
+        self.version = version.into();
+        self
+    }
+
+    /// Instructions the server reports in `initialize` (clients may put
+    /// them in the model's prompt).
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Also accepts HTTP requests whose `Host` is `host` (a name, or
+    /// `name:port`), e.g. the public name of a deployment behind a proxy.
+    /// Loopback names with the bound port are always accepted.
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into());
+        self
+    }
+
+    /// Also accepts HTTP requests from the browser origin `origin`
+    /// (`scheme://host:port`; `:*` for any port). Loopback origins with the
+    /// bound port are always accepted; requests without `Origin` always are.
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// The rmcp handler, for serving it on a transport of your own.
+    pub fn handler(&self) -> AptixMcpHandler {
+        AptixMcpHandler::new(self)
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects.
+    pub async fn serve_stdio(self) -> Result<(), McpError> {
+        self.serve_io(rmcp::transport::stdio()).await
+    }
+
+    /// Serves one client over any byte stream (a socket, a pipe,
+    /// `tokio::io::duplex`) or `(reader, writer)` pair until it disconnects.
+    pub async fn serve_io<T, E, A>(self, io: T) -> Result<(), McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let running = self
+            .handler()
+            .serve(io)
+            .await
+            .map_err(|error| McpError::Initialize(error.to_string()))?;
+        tracing::info!("MCP client connected");
+        let reason = running
+            .waiting()
+            .await
+            .map_err(|error| McpError::Task(error.to_string()))?;
+        tracing::info!(?reason, "MCP client disconnected");
+        Ok(())
+    }
+
+    /// Binds `addr` and serves Streamable HTTP at `/mcp` in a background
+    /// task; the handle tells the bound address (bind port 0 in tests).
+    pub async fn bind_http(self, addr: SocketAddr) -> Result<HttpServer, McpError> {
+        http::bind(self, addr).await
+    }
+
+    /// Serves Streamable HTTP at `http://{addr}/mcp` until the process ends
+    /// or the server fails.
+    pub async fn serve_http(self, addr: SocketAddr) -> Result<(), McpError> {
+        self.bind_http(addr).await?.wait().await
+    }
+}
+
+/// Serves every tool of `catalog` to one client over stdin/stdout, until
+/// the client disconnects.
+pub async fn serve_stdio(catalog: Catalog) -> Result<(), McpError> {
+    McpServer::new(catalog).serve_stdio().await
+}
+
+/// Serves every tool of `catalog` over Streamable HTTP at
+/// `http://{addr}/mcp`. Bind a loopback address (`127.0.0.1:PORT`) unless
+/// the server must be reachable from elsewhere; requests whose `Host` is
+/// not a loopback name with the bound port, or whose `Origin` is not a
+/// loopback origin, are refused with 403 (DNS-rebinding protection; see
+/// [`McpServer::allow_host`]).
+pub async fn serve_http(catalog: Catalog, addr: SocketAddr) -> Result<(), McpError> {
+    McpServer::new(catalog).serve_http(addr).await
+}
+
+/// The JSON-RPC id as text, for logs.
+fn request_id_text(id: &NumberOrString) -> String {
+    match id {
+        NumberOrString::Number(number) => number.to_string(),
+        NumberOrString::String(text) => text.to_string(),
+    }
+}

@@ -1,0 +1,113 @@
+//! Progress notifications of one call, kept monotonic.
+//!
+//! MCP requires the `progress` of a token to increase with every
+//! notification. The server reports the start and the end of a call, and a
+//! tool may report in between, so one shared record of what was sent
+//! decides what may still be sent: a report that would not increase is
+//! dropped, and the server's end report is only sent when it moves the
+//! progress forward (to the tool's own total when it gave one).
+
+use std::sync::Arc;
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RoleServer};
+
+/// What was sent for the token so far.
+#[derive(Debug, Default)]
+struct Sent {
+    /// The highest progress sent.
+    last: Option<f64>,
+    /// The last total a report named.
+    total: Option<f64>,
+}
+
+/// Progress reporting for the current MCP call, found in the tool's
+/// context state (`ctx.state::<aptix::mcp::Progress>()`) when the client
+/// asked for progress. Outside MCP, or without a progress token, there is
+/// none: tools should treat it as optional.
+///
+/// The server has already sent `0` ("started") when the tool runs, and
+/// sends a final report when it ends only if that increases the progress
+/// (the tool's last `total`, else `1 of 1`); so a tool that counts to its
+/// own total ends there.
+#[derive(Clone)]
+pub struct Progress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    /// Held across each send, so that concurrent reports go out in order.
+    sent: Arc<tokio::sync::Mutex<Sent>>,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("token", &self.token.0)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Progress {
+    pub(crate) fn new(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
+        Progress {
+            peer,
+            token,
+            sent: Arc::default(),
+        }
+    }
+
+    /// Sends a progress notification: `total` when known. `progress` must
+    /// be higher than every earlier report of this call (the server's
+    /// start report is `0`); a report that is not, or is not a finite
+    /// number, is dropped, since MCP requires progress to increase. A
+    /// failure to send is logged, not returned: progress is advisory and
+    /// must never fail a call.
+    pub async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let mut sent = self.sent.lock().await;
+        if !progress.is_finite() || sent.last.is_some_and(|last| progress <= last) {
+            tracing::debug!(
+                progress,
+                last = sent.last,
+                "progress report dropped: it does not increase"
+            );
+            return;
+        }
+        self.send(&mut sent, progress, total, message).await;
+    }
+
+    /// The server's report when the call starts.
+    pub(crate) async fn start(&self) {
+        self.report(0.0, None, Some("started".to_owned())).await;
+    }
+
+    /// The server's report when the call ends: the tool's total (else 1),
+    /// as done, when that is more than what was sent; otherwise nothing,
+    /// since a lower or equal value would break the order.
+    pub(crate) async fn finish(&self) {
+        let mut sent = self.sent.lock().await;
+        let end = sent.total.filter(|total| total.is_finite()).unwrap_or(1.0);
+        if sent.last.is_some_and(|last| end <= last) {
+            return;
+        }
+        self.send(&mut sent, end, Some(end), Some("finished".to_owned()))
+            .await;
+    }
+
+    async fn send(
+        &self,
+        sent: &mut Sent,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) {
+        let mut param = ProgressNotificationParam::new(self.token.clone(), progress);
+        param.total = total;
+        param.message = message;
+        sent.last = Some(progress);
+        if total.is_some() {
+            sent.total = total;
+        }
+        if let Err(error) = self.peer.notify_progress(param).await {
+            tracing::debug!(%error, "could not send a progress notification");
+        }
+    }
+}
