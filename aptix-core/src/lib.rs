@@ -46,7 +46,8 @@ pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema,
+    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput,
+    ToolOutputSchema,
 };
 
 #[doc(hidden)]

@@ -239,7 +239,10 @@ mod tests {
             seen.push(text_of(&repeating).await.unwrap_or_else(|e| panic!("{e}")));
         }
         assert_eq!(seen, ["a", "b", "a", "b", "a"]);
-        assert!(repeating.requests().is_empty(), "a repeating model records nothing");
+        assert!(
+            repeating.requests().is_empty(),
+            "a repeating model records nothing"
+        );
 
         let plain = ScriptedModel::new(turns);
         assert_eq!(text_of(&plain).await.ok().as_deref(), Some("a"));
