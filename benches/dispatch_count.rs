@@ -10,6 +10,8 @@
 //! done; done
 //! ```
 //! Instructions per call = (count at 40000 − count at 20000) / 20000.
+//! `$B size` prints the size of `execute`'s future (futures are copied as
+//! they are awaited, so its size shows up in the count).
 
 #[path = "../examples/hello_world.rs"]
 #[allow(dead_code)]
@@ -42,6 +44,13 @@ fn main() {
         .with_session_id("sess-1");
     let raw = r#"{"name":"Ada Lovelace"}"#;
     let call = ToolCall::new("call_1", "agent_hello_world", raw);
+    if side == "size" {
+        println!(
+            "execute future: {} bytes",
+            std::mem::size_of_val(&executor.execute(&call, &ctx))
+        );
+        return;
+    }
     let total = runtime.block_on(async {
         let mut total = 0usize;
         for _ in 0..n {

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::context::ToolContext;
 use crate::envelope::JsonText;
 use crate::error::ToolError;
+use crate::executor::RunFuture;
 use crate::schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 use crate::tool::{SourceLocation, Tool};
 use crate::validate::Rejection;
@@ -46,11 +47,7 @@ pub trait DynTool: Send + Sync + 'static {
     /// Validates `raw` and runs the server step: the function for the
     /// function form, validation alone for the struct form (the payload is
     /// then the validated arguments).
-    fn run<'a>(
-        &'a self,
-        raw: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonText, RunFailure>>;
+    fn run<'a>(&'a self, raw: &'a str, ctx: &'a ToolContext) -> RunFuture<'a>;
     /// Validates `raw` without running anything; the validated arguments are
     /// the payload shown to whoever approves the call.
     fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure>;

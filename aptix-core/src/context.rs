@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::envelope::envelope_tail;
 use crate::error::ToolError;
 
 /// The context handed to a tool function.
@@ -19,12 +20,36 @@ pub struct ToolContext {
     shared: Arc<Shared>,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Shared {
     conversation_id: Option<Arc<str>>,
     session_id: Option<Arc<str>>,
+    /// The two ids as the end of a result envelope's JSON, escaped once here
+    /// rather than for every call; kept in step by [`Shared::set_ids`].
+    envelope_tail: Box<str>,
     cancellation: CancellationToken,
     state: StateMap,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            conversation_id: None,
+            session_id: None,
+            envelope_tail: envelope_tail(None, None).into(),
+            cancellation: CancellationToken::default(),
+            state: StateMap::default(),
+        }
+    }
+}
+
+impl Shared {
+    fn set_ids(&mut self, conversation_id: Option<Arc<str>>, session_id: Option<Arc<str>>) {
+        self.envelope_tail =
+            envelope_tail(conversation_id.as_deref(), session_id.as_deref()).into();
+        self.conversation_id = conversation_id;
+        self.session_id = session_id;
+    }
 }
 
 type StateMap = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
@@ -50,13 +75,15 @@ impl ToolContext {
 
     /// Sets the conversation id (the seeds' ConversationId).
     pub fn with_conversation_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        Arc::make_mut(&mut self.shared).conversation_id = Some(id.into());
+        let shared = Arc::make_mut(&mut self.shared);
+        shared.set_ids(Some(id.into()), shared.session_id.clone());
         self
     }
 
     /// Sets the session id.
     pub fn with_session_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        Arc::make_mut(&mut self.shared).session_id = Some(id.into());
+        let shared = Arc::make_mut(&mut self.shared);
+        shared.set_ids(shared.conversation_id.clone(), Some(id.into()));
         self
     }
 
@@ -103,6 +130,12 @@ impl ToolContext {
             self.shared.conversation_id.clone(),
             self.shared.session_id.clone(),
         )
+    }
+
+    /// `,"conversation_id":…,"session_id":…}`: the end of the JSON of an
+    /// envelope carrying this context's ids.
+    pub(crate) fn envelope_tail(&self) -> &str {
+        &self.shared.envelope_tail
     }
 
     /// Cancelled when the caller cancels the run. Long-running tools should

@@ -15,68 +15,167 @@ use serde_json::value::RawValue;
 
 use crate::error::ErrorCode;
 
+/// The start of every successful envelope's JSON.
+const OK_PREFIX: &str = r#"{"ok":true,"result":"#;
+
 /// JSON text known to be valid: produced by serde_json, or checked when it
 /// came from elsewhere. Results are kept as text so that they are
-/// serialized exactly once and copied, not re-encoded, into the envelope.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct JsonText(String);
+/// serialized exactly once and never re-encoded.
+///
+/// The text is `buf[start..end]`. A result the executor produced sits after
+/// room for the opening of its envelope (`start` is then `OK_PREFIX.len()`
+/// and `buf` starts with `OK_PREFIX`; `start` is 0 otherwise), so that
+/// [`Envelope::ok`] completes the envelope's JSON around it in place: the
+/// result is written once and never copied.
+#[derive(Clone)]
+pub struct JsonText {
+    buf: String,
+    start: usize,
+    end: usize,
+}
 
 impl JsonText {
+    fn whole(text: String) -> Self {
+        let end = text.len();
+        JsonText {
+            buf: text,
+            start: 0,
+            end,
+        }
+    }
+
     /// Serializes `value`.
     pub fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
-        serde_json::to_string(value).map(JsonText)
+        serde_json::to_string(value).map(Self::whole)
+    }
+
+    /// Serializes `value` behind the opening of a successful envelope, with
+    /// `spare` more bytes reserved for its closing (the ids), so that
+    /// [`Envelope::ok`] finishes the envelope without copying the result.
+    pub(crate) fn for_envelope<T: Serialize + ?Sized>(
+        value: &T,
+        spare: usize,
+    ) -> Result<Self, serde_json::Error> {
+        // 128 bytes for the result, as `serde_json::to_string` starts with.
+        let mut bytes = Vec::with_capacity(OK_PREFIX.len() + 128 + spare);
+        bytes.extend_from_slice(OK_PREFIX.as_bytes());
+        serde_json::to_writer(&mut bytes, value)?;
+        // serde_json writes only UTF-8; checking costs little next to the
+        // serialization and needs no `unsafe`.
+        let buf = String::from_utf8(bytes).map_err(serde::ser::Error::custom)?;
+        let end = buf.len();
+        Ok(JsonText {
+            buf,
+            start: OK_PREFIX.len(),
+            end,
+        })
     }
 
     /// Checks that `text` is one JSON document.
     pub fn parse(text: impl Into<String>) -> Result<Self, serde_json::Error> {
         let text = text.into();
         serde_json::from_str::<serde::de::IgnoredAny>(&text)?;
-        Ok(JsonText(text))
+        Ok(Self::whole(text))
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.buf.get(self.start..self.end).unwrap_or_default()
     }
 
     /// The text, owned.
-    pub fn into_string(self) -> String {
-        self.0
+    pub fn into_string(mut self) -> String {
+        if self.start == 0 {
+            self.buf.truncate(self.end);
+            self.buf
+        } else {
+            self.as_str().to_owned()
+        }
     }
 
     /// The value, parsed.
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
     }
 
     /// The text parsed into `T`.
     pub fn parse_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(&self.0)
+        serde_json::from_str(self.as_str())
+    }
+
+    /// The complete JSON of a successful envelope with `ids` around this
+    /// result: in place when the result was serialized for an envelope.
+    fn into_envelope_json(self, ids: &EnvelopeIds, tail: Option<&str>) -> JsonText {
+        let JsonText {
+            mut buf,
+            start,
+            end,
+        } = self;
+        let ids = (
+            &*ids.tool_call_id,
+            ids.conversation_id.as_deref(),
+            ids.session_id.as_deref(),
+        );
+        let closing = closing_len(ids.0, ids.1, ids.2);
+        if start == OK_PREFIX.len() && buf.starts_with(OK_PREFIX) {
+            // Drops whatever followed the result (the closing of an
+            // envelope this result was taken from).
+            buf.truncate(end);
+            buf.reserve(closing);
+        } else {
+            let result = buf.get(start..end).unwrap_or_default();
+            let mut fresh = String::with_capacity(OK_PREFIX.len() + result.len() + closing);
+            fresh.push_str(OK_PREFIX);
+            fresh.push_str(result);
+            buf = fresh;
+        }
+        let end = buf.len();
+        push_closing(&mut buf, ids.0, ids.1, ids.2, tail);
+        JsonText {
+            buf,
+            start: OK_PREFIX.len(),
+            end,
+        }
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for JsonText {}
+
+impl std::hash::Hash for JsonText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
     }
 }
 
 impl From<Box<RawValue>> for JsonText {
     fn from(raw: Box<RawValue>) -> Self {
-        JsonText(String::from(Box::<str>::from(raw)))
+        JsonText::whole(String::from(Box::<str>::from(raw)))
     }
 }
 
 impl fmt::Debug for JsonText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Display for JsonText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl Serialize for JsonText {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // As raw JSON, so a JSON serializer copies the exact bytes.
-        let raw = RawValue::from_string(self.0.clone()).map_err(serde::ser::Error::custom)?;
+        let raw =
+            RawValue::from_string(self.as_str().to_owned()).map_err(serde::ser::Error::custom)?;
         raw.serialize(serializer)
     }
 }
@@ -84,7 +183,7 @@ impl Serialize for JsonText {
 impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(deserializer)?;
-        Ok(JsonText(value.to_string()))
+        Ok(JsonText::whole(value.to_string()))
     }
 }
 
@@ -99,7 +198,8 @@ pub struct Envelope {
 
 #[derive(Clone, PartialEq)]
 enum Body {
-    /// The serialized result.
+    /// The serialized result, inside the envelope's complete JSON (built
+    /// once, when the envelope is made: `to_json_string` then only copies it).
     Ok(JsonText),
     Err(EnvelopeError),
 }
@@ -159,7 +259,25 @@ impl Envelope {
         Self::from_parts(ids, Body::Err(error))
     }
 
+    /// A successful envelope for a call made with `ctx`, whose ids `ids`
+    /// are (the tail of the JSON is taken from the context, written once).
+    pub(crate) fn ok_in(ids: EnvelopeIds, result: JsonText, ctx: &crate::ToolContext) -> Self {
+        debug_assert_eq!(ids.conversation_id.as_deref(), ctx.conversation_id());
+        debug_assert_eq!(ids.session_id.as_deref(), ctx.session_id());
+        let result = result.into_envelope_json(&ids, Some(ctx.envelope_tail()));
+        Envelope {
+            tool_call_id: ids.tool_call_id,
+            conversation_id: ids.conversation_id,
+            session_id: ids.session_id,
+            body: Body::Ok(result),
+        }
+    }
+
     fn from_parts(ids: EnvelopeIds, body: Body) -> Self {
+        let body = match body {
+            Body::Ok(result) => Body::Ok(result.into_envelope_json(&ids, None)),
+            Body::Err(error) => Body::Err(error),
+        };
         Envelope {
             tool_call_id: ids.tool_call_id,
             conversation_id: ids.conversation_id,
@@ -218,38 +336,42 @@ impl Envelope {
 
     /// The envelope as compact JSON: what is sent to the model.
     ///
-    /// Written by hand into one buffer of the right size: this runs for every
-    /// tool call, and going through serde's map machinery cost more than the
-    /// tool call itself. The output is byte-identical to `serde_json::to_string`
-    /// of this envelope (a test checks that).
+    /// Written by hand: this runs for every tool call, and going through
+    /// serde's map machinery cost more than the tool call itself. A
+    /// successful envelope's JSON is written once, when it is made (the
+    /// executor serializes the result straight into it), so this copies it.
+    /// The output is byte-identical to `serde_json::to_string` of this
+    /// envelope (a test checks that).
     pub fn to_json_string(&self) -> String {
-        let ids = self.tool_call_id.len()
-            + self.conversation_id.as_deref().map_or(4, str::len)
-            + self.session_id.as_deref().map_or(4, str::len);
-        let mut out;
         match &self.body {
-            Body::Ok(result) => {
-                out = String::with_capacity(result.as_str().len() + ids + 80);
-                out.push_str(r#"{"ok":true,"result":"#);
-                out.push_str(result.as_str());
-            }
+            // Written when the envelope was made.
+            Body::Ok(result) => result.buf.clone(),
             Body::Err(error) => {
                 // Error envelopes are rare: serde is fine here, and it cannot
                 // fail for a code, a string and a `Value`.
                 let error = serde_json::to_string(error).unwrap_or_else(|_| String::from("null"));
-                out = String::with_capacity(error.len() + ids + 80);
+                let ids = (
+                    &*self.tool_call_id,
+                    self.conversation_id.as_deref(),
+                    self.session_id.as_deref(),
+                );
+                let mut out =
+                    String::with_capacity(error.len() + closing_len(ids.0, ids.1, ids.2) + 20);
                 out.push_str(r#"{"ok":false,"error":"#);
                 out.push_str(&error);
+                push_closing(&mut out, ids.0, ids.1, ids.2, None);
+                out
             }
         }
-        out.push_str(r#","tool_call_id":"#);
-        push_json_string(&mut out, &self.tool_call_id);
-        out.push_str(r#","conversation_id":"#);
-        push_optional_json_string(&mut out, self.conversation_id.as_deref());
-        out.push_str(r#","session_id":"#);
-        push_optional_json_string(&mut out, self.session_id.as_deref());
-        out.push('}');
-        out
+    }
+
+    /// Writes the envelope's JSON to `f` without building a new string
+    /// for a successful one.
+    fn write_json(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.body {
+            Body::Ok(result) => f.write_str(&result.buf),
+            Body::Err(_) => f.write_str(&self.to_json_string()),
+        }
     }
 
     /// The envelope as a `serde_json::Value`.
@@ -260,13 +382,13 @@ impl Envelope {
 
 impl fmt::Debug for Envelope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_json_string())
+        self.write_json(f)
     }
 }
 
 impl fmt::Display for Envelope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_json_string())
+        self.write_json(f)
     }
 }
 
@@ -330,12 +452,71 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Box<RawV
     Box::<RawValue>::deserialize(deserializer).map(Some)
 }
 
+/// The bytes a JSON string must escape: control characters, `"` and `\\`.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// The length of an envelope's closing (the ids) when no id needs escaping.
+pub(crate) fn closing_len(
+    tool_call_id: &str,
+    conversation_id: Option<&str>,
+    session_id: Option<&str>,
+) -> usize {
+    const NAMES: usize = r#","tool_call_id":"","conversation_id":"","session_id":""}"#.len();
+    NAMES
+        + tool_call_id.len()
+        + conversation_id.map_or(4, str::len)
+        + session_id.map_or(4, str::len)
+}
+
+/// Appends the ids and the closing brace of an envelope. `tail`, when
+/// given, is [`envelope_tail`] of the two other ids, already written.
+fn push_closing(
+    out: &mut String,
+    tool_call_id: &str,
+    conversation_id: Option<&str>,
+    session_id: Option<&str>,
+    tail: Option<&str>,
+) {
+    out.push_str(r#","tool_call_id":"#);
+    push_json_string(out, tool_call_id);
+    match tail {
+        Some(tail) => out.push_str(tail),
+        None => push_tail(out, conversation_id, session_id),
+    }
+}
+
+fn push_tail(out: &mut String, conversation_id: Option<&str>, session_id: Option<&str>) {
+    out.push_str(r#","conversation_id":"#);
+    push_optional_json_string(out, conversation_id);
+    out.push_str(r#","session_id":"#);
+    push_optional_json_string(out, session_id);
+    out.push('}');
+}
+
+/// `,"conversation_id":…,"session_id":…}`: how every envelope with these
+/// ids ends. A [`crate::ToolContext`] keeps it, so that the executor does
+/// not escape the same ids for every call.
+pub(crate) fn envelope_tail(conversation_id: Option<&str>, session_id: Option<&str>) -> String {
+    let mut tail = String::with_capacity(
+        closing_len("", conversation_id, session_id) - r#","tool_call_id":"""#.len(),
+    );
+    push_tail(&mut tail, conversation_id, session_id);
+    tail
+}
+
 /// Appends `text` as a JSON string, escaped exactly as serde_json does.
 fn push_json_string(out: &mut String, text: &str) {
-    let plain = text
-        .bytes()
-        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\');
-    if plain {
+    if !text.bytes().any(|byte| NEEDS_ESCAPE[usize::from(byte)]) {
         out.push('"');
         out.push_str(text);
         out.push('"');
@@ -355,6 +536,37 @@ fn push_optional_json_string(out: &mut String, text: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_result_serialized_for_an_envelope_is_completed_in_place() -> Result<(), serde_json::Error>
+    {
+        let result = JsonText::for_envelope(&serde_json::json!({"a": "é\"x"}), 0)?;
+        assert_eq!(result.as_str(), r#"{"a":"é\"x"}"#);
+        let envelope = Envelope::ok(ids("call\n1", Some("c")), result.clone());
+        assert_eq!(envelope.to_json_string(), serde_json::to_string(&envelope)?);
+        assert_eq!(envelope.result(), Some(&result));
+        // With the ids' JSON kept by a context.
+        let ctx = crate::ToolContext::new()
+            .with_session_id("s\"1")
+            .with_conversation_id("c\u{1}");
+        let ctx_ids = EnvelopeIds {
+            tool_call_id: "call_1".into(),
+            conversation_id: Some("c\u{1}".into()),
+            session_id: Some("s\"1".into()),
+        };
+        let in_ctx = Envelope::ok_in(ctx_ids, JsonText::for_envelope(&1, 0)?, &ctx);
+        assert_eq!(in_ctx.to_json_string(), serde_json::to_string(&in_ctx)?);
+        // A result taken out of one envelope and put into another.
+        let taken = envelope.result().cloned().map(JsonText::into_string);
+        assert_eq!(taken.as_deref(), Some(r#"{"a":"é\"x"}"#));
+        let again = Envelope::ok(
+            ids("other", None),
+            envelope.result().cloned().unwrap_or_else(|| result.clone()),
+        );
+        assert_eq!(again.to_json_string(), serde_json::to_string(&again)?);
+        assert_eq!(again.result(), Some(&result));
+        Ok(())
+    }
 
     fn ids(call: &str, conversation: Option<&str>) -> EnvelopeIds {
         EnvelopeIds {
@@ -383,6 +595,7 @@ mod tests {
         ];
         for envelope in cases {
             assert_eq!(envelope.to_json_string(), serde_json::to_string(&envelope)?);
+            assert_eq!(envelope.to_string(), envelope.to_json_string());
             let back: Envelope = serde_json::from_str(&envelope.to_json_string())?;
             assert_eq!(back, envelope);
         }

@@ -10,18 +10,20 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::marker::PhantomPinned;
+use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use serde_json::json;
 use tracing::Instrument;
 
 use crate::catalog::{BoxFuture, Catalog, DynTool, Entry, RunFailure};
 use crate::context::ToolContext;
-use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
+use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText, closing_len};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE, ToolError};
 use crate::schema::{DefinitionError, ToolDefinition};
 use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
@@ -174,33 +176,14 @@ impl Executor {
     ///
     /// Time limits need a Tokio runtime with timers enabled (the default of
     /// `#[tokio::main]`).
-    pub async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> Execution {
-        let (conversation_id, session_id) = ctx.shared_ids();
-        let ids = EnvelopeIds {
-            tool_call_id: call.id.clone(),
-            conversation_id,
-            session_id,
-        };
-        let Some(entry) = self.catalog.entry(&call.name) else {
-            return self.unknown_tool(call, ids);
-        };
-        let definition = entry.definition;
-        let span = tracing::info_span!(
-            "tool_call",
-            tool = definition.name(),
-            tool_call_id = &*call.id,
-            conversation_id = ctx.conversation_id().unwrap_or_default(),
-        );
-        let outcome = self
-            .dispatch(entry, call, ctx, ids, false)
-            .instrument(span)
-            .await;
-        Execution {
-            tool_call_id: call.id.clone(),
-            name: Cow::Borrowed(definition.name()),
-            executor: Some(definition.executor()),
-            outcome,
-        }
+    // Written out as `fn … -> impl Future` (what `async fn` means) so that
+    // the call's future is not wrapped, and copied, once more.
+    pub fn execute(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Execution> + Send {
+        self.execute_call(call, ctx, false)
     }
 
     /// Executes a call a person has approved: the approval gate is passed,
@@ -208,28 +191,27 @@ impl Executor {
     /// client. The arguments are validated again: an approver may have
     /// changed them. Tools without an approval gate behave as in
     /// [`Executor::execute`].
-    pub async fn execute_approved(&self, call: &ToolCall, ctx: &ToolContext) -> Execution {
-        let (conversation_id, session_id) = ctx.shared_ids();
-        let ids = EnvelopeIds {
-            tool_call_id: call.id.clone(),
-            conversation_id,
-            session_id,
-        };
+    pub fn execute_approved(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Execution> + Send {
+        self.execute_call(call, ctx, true)
+    }
+
+    async fn execute_call(&self, call: &ToolCall, ctx: &ToolContext, approved: bool) -> Execution {
         let Some(entry) = self.catalog.entry(&call.name) else {
-            return self.unknown_tool(call, ids);
+            return self.unknown_tool(call, envelope_ids(call, ctx));
         };
         let definition = entry.definition;
-        let span = tracing::info_span!(
-            "tool_call",
-            tool = definition.name(),
-            tool_call_id = &*call.id,
-            conversation_id = ctx.conversation_id().unwrap_or_default(),
-            approved = true,
-        );
-        let outcome = self
-            .dispatch(entry, call, ctx, ids, true)
-            .instrument(span)
-            .await;
+        let outcome = match call_span(definition, call, ctx, approved) {
+            None => self.dispatch(entry, call, ctx, approved).await,
+            // Boxed, and only when a subscriber listens: the future of every
+            // call stays small (futures are copied as they are awaited).
+            Some(span) => {
+                Box::pin(self.dispatch(entry, call, ctx, approved).instrument(span)).await
+            }
+        };
         Execution {
             tool_call_id: call.id.clone(),
             name: Cow::Borrowed(definition.name()),
@@ -243,7 +225,6 @@ impl Executor {
         entry: Entry,
         call: &ToolCall,
         ctx: &ToolContext,
-        ids: EnvelopeIds,
         approved: bool,
     ) -> Outcome {
         let definition = entry.definition;
@@ -255,25 +236,53 @@ impl Executor {
         let mode = (definition.executor(), approval);
         let result = match mode {
             (ExecutorKind::Provider, _) => return Outcome::PassThrough,
-            // Approval comes before any server code runs: only validate now,
-            // so that an approver sees valid arguments and nothing happens
-            // until they agree.
-            (ExecutorKind::Server | ExecutorKind::Client, Approval::RequiresApproval) => {
+            // A gated server tool's code is the action itself: only validate
+            // before the approval. (A gated client tool's preflight runs
+            // first, since it only shapes the payload the approver sees and
+            // the client then executes; it may also refuse the call.)
+            (ExecutorKind::Server, Approval::RequiresApproval) => {
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
                     entry.tool.validate_only(&call.arguments)
                 }))
                 .map_err(Guarded::Panicked)
                 .and_then(|inner| inner.map_err(Guarded::Failed))
             }
-            _ => self.guarded_run(entry, call, ctx).await,
+            _ => {
+                // The guarded run, written out here rather than awaited as a
+                // future of its own: one less future to copy per call.
+                let token = ctx.cancellation();
+                if token.is_cancelled() {
+                    Err(Guarded::Cancelled)
+                } else {
+                    let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
+                    let mut run = std::pin::pin!(entry.tool.run(&call.arguments, &call_ctx));
+                    // Most calls finish without waiting on anything: poll once
+                    // before arming a timer and a cancellation listener, which
+                    // cost more than such a call. A call that does wait gets
+                    // both, from here on; a limit can only interrupt a tool at
+                    // an await point in any case.
+                    match std::future::poll_fn(|cx| Poll::Ready(poll_caught(run.as_mut(), cx)))
+                        .await
+                    {
+                        Poll::Ready(result) => settle(result),
+                        // Boxed so that the slow path's timer and listener do
+                        // not make the future of every call bigger.
+                        Poll::Pending => {
+                            let limit = definition.timeout().or(self.default_timeout);
+                            Box::pin(wait_guarded(run.as_mut(), token, limit)).await
+                        }
+                    }
+                }
+            }
         };
+        let ids = envelope_ids(call, ctx);
         let payload = match result {
             Ok(payload) => payload,
             Err(failure) => return Outcome::Final(failure_envelope(definition, ids, failure)),
         };
         let (reason, then) = match mode {
             (ExecutorKind::Server, Approval::Auto) => {
-                return Outcome::Final(Envelope::ok(ids, payload));
+                return Outcome::Final(Envelope::ok_in(ids, payload, ctx));
             }
             (ExecutorKind::Provider, _) => return Outcome::PassThrough,
             (ExecutorKind::Server, Approval::RequiresApproval) => (AwaitReason::Approval, None),
@@ -288,47 +297,6 @@ impl Executor {
             then,
             payload,
         })
-    }
-
-    async fn guarded_run(
-        &self,
-        entry: Entry,
-        call: &ToolCall,
-        ctx: &ToolContext,
-    ) -> Result<JsonText, Guarded> {
-        let token = ctx.cancellation();
-        if token.is_cancelled() {
-            return Err(Guarded::Cancelled);
-        }
-        let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
-        let run = AssertUnwindSafe(entry.tool.run(&call.arguments, &call_ctx)).catch_unwind();
-        let mut run = std::pin::pin!(run);
-        let settle =
-            |result: Result<Result<JsonText, RunFailure>, Box<dyn Any + Send>>| match result {
-                Ok(inner) => inner.map_err(Guarded::Failed),
-                Err(panic) => Err(Guarded::Panicked(panic)),
-            };
-        // Most calls finish without waiting on anything: poll once before
-        // arming a timer and a cancellation listener, which cost more than
-        // such a call. A call that does wait gets both, from here on; a
-        // limit can only interrupt a tool at an await point in any case.
-        let first = std::future::poll_fn(|cx| Poll::Ready(run.as_mut().poll(cx))).await;
-        if let Poll::Ready(result) = first {
-            return settle(result);
-        }
-        let cancellable = async {
-            tokio::select! {
-                biased;
-                result = &mut run => settle(result),
-                () = token.cancelled() => Err(Guarded::Cancelled),
-            }
-        };
-        match entry.definition.timeout().or(self.default_timeout) {
-            Some(limit) => tokio::time::timeout(limit, cancellable)
-                .await
-                .unwrap_or(Err(Guarded::TimedOut(limit))),
-            None => cancellable.await,
-        }
     }
 
     fn unknown_tool(&self, call: &ToolCall, ids: EnvelopeIds) -> Execution {
@@ -363,6 +331,53 @@ impl Executor {
     }
 }
 
+/// The `tool_call` span of one call, carrying the tool name, the call id and
+/// the conversation id.
+///
+/// `None` when no subscriber wants `INFO` spans: building and entering a
+/// disabled span still costs a good share of a small call, and more when
+/// another crate turns on tracing's `log` feature (the span then reports
+/// itself to the `log` crate, which nobody reads without a subscriber).
+fn call_span(
+    definition: &ToolDefinition,
+    call: &ToolCall,
+    ctx: &ToolContext,
+    approved: bool,
+) -> Option<tracing::Span> {
+    let wanted = tracing::Level::INFO <= tracing::level_filters::LevelFilter::current();
+    if !wanted {
+        return None;
+    }
+    let conversation_id = ctx.conversation_id().unwrap_or_default();
+    let span = if approved {
+        tracing::info_span!(
+            "tool_call",
+            tool = definition.name(),
+            tool_call_id = &*call.id,
+            conversation_id,
+            approved = true,
+        )
+    } else {
+        tracing::info_span!(
+            "tool_call",
+            tool = definition.name(),
+            tool_call_id = &*call.id,
+            conversation_id,
+        )
+    };
+    Some(span)
+}
+
+/// The ids of the envelope of `call`.
+fn envelope_ids(call: &ToolCall, ctx: &ToolContext) -> EnvelopeIds {
+    let (conversation_id, session_id) = ctx.shared_ids();
+    EnvelopeIds {
+        tool_call_id: call.id.clone(),
+        conversation_id,
+        session_id,
+    }
+}
+
 /// The available name nearest to `wanted`, if it is near enough to be a
 /// typo (edit distance at most a third of the name, and at most 3).
 fn closest_name<'a>(wanted: &str, available: &[&'a str]) -> Option<&'a str> {
@@ -393,6 +408,50 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
         previous = current;
     }
     previous[b.len()]
+}
+
+/// Polls `run` once, catching a panic (what `catch_unwind` on the future
+/// would do, without moving the future into a wrapper).
+fn poll_caught(
+    run: Pin<&mut RunFuture<'_>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<RunResult, Box<dyn Any + Send>>> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| run.poll(cx))) {
+        Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
+        Ok(Poll::Pending) => Poll::Pending,
+        Err(panic) => Poll::Ready(Err(panic)),
+    }
+}
+
+fn settle(
+    result: Result<Result<JsonText, RunFailure>, Box<dyn Any + Send>>,
+) -> Result<JsonText, Guarded> {
+    match result {
+        Ok(inner) => inner.map_err(Guarded::Failed),
+        Err(panic) => Err(Guarded::Panicked(panic)),
+    }
+}
+
+/// The rest of a call that did not finish on its first poll: under its
+/// time limit, and stopped by cancellation.
+async fn wait_guarded(
+    mut run: Pin<&mut RunFuture<'_>>,
+    token: &tokio_util::sync::CancellationToken,
+    limit: Option<Duration>,
+) -> Result<JsonText, Guarded> {
+    let cancellable = async {
+        tokio::select! {
+            biased;
+            result = std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx)) => settle(result),
+            () = token.cancelled() => Err(Guarded::Cancelled),
+        }
+    };
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, cancellable)
+            .await
+            .unwrap_or(Err(Guarded::TimedOut(limit))),
+        None => cancellable.await,
+    }
 }
 
 /// Every way a guarded run can fail.
@@ -520,12 +579,8 @@ impl<T: ToolFn> DynTool for FnTool<T> {
         T::definition()
     }
 
-    fn run<'a>(
-        &'a self,
-        raw: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonText, RunFailure>> {
-        Box::pin(async move {
+    fn run<'a>(&'a self, raw: &'a str, ctx: &'a ToolContext) -> RunFuture<'a> {
+        RunFuture::new(async move {
             let definition = definition_of::<T>()?;
             let args: <T::Args as ToolArgs>::Serde = definition
                 .validator()
@@ -533,7 +588,8 @@ impl<T: ToolFn> DynTool for FnTool<T> {
                 .map_err(RunFailure::Rejected)?;
             let output = T::call(args.into(), ctx).await.map_err(RunFailure::Tool)?;
             let output = <T::Returned as ToolOutput>::Serde::from(output);
-            JsonText::from_serialize(&output)
+            let spare = closing_len(ctx.tool_call_id(), ctx.conversation_id(), ctx.session_id());
+            JsonText::for_envelope(&output, spare)
                 .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
         })
     }
@@ -556,15 +612,211 @@ impl<T: Tool> DynTool for SchemaOnlyTool<T> {
         T::definition()
     }
 
-    fn run<'a>(
-        &'a self,
-        raw: &'a str,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonText, RunFailure>> {
-        Box::pin(async move { validated_payload::<T>(raw) })
+    fn run<'a>(&'a self, raw: &'a str, _ctx: &'a ToolContext) -> RunFuture<'a> {
+        RunFuture::new(async move { validated_payload::<T>(raw) })
     }
 
     fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure> {
         validated_payload::<T>(raw)
+    }
+}
+
+/// What a tool run ends in.
+type RunResult = Result<JsonText, RunFailure>;
+
+/// The most bytes a tool's future may take to be stored inline. The future
+/// of `agent_hello_world` (validation, the function, serialization) takes
+/// 112; every byte here also makes the executor's own future bigger, and
+/// futures are copied as they are awaited, so it is not larger.
+const INLINE_FUTURE: usize = 128;
+
+/// Room for one future, aligned for anything but over-aligned types.
+#[repr(C, align(16))]
+struct InlineSlot(MaybeUninit<[u8; INLINE_FUTURE]>);
+
+/// The future of one type-erased tool run ([`DynTool::run`]).
+///
+/// Like a `Pin<Box<dyn Future + Send>>`, but a future of at most
+/// `INLINE_FUTURE` bytes (validation, a typical tool function and the
+/// serialization of its result) is stored inside this value instead of a
+/// new heap allocation: on the dispatch hot path, the allocation and its
+/// freeing cost as much as the rest of the executor's bookkeeping. Larger
+/// (or over-aligned) futures are boxed as before.
+pub struct RunFuture<'a> {
+    repr: Repr<'a>,
+    /// An inline future may point into itself once polled: never move it.
+    _pinned: PhantomPinned,
+    /// The auto traits and lifetime of the boxed form: `Send`, not `Sync`.
+    _like: PhantomData<BoxFuture<'a, RunResult>>,
+}
+
+enum Repr<'a> {
+    Inline {
+        slot: InlineSlot,
+        /// `poll_inline::<F>` for the `F` in `slot`.
+        poll: unsafe fn(*mut (), &mut Context<'_>) -> Poll<RunResult>,
+        /// `drop_inline::<F>` for the `F` in `slot`.
+        drop: unsafe fn(*mut ()),
+    },
+    Boxed(BoxFuture<'a, RunResult>),
+}
+
+impl<'a> RunFuture<'a> {
+    /// Erases `future`, inline when it fits.
+    pub fn new<F: Future<Output = RunResult> + Send + 'a>(future: F) -> Self {
+        let repr = if size_of::<F>() <= size_of::<InlineSlot>()
+            && align_of::<F>() <= align_of::<InlineSlot>()
+        {
+            let mut slot = InlineSlot(MaybeUninit::uninit());
+            // SAFETY: the slot is large and aligned enough for an `F` (checked
+            // just above), and it is uninitialized, so nothing is overwritten.
+            // From here on the slot holds a live `F` until `Drop` drops it;
+            // `poll` and `drop` are the functions for exactly this `F`.
+            unsafe { slot.0.as_mut_ptr().cast::<F>().write(future) };
+            Repr::Inline {
+                slot,
+                poll: poll_inline::<F>,
+                drop: drop_inline::<F>,
+            }
+        } else {
+            Repr::Boxed(Box::pin(future))
+        };
+        RunFuture {
+            repr,
+            _pinned: PhantomPinned,
+            _like: PhantomData,
+        }
+    }
+}
+
+/// # Safety
+/// `slot` points to a live `F` that stays where it is until it is dropped.
+unsafe fn poll_inline<F: Future<Output = RunResult>>(
+    slot: *mut (),
+    cx: &mut Context<'_>,
+) -> Poll<RunResult> {
+    // SAFETY: the caller guarantees a live `F` that is never moved again:
+    // pinning it is sound.
+    let future = unsafe { Pin::new_unchecked(&mut *slot.cast::<F>()) };
+    future.poll(cx)
+}
+
+/// # Safety
+/// `slot` points to a live `F`, never used again afterwards.
+unsafe fn drop_inline<F>(slot: *mut ()) {
+    // SAFETY: the caller guarantees a live `F`, dropped exactly once.
+    unsafe { slot.cast::<F>().drop_in_place() }
+}
+
+impl Future for RunFuture<'_> {
+    type Output = RunResult;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunResult> {
+        // SAFETY: nothing is moved out of `self`: the inline future is
+        // polled where it is (`RunFuture` is `!Unpin`, so a pinned one never
+        // moves again until it is dropped, and `Drop` drops the future in
+        // place).
+        let this = unsafe { self.get_unchecked_mut() };
+        match &mut this.repr {
+            Repr::Inline { slot, poll, .. } => {
+                // SAFETY: `new` put a live `F` in the slot and chose `poll`
+                // for it; it stays there, pinned, until `Drop`.
+                unsafe { poll(slot.0.as_mut_ptr().cast(), cx) }
+            }
+            Repr::Boxed(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl Drop for RunFuture<'_> {
+    fn drop(&mut self) {
+        if let Repr::Inline { slot, drop, .. } = &mut self.repr {
+            // SAFETY: `new` put a live `F` in the slot and chose `drop` for
+            // it; this is the one place it is dropped, and the slot is not
+            // used afterwards.
+            unsafe { drop(slot.0.as_mut_ptr().cast()) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod run_future_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts its drops; pending on its first poll, ready on the second.
+    struct Probe<'a> {
+        drops: &'a AtomicUsize,
+        polled: bool,
+        ballast: [u8; 8],
+    }
+
+    impl Future for Probe<'_> {
+        type Output = RunResult;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunResult> {
+            if self.polled {
+                let text = JsonText::from_serialize(&self.ballast[0]);
+                Poll::Ready(text.map_err(|e| RunFailure::Tool(ToolError::internal(e))))
+            } else {
+                self.polled = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    }
+
+    impl Drop for Probe<'_> {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn is_inline(future: &RunFuture<'_>) -> bool {
+        matches!(future.repr, Repr::Inline { .. })
+    }
+
+    #[tokio::test]
+    async fn small_futures_run_inline_and_are_dropped_once() {
+        let drops = AtomicUsize::new(0);
+        let future = RunFuture::new(Probe {
+            drops: &drops,
+            polled: false,
+            ballast: [7; 8],
+        });
+        assert!(is_inline(&future));
+        let result = future.await;
+        assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("7"));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+        // Dropped while pending, after the first poll.
+        let future = RunFuture::new(Probe {
+            drops: &drops,
+            polled: false,
+            ballast: [0; 8],
+        });
+        {
+            let mut future = std::pin::pin!(future);
+            let waker = futures_util::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            assert!(future.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn large_futures_are_boxed() {
+        let big = [1u8; 4 * INLINE_FUTURE];
+        let future = RunFuture::new(async move {
+            tokio::task::yield_now().await;
+            JsonText::from_serialize(&big.iter().map(|&b| u32::from(b)).sum::<u32>())
+                .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
+        });
+        assert!(!is_inline(&future));
+        let result = future.await;
+        assert_eq!(
+            result.ok().map(JsonText::into_string).as_deref(),
+            Some("512")
+        );
     }
 }

@@ -980,15 +980,46 @@ impl Agent {
                     .transpose()?,
                 _ => None,
             };
-            let arguments = match resolution {
-                Some(Resolution::Approve) => approval.arguments.clone(),
-                Some(Resolution::ApproveWithArgs(arguments)) => arguments.to_string(),
+            let (arguments, changed) = match resolution {
+                Some(Resolution::Approve) => (approval.arguments.clone(), false),
+                Some(Resolution::ApproveWithArgs(arguments)) => (arguments.to_string(), true),
                 _ => return self.settle_wait(conversation, ledger, call, approval, &error),
             };
-            // Approved: run the server step now, recorded like any other.
             let call_now = tool_call(arguments);
+            let client = self
+                .inner
+                .executor
+                .catalog()
+                .get(&call.name)
+                .is_some_and(|definition| definition.executor() == ExecutorKind::Client);
+            if !client {
+                // Approved: run the server step now, recorded like any other.
+                return self
+                    .execute_recorded(&call_now, context, ledger, true)
+                    .await;
+            }
+            // An approved client call goes to the client: with the payload
+            // its preflight shaped before the approval, or, for changed
+            // arguments, with a payload shaped from them now (preflights
+            // only shape, so running one again is harmless).
+            let outcome = if changed {
+                self.inner
+                    .executor
+                    .execute_approved(&call_now, context)
+                    .await
+                    .outcome
+            } else {
+                let payload = JsonText::parse(approval.payload.clone()).map_err(|error| {
+                    StoreError::Corrupt(format!("payload of `{}`: {error}", call.id))
+                })?;
+                Outcome::Awaiting(Awaiting {
+                    reason: AwaitReason::Client,
+                    then: None,
+                    payload,
+                })
+            };
             return self
-                .execute_recorded(&call_now, context, ledger, true)
+                .record_outcome(&call_now, &conversation.id, ledger, outcome)
                 .await;
         }
         // Never recorded: the run stopped between saving the model's turn
