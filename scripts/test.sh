@@ -26,6 +26,10 @@ APTIX_TEST_PG_URL="$(./scripts/pg-server.sh start)"
 export APTIX_TEST_PG_URL
 echo "PostgreSQL at $APTIX_TEST_PG_URL"
 
+echo "== MCP Python client (PyPI mcp, pinned in tests/mcp_python/requirements.txt; venv cached)"
+APTIX_TEST_MCP_PYTHON="$(./scripts/mcp-python.sh)"
+export APTIX_TEST_MCP_PYTHON
+
 echo "== cargo test (unit, integration, trybuild UI, examples, benches in test mode)"
 cargo test --workspace --all-targets --locked
 

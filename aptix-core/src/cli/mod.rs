@@ -366,9 +366,12 @@ impl Cli {
     /// status. For a `main` that already runs in a Tokio runtime
     /// (`#[tokio::main]`); otherwise use [`Cli::main`].
     pub async fn run_process(&self) -> ExitCode {
-        let stdin = std::io::stdin();
-        let mut stdin = stdin.lock();
-        let mut stdout = std::io::stdout().lock();
+        // Unlocked handles (each call locks briefly): `mcp` serves stdio
+        // through Tokio, whose reads and writes take the same std locks, so
+        // holding them for the whole run would deadlock it. This reader
+        // buffers only what a command itself reads, never what `mcp` serves.
+        let mut stdin = std::io::BufReader::new(std::io::stdin());
+        let mut stdout = std::io::stdout();
         let mut stderr = std::io::stderr();
         let result = self
             .run(std::env::args_os(), &mut stdin, &mut stdout, &mut stderr)
