@@ -8,6 +8,7 @@
 //! persists it, or hands it to the next run.
 
 pub mod durable;
+mod ledger;
 pub mod redact;
 pub mod resolve;
 pub mod transcript;
@@ -37,7 +38,8 @@ use crate::model::{
 };
 use crate::schema::DialectError;
 use crate::store::Store;
-use durable::{Durable, DurableSettings, Ledger, ResultText};
+use durable::{Durable, DurableSettings};
+use ledger::{Ledger, ResultText};
 
 /// The events of one run. Boxed so that it is `Unpin`: `while let Some(event)
 /// = events.next().await` works without pinning it first.

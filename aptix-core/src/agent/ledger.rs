@@ -1,0 +1,570 @@
+//! The ledger side of a durable run: every call recorded before it runs,
+//! every wait recorded with its deadline, and, before each model turn, the
+//! ledger turned back into results ([`Agent::settle`]): approvals run,
+//! denials, expiries, client and human answers, and calls a crash
+//! interrupted (re-run only when the tool is idempotent).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::durable::{Durable, millis, now_ms};
+use super::resolve::Resolution;
+use super::{Agent, AgentEvent, CallResult, Conversation, SuspendedCall, redact};
+use crate::context::ToolContext;
+use crate::envelope::{Envelope, EnvelopeIds, JsonText};
+use crate::error::ErrorCode;
+use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
+use crate::model::{AssistantToolCall, Message};
+use crate::store::{CallRecord, CallState, Step, StoreError};
+use crate::tool::{Approval, ExecutorKind};
+
+/// The ledger a durable run writes through. Copied into the run loop.
+#[derive(Clone, Copy)]
+pub(crate) struct Ledger<'a> {
+    pub(crate) durable: &'a Durable,
+}
+
+/// A finished call's result as the transcript and the events need it.
+pub(crate) struct ResultText {
+    pub(crate) json: String,
+    pub(crate) ok: bool,
+}
+
+impl ResultText {
+    pub(crate) fn from_envelope(envelope: &Envelope) -> Self {
+        ResultText {
+            json: envelope.to_json_string(),
+            ok: envelope.is_ok(),
+        }
+    }
+
+    fn from_stored(json: String) -> Self {
+        let ok = serde_json::from_str::<Value>(&json)
+            .ok()
+            .and_then(|value| value.get("ok").and_then(Value::as_bool))
+            .unwrap_or(false);
+        ResultText { json, ok }
+    }
+
+    pub(crate) fn to_value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or_else(|_| Value::String(self.json.clone()))
+    }
+}
+
+fn step_for(reason: AwaitReason) -> Step {
+    match reason {
+        AwaitReason::Approval => Step::Approval,
+        AwaitReason::Client => Step::Client,
+        AwaitReason::Human => Step::Human,
+    }
+}
+
+fn humanize(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0 => format!("{}ms", duration.as_millis()),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+impl Agent {
+    /// Turns the ledger into results for every unanswered call of the last
+    /// assistant turn: recorded results, approvals (running the approved
+    /// server call, or preparing the approved client call), denials,
+    /// expiries, client and human answers, and calls a crash interrupted.
+    /// Returns the events of the results it added, and the calls still
+    /// waiting.
+    pub(crate) async fn settle(
+        &self,
+        conversation: &mut Conversation,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+    ) -> Result<(Vec<AgentEvent>, Vec<SuspendedCall>), StoreError> {
+        let unanswered = unanswered_calls(conversation);
+        if unanswered.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let records = ledger.durable.store.calls(&conversation.id).await?;
+        let mut events = Vec::new();
+        let mut waiting = Vec::new();
+        for call in unanswered {
+            let of_call: Vec<&CallRecord> = records
+                .iter()
+                .filter(|record| record.tool_call_id == call.id)
+                .collect();
+            let settled = self
+                .settle_call(conversation, context, ledger, &call, &of_call)
+                .await?;
+            match settled {
+                CallResult::Finished(result) => {
+                    events.push(AgentEvent::ToolCallResult {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        envelope: redact::redacted_envelope(
+                            result.to_value(),
+                            self.redactions(&call.name),
+                        ),
+                    });
+                    conversation.messages.push(Message::Tool {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: result.json,
+                        is_error: !result.ok,
+                    });
+                }
+                CallResult::Suspended(awaiting) => waiting.push(SuspendedCall {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    awaiting,
+                }),
+            }
+        }
+        Ok((events, waiting))
+    }
+
+    async fn settle_call(
+        &self,
+        conversation: &Conversation,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        call: &AssistantToolCall,
+        records: &[&CallRecord],
+    ) -> Result<CallResult, StoreError> {
+        let find = |step: Step| records.iter().copied().find(|record| record.step == step);
+        let ids = || self.ids_for(conversation, &call.id);
+        let error = |code: ErrorCode, message: String| {
+            CallResult::Finished(ResultText::from_envelope(&Envelope::error(
+                ids(),
+                code,
+                message,
+            )))
+        };
+        let tool_call =
+            |arguments: String| ToolCall::new(call.id.as_str(), call.name.as_str(), arguments);
+
+        if let Some(execution) = find(Step::Execution) {
+            match (execution.state, &execution.outcome) {
+                (CallState::Done, Some(envelope)) => {
+                    return Ok(CallResult::Finished(ResultText::from_stored(
+                        envelope.clone(),
+                    )));
+                }
+                (CallState::Executing, _) => {
+                    return self
+                        .recover_interrupted(conversation, context, ledger, call, execution)
+                        .await;
+                }
+                (CallState::Cancelled, _) => {
+                    return Ok(error(ErrorCode::Cancelled, interrupted_message(&call.name)));
+                }
+                // Done without an envelope: a client call's server step; its
+                // client wait below decides.
+                _ => {}
+            }
+        }
+        for step in [Step::Client, Step::Human] {
+            if let Some(record) = find(step) {
+                return self.settle_wait(conversation, ledger, call, record, &error);
+            }
+        }
+        if let Some(approval) = find(Step::Approval) {
+            let resolution = match approval.state {
+                CallState::Resolved => approval
+                    .outcome
+                    .as_deref()
+                    .map(Resolution::decode)
+                    .transpose()?,
+                _ => None,
+            };
+            let (arguments, changed) = match resolution {
+                Some(Resolution::Approve) => (approval.arguments.clone(), false),
+                Some(Resolution::ApproveWithArgs(arguments)) => (arguments.to_string(), true),
+                _ => return self.settle_wait(conversation, ledger, call, approval, &error),
+            };
+            let call_now = tool_call(arguments);
+            let client = self
+                .inner
+                .executor
+                .catalog()
+                .get(&call.name)
+                .is_some_and(|definition| definition.executor() == ExecutorKind::Client);
+            if !client {
+                // Approved: run the server step now, recorded like any other.
+                return self
+                    .execute_recorded(&call_now, context, ledger, true)
+                    .await;
+            }
+            // An approved client call goes to the client: with the payload
+            // its preflight shaped before the approval, or, for changed
+            // arguments, with a payload shaped from them now (preflights
+            // only shape, so running one again is harmless).
+            let outcome = if changed {
+                self.inner
+                    .executor
+                    .execute_approved(&call_now, context)
+                    .await
+                    .outcome
+            } else {
+                let payload = JsonText::parse(approval.payload.clone()).map_err(|error| {
+                    StoreError::Corrupt(format!("payload of `{}`: {error}", call.id))
+                })?;
+                Outcome::Awaiting(Awaiting {
+                    reason: AwaitReason::Client,
+                    then: None,
+                    payload,
+                })
+            };
+            return self
+                .record_outcome(&call_now, &conversation.id, ledger, outcome)
+                .await;
+        }
+        // Never recorded: the run stopped between saving the model's turn
+        // and executing it. Nothing ran, so run it now.
+        let call_now = tool_call(call.arguments.clone());
+        self.execute_recorded(&call_now, context, ledger, false)
+            .await
+    }
+
+    /// The result of a wait that has not led to an execution: pending,
+    /// expired, denied, or answered.
+    fn settle_wait(
+        &self,
+        conversation: &Conversation,
+        ledger: Ledger<'_>,
+        call: &AssistantToolCall,
+        record: &CallRecord,
+        error: &dyn Fn(ErrorCode, String) -> CallResult,
+    ) -> Result<CallResult, StoreError> {
+        let resolution = match record.state {
+            CallState::Pending => {
+                let then =
+                    (record.step == Step::Approval
+                        && self.inner.executor.catalog().get(&record.tool).is_some_and(
+                            |definition| definition.executor() == ExecutorKind::Client,
+                        ))
+                    .then_some(AwaitReason::Client);
+                let reason = match record.step {
+                    Step::Approval => AwaitReason::Approval,
+                    Step::Client => AwaitReason::Client,
+                    _ => AwaitReason::Human,
+                };
+                let payload = JsonText::parse(record.payload.clone()).map_err(|error| {
+                    StoreError::Corrupt(format!("payload of `{}`: {error}", record.tool_call_id))
+                })?;
+                return Ok(CallResult::Suspended(Awaiting {
+                    reason,
+                    then,
+                    payload,
+                }));
+            }
+            CallState::Expired => {
+                let waited = record
+                    .deadline
+                    .map(|deadline| {
+                        Duration::from_millis(
+                            u64::try_from(deadline - record.created_at).unwrap_or(0),
+                        )
+                    })
+                    .unwrap_or_else(|| self.wait_timeout(ledger.durable, &record.tool));
+                let message = match record.step {
+                    Step::Approval => format!(
+                        "Nobody approved the call to `{}` within {}, so it was not run.",
+                        call.name,
+                        humanize(waited)
+                    ),
+                    Step::Client => format!(
+                        "The client did not run `{}` within {} (no client was attached to the conversation, or it did not answer), so there is no result.",
+                        call.name,
+                        humanize(waited)
+                    ),
+                    _ => format!(
+                        "Nobody answered `{}` within {}, so there is no answer.",
+                        call.name,
+                        humanize(waited)
+                    ),
+                };
+                return Ok(error(ErrorCode::Timeout, message));
+            }
+            CallState::Resolved => record
+                .outcome
+                .as_deref()
+                .map(Resolution::decode)
+                .transpose()?,
+            _ => None,
+        };
+        Ok(match resolution {
+            Some(Resolution::Deny { message }) => error(ErrorCode::Denied, message),
+            Some(Resolution::Result(value)) => {
+                let text = JsonText::from_serialize(&value).map_err(|error| {
+                    StoreError::Corrupt(format!("result of `{}`: {error}", record.tool_call_id))
+                })?;
+                CallResult::Finished(ResultText::from_envelope(&Envelope::ok(
+                    self.ids_for(conversation, &call.id),
+                    text,
+                )))
+            }
+            _ => error(
+                ErrorCode::Cancelled,
+                format!(
+                    "The call to `{}` was abandoned before it finished.",
+                    call.name
+                ),
+            ),
+        })
+    }
+
+    /// A server step that was executing when its process stopped.
+    async fn recover_interrupted(
+        &self,
+        conversation: &Conversation,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        call: &AssistantToolCall,
+        execution: &CallRecord,
+    ) -> Result<CallResult, StoreError> {
+        let store = &ledger.durable.store;
+        let idempotent = self
+            .inner
+            .executor
+            .catalog()
+            .get(&call.name)
+            .is_some_and(|definition| definition.idempotent());
+        if idempotent {
+            tracing::warn!(tool = %call.name, tool_call_id = %call.id, "re-running an idempotent call a crash interrupted, with the same tool_call_id");
+            let tool_call = ToolCall::new(
+                call.id.as_str(),
+                call.name.as_str(),
+                execution.arguments.clone(),
+            );
+            let approved = store
+                .call(&conversation.id, &call.id, Step::Approval)
+                .await?
+                .is_some();
+            let execution = if approved {
+                self.inner
+                    .executor
+                    .execute_approved(&tool_call, context)
+                    .await
+            } else {
+                self.inner.executor.execute(&tool_call, context).await
+            };
+            return self
+                .finish_execution(&tool_call, &conversation.id, ledger, execution.outcome)
+                .await;
+        }
+        tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a crash interrupted a call that is not idempotent; it is not run again");
+        store
+            .transition(
+                &conversation.id,
+                &call.id,
+                Step::Execution,
+                CallState::Executing,
+                CallState::Cancelled,
+                None,
+                now_ms(),
+            )
+            .await?;
+        Ok(CallResult::Finished(ResultText::from_envelope(
+            &Envelope::error(
+                self.ids_for(conversation, &call.id),
+                ErrorCode::Cancelled,
+                interrupted_message(&call.name),
+            ),
+        )))
+    }
+
+    /// Executes a call inside a durable run: records server execution
+    /// before it starts and its envelope after, and records every wait with
+    /// its deadline. `approved` runs it past its approval gate.
+    pub(crate) async fn execute_recorded(
+        &self,
+        call: &ToolCall,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        approved: bool,
+    ) -> Result<CallResult, StoreError> {
+        let store = &ledger.durable.store;
+        let conversation_id = context.conversation_id().unwrap_or_default();
+        let definition = self.inner.executor.catalog().get(&call.name);
+        let runs_code = definition.is_some_and(|definition| {
+            matches!(
+                definition.executor(),
+                ExecutorKind::Server | ExecutorKind::Client
+            ) && (approved || definition.approval() == Approval::Auto)
+        });
+        if runs_code {
+            let now = now_ms();
+            let record = CallRecord {
+                conversation_id: conversation_id.to_owned(),
+                tool_call_id: call.id.to_string(),
+                step: Step::Execution,
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                payload: "null".to_owned(),
+                state: CallState::Executing,
+                outcome: None,
+                deadline: None,
+                created_at: now,
+                updated_at: now,
+            };
+            if !store.insert_call(&record).await? {
+                // Recorded before: the model reused an id, or another
+                // process got here first. Never run it a second time.
+                let existing = store
+                    .call(conversation_id, &call.id, Step::Execution)
+                    .await?;
+                if let Some(CallRecord {
+                    state: CallState::Done,
+                    outcome: Some(envelope),
+                    ..
+                }) = existing
+                {
+                    return Ok(CallResult::Finished(ResultText::from_stored(envelope)));
+                }
+                return Ok(CallResult::Finished(ResultText::from_envelope(
+                    &Envelope::error(
+                        EnvelopeIds {
+                            tool_call_id: call.id.clone(),
+                            conversation_id: context.conversation_id().map(Into::into),
+                            session_id: context.session_id().map(Into::into),
+                        },
+                        ErrorCode::Cancelled,
+                        interrupted_message(&call.name),
+                    ),
+                )));
+            }
+        }
+        let execution = if approved {
+            self.inner.executor.execute_approved(call, context).await
+        } else {
+            self.inner.executor.execute(call, context).await
+        };
+        if runs_code {
+            self.finish_execution(call, conversation_id, ledger, execution.outcome)
+                .await
+        } else {
+            self.record_outcome(call, conversation_id, ledger, execution.outcome)
+                .await
+        }
+    }
+
+    /// Closes an execution record, then records what it led to.
+    async fn finish_execution(
+        &self,
+        call: &ToolCall,
+        conversation_id: &str,
+        ledger: Ledger<'_>,
+        outcome: Outcome,
+    ) -> Result<CallResult, StoreError> {
+        let envelope = match &outcome {
+            Outcome::Final(envelope) => Some(envelope.to_json_string()),
+            _ => None,
+        };
+        let closed = ledger
+            .durable
+            .store
+            .transition(
+                conversation_id,
+                &call.id,
+                Step::Execution,
+                CallState::Executing,
+                CallState::Done,
+                envelope.as_deref(),
+                now_ms(),
+            )
+            .await?;
+        if !closed {
+            tracing::warn!(tool = %call.name, tool_call_id = &*call.id, "another process settled this call while it ran here (it took the conversation over); its result here is dropped");
+        }
+        self.record_outcome(call, conversation_id, ledger, outcome)
+            .await
+    }
+
+    /// Records the wait an outcome asks for (with its deadline), or passes
+    /// a final result through.
+    async fn record_outcome(
+        &self,
+        call: &ToolCall,
+        conversation_id: &str,
+        ledger: Ledger<'_>,
+        outcome: Outcome,
+    ) -> Result<CallResult, StoreError> {
+        match outcome {
+            Outcome::Final(envelope) => {
+                Ok(CallResult::Finished(ResultText::from_envelope(&envelope)))
+            }
+            Outcome::PassThrough => Ok(CallResult::Finished(ResultText::from_envelope(
+                &Envelope::error(
+                    EnvelopeIds {
+                        tool_call_id: call.id.clone(),
+                        conversation_id: Some(conversation_id.into()),
+                        session_id: None,
+                    },
+                    ErrorCode::Failed,
+                    "This tool runs at the model provider and cannot be called as a function here.",
+                ),
+            ))),
+            Outcome::Awaiting(awaiting) => {
+                let durable = ledger.durable;
+                let step = step_for(awaiting.reason);
+                let now = now_ms();
+                let mut wait = self.wait_timeout(durable, &call.name);
+                if step == Step::Client && !durable.client_attached(conversation_id) {
+                    wait = wait.min(durable.client_grace);
+                }
+                let record = CallRecord {
+                    conversation_id: conversation_id.to_owned(),
+                    tool_call_id: call.id.to_string(),
+                    step,
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    payload: awaiting.payload.as_str().to_owned(),
+                    state: CallState::Pending,
+                    outcome: None,
+                    deadline: Some(now.saturating_add(millis(wait))),
+                    created_at: now,
+                    updated_at: now,
+                };
+                durable.store.insert_call(&record).await?;
+                tracing::info!(tool = %call.name, tool_call_id = &*call.id, %step, wait_ms = millis(wait), "call suspended");
+                Ok(CallResult::Suspended(awaiting))
+            }
+        }
+    }
+}
+
+fn interrupted_message(tool: &str) -> String {
+    format!(
+        "The call to `{tool}` was interrupted (the process running it stopped) and was not run again, because the tool is not declared idempotent. It may or may not have taken effect; check before calling it again."
+    )
+}
+
+/// The calls of the last assistant turn that have no result yet, in order.
+fn unanswered_calls(conversation: &Conversation) -> Vec<AssistantToolCall> {
+    let Some(position) = conversation
+        .messages
+        .iter()
+        .rposition(|message| matches!(message, Message::Assistant { .. }))
+    else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &conversation.messages[position] else {
+        return Vec::new();
+    };
+    let answered: BTreeSet<&str> = conversation.messages[position + 1..]
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    tool_calls
+        .iter()
+        .filter(|call| !answered.contains(call.id.as_str()))
+        .cloned()
+        .collect()
+}
