@@ -153,18 +153,18 @@ pub async fn error_handling(_args: NoArgs) -> Result<String, ToolError> {
 
 // --- tools-call-with-progress -----------------------------------------------
 
-/// Reports 50 and 100 of 100, ~50 ms apart, when the client asked for
-/// progress. The scenario's `0/100` is the server's own first report (`0`,
-/// "started"): progress must grow with every notification, so the tool does
-/// not repeat it.
+/// Reports 0, 50 and 100 of 100, ~50 ms apart, when the client asked for
+/// progress (the server sends nothing of its own for a tool that reports).
 #[agent_tool(
     name = "test_tool_with_progress",
     usage = "Conformance scenario `tools-call-with-progress`."
 )]
 pub async fn tool_with_progress(_args: NoArgs, ctx: &ToolContext) -> Result<String, ToolError> {
     let progress = ctx.state::<aptix::mcp::Progress>();
-    for value in [50.0, 100.0] {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    for (index, value) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+        if index > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         if let Some(progress) = progress {
             progress.report(value, Some(100.0), None).await;
         }

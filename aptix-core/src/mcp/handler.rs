@@ -211,9 +211,6 @@ impl AptixMcpHandler {
         call: ToolCall,
     ) -> Result<CallToolResponse, ErrorData> {
         let (ctx, progress) = self.call_context(context, definition, &call.id);
-        if let Some(progress) = &progress {
-            progress.start().await;
-        }
         let response = self
             .execute(request, context, definition, &call, &ctx)
             .await;

@@ -1,11 +1,16 @@
 //! Progress notifications of one call, kept monotonic.
 //!
 //! MCP requires the `progress` of a token to increase with every
-//! notification. The server reports the start and the end of a call, and a
-//! tool may report in between, so one shared record of what was sent
-//! decides what may still be sent: a report that would not increase is
-//! dropped, and the server's end report is only sent when it moves the
-//! progress forward (to the tool's own total when it gave one).
+//! notification. A tool reports as it goes, and the server closes a call
+//! the tool reported on with a last report, so one shared record of what
+//! was sent decides what may still be sent: a report that would not
+//! increase is dropped, and the server's end report is only sent when it
+//! moves the progress forward (to the tool's own total when it gave one).
+//!
+//! The server sends nothing for a call whose tool reports nothing: rmcp's
+//! client puts a progress token on every request, and a notification costs
+//! a written message before and after the tool, which measured as half the
+//! throughput of a plain call (BENCHMARKS.md, "MCP server").
 
 use std::sync::Arc;
 
@@ -26,10 +31,9 @@ struct Sent {
 /// asked for progress. Outside MCP, or without a progress token, there is
 /// none: tools should treat it as optional.
 ///
-/// The server has already sent `0` ("started") when the tool runs, and
-/// sends a final report when it ends only if that increases the progress
-/// (the tool's last `total`, else `1 of 1`); so a tool that counts to its
-/// own total ends there.
+/// When the tool reported anything, the server sends a final report when
+/// it ends, if that increases the progress (the tool's last `total`, else
+/// `1 of 1`); so a tool that counts to its own total ends there.
 #[derive(Clone)]
 pub struct Progress {
     peer: Peer<RoleServer>,
@@ -56,8 +60,8 @@ impl Progress {
     }
 
     /// Sends a progress notification: `total` when known. `progress` must
-    /// be higher than every earlier report of this call (the server's
-    /// start report is `0`); a report that is not, or is not a finite
+    /// be higher than every earlier report of this call; a report that is
+    /// not, or is not a finite
     /// number, is dropped, since MCP requires progress to increase. A
     /// failure to send is logged, not returned: progress is advisory and
     /// must never fail a call.
@@ -74,18 +78,14 @@ impl Progress {
         self.send(&mut sent, progress, total, message).await;
     }
 
-    /// The server's report when the call starts.
-    pub(crate) async fn start(&self) {
-        self.report(0.0, None, Some("started".to_owned())).await;
-    }
-
     /// The server's report when the call ends: the tool's total (else 1),
     /// as done, when that is more than what was sent; otherwise nothing,
     /// since a lower or equal value would break the order.
     pub(crate) async fn finish(&self) {
         let mut sent = self.sent.lock().await;
         let end = sent.total.filter(|total| total.is_finite()).unwrap_or(1.0);
-        if sent.last.is_some_and(|last| end <= last) {
+        // Nothing reported: nothing to close.
+        if sent.last.is_none_or(|last| end <= last) {
             return;
         }
         self.send(&mut sent, end, Some(end), Some("finished".to_owned()))

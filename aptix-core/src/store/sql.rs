@@ -1,0 +1,566 @@
+//! What the SQL stores share: the statements (written once, with `?N`
+//! placeholders, and rendered per backend), the decoding of rows, and the
+//! body of every [`Store`](super::Store) method, generic over the
+//! [`sqlx::Database`].
+//!
+//! Each backend keeps its own file for what genuinely differs: connecting,
+//! the schema, the placeholder syntax and the expression that yields the
+//! next value of the change counter ([`Dialect`]).
+
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+
+use super::{
+    CallRecord, CallState, ConversationStatus, Step, StoreError, StoredConversation,
+    decode_conversation, encode_messages,
+};
+use crate::agent::Conversation;
+
+/// What a SQL backend supplies to the shared code.
+pub(super) trait Dialect: Database {
+    /// This backend's rendering of the statements, built once.
+    fn statements() -> &'static Statements;
+
+    /// How many rows a statement changed.
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+}
+
+/// Marks where a statement takes the next value of the change counter
+/// behind "oldest change first"; [`Statements::new`] puts the backend's
+/// expression there.
+const NEXT_CHANGE: &str = "{next_change}";
+
+const CREATE_CONVERSATION: &str = "INSERT INTO aptix_conversations
+                    (id, session_id, messages, status, owner, lease_until, version, changed_at)
+                 VALUES (?1, ?2, ?3, 'idle', NULL, 0, 1, {next_change})
+                 ON CONFLICT (id) DO NOTHING";
+
+const LOAD_CONVERSATION: &str =
+    "SELECT id, session_id, messages, status, owner, lease_until, version
+                 FROM aptix_conversations WHERE id = ?1";
+
+const CLAIM_CONVERSATION: &str = "UPDATE aptix_conversations
+                 SET status = 'running', owner = ?2, lease_until = ?4,
+                     version = version + 1, changed_at = {next_change}
+                 WHERE id = ?1
+                   AND (status <> 'running' OR lease_until < ?3 OR owner = ?2)
+                 RETURNING id, session_id, messages, status, owner, lease_until, version";
+
+const SAVE_CONVERSATION: &str = "UPDATE aptix_conversations
+                 SET session_id = ?2, messages = ?3, status = ?4, owner = ?5,
+                     lease_until = ?6, version = version + 1, changed_at = {next_change}
+                 WHERE id = ?1 AND status = 'running' AND owner = ?7";
+
+const RENEW_LEASE: &str = "UPDATE aptix_conversations SET lease_until = ?3
+                 WHERE id = ?1 AND owner = ?2 AND status = 'running'";
+
+const CONVERSATIONS_WITH_STATUS: &str = "SELECT id FROM aptix_conversations WHERE status = ?1
+                 ORDER BY changed_at, id LIMIT ?2";
+
+const INSERT_CALL: &str = "INSERT INTO aptix_calls
+                    (conversation_id, tool_call_id, step, tool, arguments, payload, state,
+                     outcome, deadline, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (conversation_id, tool_call_id, step) DO NOTHING";
+
+const CALL: &str = "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
+                        outcome, deadline, created_at, updated_at
+                 FROM aptix_calls
+                 WHERE conversation_id = ?1 AND tool_call_id = ?2 AND step = ?3";
+
+/// Steps sort in `Step`'s declaration order, not alphabetically.
+const CALLS: &str = "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
+                        outcome, deadline, created_at, updated_at
+                 FROM aptix_calls
+                 WHERE conversation_id = ?1
+                 ORDER BY created_at, tool_call_id,
+                     CASE step WHEN 'approval' THEN 0 WHEN 'client' THEN 1
+                               WHEN 'human' THEN 2 ELSE 3 END";
+
+const TRANSITION: &str = "UPDATE aptix_calls
+                 SET state = ?5, outcome = COALESCE(?6, outcome), updated_at = ?7
+                 WHERE conversation_id = ?1 AND tool_call_id = ?2 AND step = ?3 AND state = ?4";
+
+const SET_DEADLINE: &str = "UPDATE aptix_calls SET deadline = ?4
+                 WHERE conversation_id = ?1 AND tool_call_id = ?2 AND step = ?3
+                   AND state = 'pending'";
+
+const DUE_CALLS: &str =
+    "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
+                        outcome, deadline, created_at, updated_at
+                 FROM aptix_calls
+                 WHERE state = 'pending' AND deadline IS NOT NULL AND deadline <= ?1
+                 ORDER BY deadline, created_at, conversation_id, tool_call_id, step
+                 LIMIT ?2";
+
+/// Every statement of the [`Store`](super::Store) methods, in one
+/// backend's SQL.
+pub(super) struct Statements {
+    create_conversation: String,
+    load_conversation: String,
+    claim_conversation: String,
+    save_conversation: String,
+    renew_lease: String,
+    conversations_with_status: String,
+    insert_call: String,
+    call: String,
+    calls: String,
+    transition: String,
+    set_deadline: String,
+    due_calls: String,
+}
+
+impl Statements {
+    /// Renders the statements with `placeholder` before each parameter's
+    /// number (`"?"` gives `?1`, `"$"` gives `$1`; no statement holds a `?`
+    /// anywhere else) and `next_change` as the expression that yields the
+    /// next value of the change counter.
+    pub(super) fn new(placeholder: &str, next_change: &str) -> Self {
+        let render = |text: &str| {
+            text.replace('?', placeholder)
+                .replace(NEXT_CHANGE, next_change)
+        };
+        Statements {
+            create_conversation: render(CREATE_CONVERSATION),
+            load_conversation: render(LOAD_CONVERSATION),
+            claim_conversation: render(CLAIM_CONVERSATION),
+            save_conversation: render(SAVE_CONVERSATION),
+            renew_lease: render(RENEW_LEASE),
+            conversations_with_status: render(CONVERSATIONS_WITH_STATUS),
+            insert_call: render(INSERT_CALL),
+            call: render(CALL),
+            calls: render(CALLS),
+            transition: render(TRANSITION),
+            set_deadline: render(SET_DEADLINE),
+            due_calls: render(DUE_CALLS),
+        }
+    }
+}
+
+fn backend(error: sqlx::Error) -> StoreError {
+    StoreError::backend(error)
+}
+
+/// A `usize` limit as SQL's `LIMIT`; anything past `i64::MAX` is no limit.
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+fn conversation_from_row<R>(row: &R) -> Result<StoredConversation, StoreError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let id: String = row.try_get("id").map_err(backend)?;
+    let session_id: Option<String> = row.try_get("session_id").map_err(backend)?;
+    let messages: String = row.try_get("messages").map_err(backend)?;
+    let status: String = row.try_get("status").map_err(backend)?;
+    Ok(StoredConversation {
+        conversation: decode_conversation(id, session_id, &messages)?,
+        status: ConversationStatus::parse(&status)?,
+        owner: row.try_get("owner").map_err(backend)?,
+        lease_until: row.try_get("lease_until").map_err(backend)?,
+        version: row.try_get("version").map_err(backend)?,
+    })
+}
+
+fn call_from_row<R>(row: &R) -> Result<CallRecord, StoreError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let step: String = row.try_get("step").map_err(backend)?;
+    let state: String = row.try_get("state").map_err(backend)?;
+    Ok(CallRecord {
+        conversation_id: row.try_get("conversation_id").map_err(backend)?,
+        tool_call_id: row.try_get("tool_call_id").map_err(backend)?,
+        step: Step::parse(&step)?,
+        tool: row.try_get("tool").map_err(backend)?,
+        arguments: row.try_get("arguments").map_err(backend)?,
+        payload: row.try_get("payload").map_err(backend)?,
+        state: CallState::parse(&state)?,
+        outcome: row.try_get("outcome").map_err(backend)?,
+        deadline: row.try_get("deadline").map_err(backend)?,
+        created_at: row.try_get("created_at").map_err(backend)?,
+        updated_at: row.try_get("updated_at").map_err(backend)?,
+    })
+}
+
+/// The bodies of the [`Store`](super::Store) methods over one backend's
+/// pool; [`impl_store!`] forwards a store's methods here.
+pub(super) struct SqlStore<'p, DB: Database>(pub(super) &'p Pool<DB>);
+
+impl<DB> SqlStore<'_, DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    &'static str: ColumnIndex<DB::Row>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Decode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+{
+    pub(super) async fn create_conversation(
+        self,
+        conversation: &Conversation,
+    ) -> Result<bool, StoreError> {
+        let messages = encode_messages(conversation)?;
+        let result = sqlx::query(DB::statements().create_conversation.as_str())
+            .bind(conversation.id.as_str())
+            .bind(conversation.session_id.as_deref())
+            .bind(messages)
+            .execute(self.0)
+            .await
+            .map_err(backend)?;
+        Ok(DB::rows_affected(&result) == 1)
+    }
+
+    pub(super) async fn load_conversation(
+        self,
+        id: &str,
+    ) -> Result<Option<StoredConversation>, StoreError> {
+        let row = sqlx::query(DB::statements().load_conversation.as_str())
+            .bind(id)
+            .fetch_optional(self.0)
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(conversation_from_row).transpose()
+    }
+
+    pub(super) async fn claim_conversation(
+        self,
+        id: &str,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<StoredConversation>, StoreError> {
+        // The whole claim is this one statement: the condition is checked
+        // under the lock that makes the change (SQLite's write lock,
+        // PostgreSQL's row lock, which re-checks it).
+        let row = sqlx::query(DB::statements().claim_conversation.as_str())
+            .bind(id)
+            .bind(owner)
+            .bind(now)
+            .bind(lease_until)
+            .fetch_optional(self.0)
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(conversation_from_row).transpose()
+    }
+
+    pub(super) async fn save_conversation(
+        self,
+        conversation: &Conversation,
+        owner: &str,
+        status: ConversationStatus,
+        lease_until: i64,
+    ) -> Result<(), StoreError> {
+        let messages = encode_messages(conversation)?;
+        // Running keeps the hold (with the new lease); Idle and
+        // Suspended give it up, so anyone may claim at once.
+        let (next_owner, next_lease) = match status {
+            ConversationStatus::Running => (Some(owner), lease_until),
+            ConversationStatus::Idle | ConversationStatus::Suspended => (None, 0),
+        };
+        let result = sqlx::query(DB::statements().save_conversation.as_str())
+            .bind(conversation.id.as_str())
+            .bind(conversation.session_id.as_deref())
+            .bind(messages)
+            .bind(status.as_str())
+            .bind(next_owner)
+            .bind(next_lease)
+            .bind(owner)
+            .execute(self.0)
+            .await
+            .map_err(backend)?;
+        if DB::rows_affected(&result) == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LostLease {
+                conversation_id: conversation.id.clone(),
+                owner: owner.to_owned(),
+            })
+        }
+    }
+
+    pub(super) async fn renew_lease(
+        self,
+        id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
+        let result = sqlx::query(DB::statements().renew_lease.as_str())
+            .bind(id)
+            .bind(owner)
+            .bind(lease_until)
+            .execute(self.0)
+            .await
+            .map_err(backend)?;
+        Ok(DB::rows_affected(&result) == 1)
+    }
+
+    pub(super) async fn conversations_with_status(
+        self,
+        status: ConversationStatus,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(DB::statements().conversations_with_status.as_str())
+            .bind(status.as_str())
+            .bind(sql_limit(limit))
+            .fetch_all(self.0)
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|row| row.try_get("id").map_err(backend))
+            .collect()
+    }
+
+    pub(super) async fn insert_call(self, record: &CallRecord) -> Result<bool, StoreError> {
+        let result = sqlx::query(DB::statements().insert_call.as_str())
+            .bind(record.conversation_id.as_str())
+            .bind(record.tool_call_id.as_str())
+            .bind(record.step.as_str())
+            .bind(record.tool.as_str())
+            .bind(record.arguments.as_str())
+            .bind(record.payload.as_str())
+            .bind(record.state.as_str())
+            .bind(record.outcome.as_deref())
+            .bind(record.deadline)
+            .bind(record.created_at)
+            .bind(record.updated_at)
+            .execute(self.0)
+            .await
+            .map_err(backend)?;
+        Ok(DB::rows_affected(&result) == 1)
+    }
+
+    pub(super) async fn call(
+        self,
+        conversation_id: &str,
+        tool_call_id: &str,
+        step: Step,
+    ) -> Result<Option<CallRecord>, StoreError> {
+        let row = sqlx::query(DB::statements().call.as_str())
+            .bind(conversation_id)
+            .bind(tool_call_id)
+            .bind(step.as_str())
+            .fetch_optional(self.0)
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(call_from_row).transpose()
+    }
+
+    pub(super) async fn calls(self, conversation_id: &str) -> Result<Vec<CallRecord>, StoreError> {
+        let rows = sqlx::query(DB::statements().calls.as_str())
+            .bind(conversation_id)
+            .fetch_all(self.0)
+            .await
+            .map_err(backend)?;
+        rows.iter().map(call_from_row).collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn transition(
+        self,
+        conversation_id: &str,
+        tool_call_id: &str,
+        step: Step,
+        from: CallState,
+        to: CallState,
+        outcome: Option<&str>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let result = sqlx::query(DB::statements().transition.as_str())
+            .bind(conversation_id)
+            .bind(tool_call_id)
+            .bind(step.as_str())
+            .bind(from.as_str())
+            .bind(to.as_str())
+            .bind(outcome)
+            .bind(now)
+            .execute(self.0)
+            .await
+            .map_err(backend)?;
+        Ok(DB::rows_affected(&result) == 1)
+    }
+
+    pub(super) async fn set_deadline(
+        self,
+        conversation_id: &str,
+        tool_call_id: &str,
+        step: Step,
+        deadline: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let result = sqlx::query(DB::statements().set_deadline.as_str())
+            .bind(conversation_id)
+            .bind(tool_call_id)
+            .bind(step.as_str())
+            .bind(deadline)
+            .execute(self.0)
+            .await
+            .map_err(backend)?;
+        Ok(DB::rows_affected(&result) == 1)
+    }
+
+    pub(super) async fn due_calls(
+        self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<CallRecord>, StoreError> {
+        let rows = sqlx::query(DB::statements().due_calls.as_str())
+            .bind(now)
+            .bind(sql_limit(limit))
+            .fetch_all(self.0)
+            .await
+            .map_err(backend)?;
+        rows.iter().map(call_from_row).collect()
+    }
+}
+
+/// Implements [`Store`](super::Store) for a struct with a `pool` field by
+/// forwarding every method to [`SqlStore`].
+macro_rules! impl_store {
+    ($store:ty) => {
+        const _: () = {
+            use $crate::agent::Conversation;
+            use $crate::store::sql::SqlStore;
+            use $crate::store::{
+                CallRecord, CallState, ConversationStatus, Step, Store, StoreFuture,
+                StoredConversation,
+            };
+
+            impl Store for $store {
+                fn create_conversation<'a>(
+                    &'a self,
+                    conversation: &'a Conversation,
+                    _now: i64,
+                ) -> StoreFuture<'a, bool> {
+                    Box::pin(SqlStore(&self.pool).create_conversation(conversation))
+                }
+
+                fn load_conversation<'a>(
+                    &'a self,
+                    id: &'a str,
+                ) -> StoreFuture<'a, Option<StoredConversation>> {
+                    Box::pin(SqlStore(&self.pool).load_conversation(id))
+                }
+
+                fn claim_conversation<'a>(
+                    &'a self,
+                    id: &'a str,
+                    owner: &'a str,
+                    now: i64,
+                    lease_until: i64,
+                ) -> StoreFuture<'a, Option<StoredConversation>> {
+                    Box::pin(SqlStore(&self.pool).claim_conversation(id, owner, now, lease_until))
+                }
+
+                fn save_conversation<'a>(
+                    &'a self,
+                    conversation: &'a Conversation,
+                    owner: &'a str,
+                    status: ConversationStatus,
+                    lease_until: i64,
+                ) -> StoreFuture<'a, ()> {
+                    Box::pin(SqlStore(&self.pool).save_conversation(
+                        conversation,
+                        owner,
+                        status,
+                        lease_until,
+                    ))
+                }
+
+                fn renew_lease<'a>(
+                    &'a self,
+                    id: &'a str,
+                    owner: &'a str,
+                    lease_until: i64,
+                ) -> StoreFuture<'a, bool> {
+                    Box::pin(SqlStore(&self.pool).renew_lease(id, owner, lease_until))
+                }
+
+                fn conversations_with_status<'a>(
+                    &'a self,
+                    status: ConversationStatus,
+                    limit: usize,
+                ) -> StoreFuture<'a, Vec<String>> {
+                    Box::pin(SqlStore(&self.pool).conversations_with_status(status, limit))
+                }
+
+                fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
+                    Box::pin(SqlStore(&self.pool).insert_call(record))
+                }
+
+                fn call<'a>(
+                    &'a self,
+                    conversation_id: &'a str,
+                    tool_call_id: &'a str,
+                    step: Step,
+                ) -> StoreFuture<'a, Option<CallRecord>> {
+                    Box::pin(SqlStore(&self.pool).call(conversation_id, tool_call_id, step))
+                }
+
+                fn calls<'a>(
+                    &'a self,
+                    conversation_id: &'a str,
+                ) -> StoreFuture<'a, Vec<CallRecord>> {
+                    Box::pin(SqlStore(&self.pool).calls(conversation_id))
+                }
+
+                fn transition<'a>(
+                    &'a self,
+                    conversation_id: &'a str,
+                    tool_call_id: &'a str,
+                    step: Step,
+                    from: CallState,
+                    to: CallState,
+                    outcome: Option<&'a str>,
+                    now: i64,
+                ) -> StoreFuture<'a, bool> {
+                    Box::pin(SqlStore(&self.pool).transition(
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        from,
+                        to,
+                        outcome,
+                        now,
+                    ))
+                }
+
+                fn set_deadline<'a>(
+                    &'a self,
+                    conversation_id: &'a str,
+                    tool_call_id: &'a str,
+                    step: Step,
+                    deadline: Option<i64>,
+                ) -> StoreFuture<'a, bool> {
+                    Box::pin(SqlStore(&self.pool).set_deadline(
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        deadline,
+                    ))
+                }
+
+                fn due_calls<'a>(
+                    &'a self,
+                    now: i64,
+                    limit: usize,
+                ) -> StoreFuture<'a, Vec<CallRecord>> {
+                    Box::pin(SqlStore(&self.pool).due_calls(now, limit))
+                }
+            }
+        };
+    };
+}
+pub(super) use impl_store;
