@@ -13,7 +13,7 @@ use std::hint::black_box;
 
 use aptix::model::assembly::TurnAssembler;
 use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
-use aptix::{Agent, Catalog, Conversation, Input};
+use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
@@ -132,6 +132,48 @@ fn loop_overhead(c: &mut Criterion) {
         .catalog(catalog)
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
+
+    // Every iteration must take the path it is named for: the scripted
+    // model once stopped after its first script (`repeating()` did
+    // nothing), and these figures then measured a model-error run.
+    runtime.block_on(async {
+        for _ in 0..3 {
+            let mut conversation = Conversation::new("check");
+            let events: Vec<AgentEvent> = text_agent
+                .run(&mut conversation, Input::User("hi".into()))
+                .collect()
+                .await;
+            assert!(
+                matches!(
+                    events.last(),
+                    Some(AgentEvent::Done {
+                        reason: DoneReason::Completed,
+                        ..
+                    })
+                ),
+                "text turn did not complete: {events:?}"
+            );
+            let mut conversation = Conversation::new("check");
+            let events: Vec<AgentEvent> = tool_agent
+                .run(&mut conversation, Input::User("greet Ada".into()))
+                .collect()
+                .await;
+            let tool_ok = events.iter().any(|event| {
+                matches!(event, AgentEvent::ToolCallResult { envelope, .. } if envelope["ok"] == true)
+            });
+            assert!(
+                tool_ok
+                    && matches!(
+                        events.last(),
+                        Some(AgentEvent::Done {
+                            reason: DoneReason::Completed,
+                            ..
+                        })
+                    ),
+                "tool round trip did not complete: {events:?}"
+            );
+        }
+    });
 
     let mut group = c.benchmark_group("agent loop (scripted model)");
     group.bench_function("one text turn (1 model call)", |b| {

@@ -64,10 +64,12 @@ fn main() {
                     .map(|s| s.len())
                     .unwrap_or(0)
             } else {
+                // The envelope's JSON as an owned `String`, as the floor's
+                // `to_string` makes one (and as the agent loop needs it).
                 let execution = executor.execute(black_box(&call), &ctx).await;
                 execution
-                    .envelope()
-                    .map(|e| e.to_json_string().len())
+                    .into_envelope()
+                    .map(|e| e.into_json_string().len())
                     .unwrap_or(0)
             };
         }

@@ -85,7 +85,7 @@ fn dispatch(c: &mut Criterion) {
     group.bench_function("aptix: Executor::execute + envelope", |b| {
         b.to_async(&runtime).iter(|| async {
             let execution = executor.execute(black_box(&hello_call), &ctx).await;
-            black_box(execution.envelope().map(|e| e.to_json_string()))
+            black_box(execution.into_envelope().map(|e| e.into_json_string()))
         });
     });
     group.finish();
@@ -109,7 +109,7 @@ fn dispatch(c: &mut Criterion) {
     group.bench_function("aptix: Executor::execute + envelope", |b| {
         b.to_async(&runtime).iter(|| async {
             let execution = executor.execute(black_box(&order_call), &ctx).await;
-            black_box(execution.envelope().map(|e| e.to_json_string()))
+            black_box(execution.into_envelope().map(|e| e.into_json_string()))
         });
     });
     group.finish();

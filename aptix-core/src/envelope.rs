@@ -60,9 +60,13 @@ impl JsonText {
         let mut bytes = Vec::with_capacity(OK_PREFIX.len() + 128 + spare);
         bytes.extend_from_slice(OK_PREFIX.as_bytes());
         serde_json::to_writer(&mut bytes, value)?;
-        // serde_json writes only UTF-8; checking costs little next to the
-        // serialization and needs no `unsafe`.
-        let buf = String::from_utf8(bytes).map_err(serde::ser::Error::custom)?;
+        // SAFETY: `OK_PREFIX` is ASCII, and serde_json's serializer writes
+        // only valid UTF-8: it copies `&str` data whole or escaped with
+        // ASCII escapes, and everything else it emits is ASCII.
+        // `serde_json::to_string` relies on exactly this (it calls
+        // `String::from_utf8_unchecked` on its `to_writer` output); the
+        // check cost a call's worth of instructions on the hot path.
+        let buf = unsafe { String::from_utf8_unchecked(bytes) };
         let end = buf.len();
         Ok(JsonText {
             buf,
@@ -365,6 +369,16 @@ impl Envelope {
         }
     }
 
+    /// The envelope as compact JSON, like [`Envelope::to_json_string`], but
+    /// consuming the envelope: a successful envelope's JSON was written when
+    /// it was made, and is handed out here without a copy.
+    pub fn into_json_string(self) -> String {
+        match self.body {
+            Body::Ok(result) => result.buf,
+            Body::Err(_) => self.to_json_string(),
+        }
+    }
+
     /// Writes the envelope's JSON to `f` without building a new string
     /// for a successful one.
     fn write_json(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -439,12 +453,16 @@ impl<'de> Deserialize<'de> for Envelope {
                 ));
             }
         };
-        Ok(Envelope {
-            tool_call_id: wire.tool_call_id.into(),
-            conversation_id: wire.conversation_id.map(Into::into),
-            session_id: wire.session_id.map(Into::into),
+        // Through `from_parts`, which writes a successful envelope's JSON
+        // (what `to_json_string` hands out) around the result.
+        Ok(Envelope::from_parts(
+            EnvelopeIds {
+                tool_call_id: wire.tool_call_id.into(),
+                conversation_id: wire.conversation_id.map(Into::into),
+                session_id: wire.session_id.map(Into::into),
+            },
             body,
-        })
+        ))
     }
 }
 
@@ -565,6 +583,8 @@ mod tests {
         );
         assert_eq!(again.to_json_string(), serde_json::to_string(&again)?);
         assert_eq!(again.result(), Some(&result));
+        let json = again.to_json_string();
+        assert_eq!(again.into_json_string(), json);
         Ok(())
     }
 
@@ -598,6 +618,7 @@ mod tests {
             assert_eq!(envelope.to_string(), envelope.to_json_string());
             let back: Envelope = serde_json::from_str(&envelope.to_json_string())?;
             assert_eq!(back, envelope);
+            assert_eq!(back.into_json_string(), envelope.to_json_string());
         }
         Ok(())
     }

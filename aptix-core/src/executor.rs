@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::catalog::{BoxFuture, Catalog, DynTool, Entry, RunFailure};
+use crate::catalog::{BoxFuture, Catalog, DynTool, RunFailure};
 use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText, closing_len};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE, ToolError};
@@ -114,6 +114,16 @@ impl Execution {
         }
     }
 
+    /// The envelope of a finished call, taken out of the execution (its
+    /// JSON can then be taken with [`Envelope::into_json_string`], without
+    /// a copy).
+    pub fn into_envelope(self) -> Option<Envelope> {
+        match self.outcome {
+            Outcome::Final(envelope) => Some(envelope),
+            _ => None,
+        }
+    }
+
     /// Whether a server-side tool mediated the call (AGN-005 `IsServerTool`):
     /// true for every catalogued tool except provider tools.
     pub fn is_server_tool(&self) -> bool {
@@ -199,35 +209,20 @@ impl Executor {
         self.execute_call(call, ctx, true)
     }
 
+    // One state machine for the whole call: the tool's run is written out
+    // here rather than awaited as a future of its own (`dispatch`, wrapped
+    // in `Instrument` when a subscriber listens, as it once was), because
+    // every nested future is built and then copied into its caller's state
+    // before it is first polled: that copy cost more than the catalog
+    // lookup and the cancellation check together. The span is entered by
+    // hand instead, around every poll of the tool and around the
+    // synchronous work (validation for an approval, the failure's events).
     async fn execute_call(&self, call: &ToolCall, ctx: &ToolContext, approved: bool) -> Execution {
         let Some(entry) = self.catalog.entry(&call.name) else {
             return self.unknown_tool(call, envelope_ids(call, ctx));
         };
         let definition = entry.definition;
-        let outcome = match call_span(definition, call, ctx, approved) {
-            None => self.dispatch(entry, call, ctx, approved).await,
-            // Boxed, and only when a subscriber listens: the future of every
-            // call stays small (futures are copied as they are awaited).
-            Some(span) => {
-                Box::pin(self.dispatch(entry, call, ctx, approved).instrument(span)).await
-            }
-        };
-        Execution {
-            tool_call_id: call.id.clone(),
-            name: Cow::Borrowed(definition.name()),
-            executor: Some(definition.executor()),
-            outcome,
-        }
-    }
-
-    async fn dispatch(
-        &self,
-        entry: Entry,
-        call: &ToolCall,
-        ctx: &ToolContext,
-        approved: bool,
-    ) -> Outcome {
-        let definition = entry.definition;
+        let span = call_span(definition, call, ctx, approved);
         let approval = if approved {
             Approval::Auto
         } else {
@@ -235,12 +230,15 @@ impl Executor {
         };
         let mode = (definition.executor(), approval);
         let result = match mode {
-            (ExecutorKind::Provider, _) => return Outcome::PassThrough,
+            (ExecutorKind::Provider, _) => {
+                return execution(call, definition, Outcome::PassThrough);
+            }
             // A gated server tool's code is the action itself: only validate
             // before the approval. (A gated client tool's preflight runs
             // first, since it only shapes the payload the approver sees and
             // the client then executes; it may also refuse the call.)
             (ExecutorKind::Server, Approval::RequiresApproval) => {
+                let _entered = span.as_ref().map(tracing::Span::enter);
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
                     entry.tool.validate_only(&call.arguments)
                 }))
@@ -261,30 +259,45 @@ impl Executor {
                     // cost more than such a call. A call that does wait gets
                     // both, from here on; a limit can only interrupt a tool at
                     // an await point in any case.
-                    match std::future::poll_fn(|cx| Poll::Ready(poll_caught(run.as_mut(), cx)))
-                        .await
-                    {
+                    let first = std::future::poll_fn(|cx| {
+                        let _entered = span.as_ref().map(tracing::Span::enter);
+                        Poll::Ready(poll_caught(run.as_mut(), cx))
+                    })
+                    .await;
+                    match first {
                         Poll::Ready(result) => settle(result),
                         // Boxed so that the slow path's timer and listener do
                         // not make the future of every call bigger.
                         Poll::Pending => {
                             let limit = definition.timeout().or(self.default_timeout);
-                            Box::pin(wait_guarded(run.as_mut(), token, limit)).await
+                            let waiting = wait_guarded(run.as_mut(), token, limit);
+                            match &span {
+                                None => Box::pin(waiting).await,
+                                Some(span) => Box::pin(waiting.instrument(span.clone())).await,
+                            }
                         }
                     }
                 }
             }
         };
+        // No await from here on: the span stays entered to the end.
+        let _entered = span.as_ref().map(tracing::Span::enter);
         let ids = envelope_ids(call, ctx);
         let payload = match result {
             Ok(payload) => payload,
-            Err(failure) => return Outcome::Final(failure_envelope(definition, ids, failure)),
+            Err(failure) => {
+                let envelope = failure_envelope(definition, ids, failure);
+                return execution(call, definition, Outcome::Final(envelope));
+            }
         };
         let (reason, then) = match mode {
             (ExecutorKind::Server, Approval::Auto) => {
-                return Outcome::Final(Envelope::ok_in(ids, payload, ctx));
+                let envelope = Envelope::ok_in(ids, payload, ctx);
+                return execution(call, definition, Outcome::Final(envelope));
             }
-            (ExecutorKind::Provider, _) => return Outcome::PassThrough,
+            (ExecutorKind::Provider, _) => {
+                return execution(call, definition, Outcome::PassThrough);
+            }
             (ExecutorKind::Server, Approval::RequiresApproval) => (AwaitReason::Approval, None),
             (ExecutorKind::Client, Approval::RequiresApproval) => {
                 (AwaitReason::Approval, Some(AwaitReason::Client))
@@ -292,11 +305,12 @@ impl Executor {
             (ExecutorKind::Client, Approval::Auto) => (AwaitReason::Client, None),
             (ExecutorKind::Human, _) => (AwaitReason::Human, None),
         };
-        Outcome::Awaiting(Awaiting {
+        let awaiting = Awaiting {
             reason,
             then,
             payload,
-        })
+        };
+        execution(call, definition, Outcome::Awaiting(awaiting))
     }
 
     fn unknown_tool(&self, call: &ToolCall, ids: EnvelopeIds) -> Execution {
@@ -328,6 +342,16 @@ impl Executor {
             executor: None,
             outcome: Outcome::Final(envelope),
         }
+    }
+}
+
+/// The execution of `call` of the catalogued tool `definition`.
+fn execution(call: &ToolCall, definition: &'static ToolDefinition, outcome: Outcome) -> Execution {
+    Execution {
+        tool_call_id: call.id.clone(),
+        name: Cow::Borrowed(definition.name()),
+        executor: Some(definition.executor()),
+        outcome,
     }
 }
 

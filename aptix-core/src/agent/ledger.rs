@@ -33,10 +33,13 @@ pub(crate) struct ResultText {
 }
 
 impl ResultText {
-    pub(crate) fn from_envelope(envelope: &Envelope) -> Self {
+    /// Takes the envelope's JSON without copying it (it was written when
+    /// the envelope was made).
+    pub(crate) fn from_envelope(envelope: Envelope) -> Self {
+        let ok = envelope.is_ok();
         ResultText {
-            json: envelope.to_json_string(),
-            ok: envelope.is_ok(),
+            json: envelope.into_json_string(),
+            ok,
         }
     }
 
@@ -137,7 +140,7 @@ impl Agent {
         let find = |step: Step| records.iter().copied().find(|record| record.step == step);
         let ids = || self.ids_for(conversation, &call.id);
         let error = |code: ErrorCode, message: String| {
-            CallResult::Finished(ResultText::from_envelope(&Envelope::error(
+            CallResult::Finished(ResultText::from_envelope(Envelope::error(
                 ids(),
                 code,
                 message,
@@ -302,7 +305,7 @@ impl Agent {
                 let text = JsonText::from_serialize(&value).map_err(|error| {
                     StoreError::Corrupt(format!("result of `{}`: {error}", record.tool_call_id))
                 })?;
-                CallResult::Finished(ResultText::from_envelope(&Envelope::ok(
+                CallResult::Finished(ResultText::from_envelope(Envelope::ok(
                     self.ids_for(conversation, &call.id),
                     text,
                 )))
@@ -369,7 +372,7 @@ impl Agent {
             )
             .await?;
         Ok(CallResult::Finished(ResultText::from_envelope(
-            &Envelope::error(
+            Envelope::error(
                 self.ids_for(conversation, &call.id),
                 ErrorCode::Cancelled,
                 interrupted_message(&call.name),
@@ -426,7 +429,7 @@ impl Agent {
                     return Ok(CallResult::Finished(ResultText::from_stored(envelope)));
                 }
                 return Ok(CallResult::Finished(ResultText::from_envelope(
-                    &Envelope::error(
+                    Envelope::error(
                         EnvelopeIds {
                             tool_call_id: call.id.clone(),
                             conversation_id: context.conversation_id().map(Into::into),
@@ -495,10 +498,10 @@ impl Agent {
     ) -> Result<CallResult, StoreError> {
         match outcome {
             Outcome::Final(envelope) => {
-                Ok(CallResult::Finished(ResultText::from_envelope(&envelope)))
+                Ok(CallResult::Finished(ResultText::from_envelope(envelope)))
             }
             Outcome::PassThrough => Ok(CallResult::Finished(ResultText::from_envelope(
-                &Envelope::error(
+                Envelope::error(
                     EnvelopeIds {
                         tool_call_id: call.id.clone(),
                         conversation_id: Some(conversation_id.into()),

@@ -635,7 +635,7 @@ impl Agent {
             session_id: context.session_id().map(Into::into),
         };
         let finished =
-            |envelope: Envelope| CallResult::Finished(ResultText::from_envelope(&envelope));
+            |envelope: Envelope| CallResult::Finished(ResultText::from_envelope(envelope));
         let result = match call.status {
             CallStatus::Truncated => finished(Envelope::error(
                 ids(),
