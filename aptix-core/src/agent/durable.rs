@@ -27,7 +27,9 @@ use super::ledger::Ledger;
 use super::{Agent, AgentEvent, AgentStream, Conversation, DoneReason, Input};
 use crate::envelope::EnvelopeIds;
 use crate::model::{Message, Usage};
-use crate::store::{CallState, ConversationStatus, Step, Store, StoreError, StoredConversation};
+use crate::store::{
+    CallRecord, CallState, ConversationStatus, Step, Store, StoreError, StoredConversation,
+};
 
 /// How long a suspended call waits when its tool declares no
 /// `suspend_timeout`.
@@ -148,6 +150,52 @@ impl Durable {
         self.store
             .save_conversation(conversation, &self.owner, status, self.lease_until())
             .await
+    }
+
+    /// How many waits of the conversation are still pending.
+    pub(crate) async fn pending_count(&self, conversation_id: &str) -> Result<usize, StoreError> {
+        Ok(self
+            .store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .filter(|record| record.state == CallState::Pending)
+            .count())
+    }
+
+    /// Expires `record` if it is a pending wait whose deadline has passed:
+    /// the one place a deadline fires, whoever notices it (a sweep, a
+    /// revival, a late resolution). Returns whether this call expired it.
+    pub(crate) async fn expire_if_due(
+        &self,
+        record: &CallRecord,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        if record.state != CallState::Pending || record.deadline.is_none_or(|at| at > now) {
+            return Ok(false);
+        }
+        let moved = self
+            .store
+            .transition(
+                &record.conversation_id,
+                &record.tool_call_id,
+                record.step,
+                CallState::Pending,
+                CallState::Expired,
+                None,
+                now,
+            )
+            .await?;
+        if moved {
+            tracing::info!(
+                conversation_id = %record.conversation_id,
+                tool_call_id = %record.tool_call_id,
+                tool = %record.tool,
+                step = %record.step,
+                "suspended call expired"
+            );
+        }
+        Ok(moved)
     }
 
     pub(crate) fn client_attached(&self, conversation_id: &str) -> bool {
@@ -417,12 +465,7 @@ impl Agent {
                     .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?
             }
         };
-        let pending = store
-            .calls(conversation_id)
-            .await?
-            .iter()
-            .filter(|record| record.state == CallState::Pending)
-            .count();
+        let pending = durable.pending_count(conversation_id).await?;
         if pending > 0 {
             durable
                 .save(&claimed.conversation, ConversationStatus::Suspended)
@@ -449,19 +492,7 @@ impl Agent {
             .ok_or_else(|| DurableError::Unknown(conversation_id.to_owned()))?;
         let now = now_ms();
         for record in store.calls(conversation_id).await? {
-            if record.state == CallState::Pending && record.deadline.is_some_and(|at| at <= now) {
-                store
-                    .transition(
-                        conversation_id,
-                        &record.tool_call_id,
-                        record.step,
-                        CallState::Pending,
-                        CallState::Expired,
-                        None,
-                        now,
-                    )
-                    .await?;
-            }
+            durable.expire_if_due(&record, now).await?;
         }
         match stored.status {
             ConversationStatus::Idle => Ok(Revival::Idle),
@@ -508,26 +539,7 @@ impl Agent {
         let mut expired = 0;
         let mut conversations = BTreeSet::new();
         for record in durable.store.due_calls(now, 512).await? {
-            let moved = durable
-                .store
-                .transition(
-                    &record.conversation_id,
-                    &record.tool_call_id,
-                    record.step,
-                    CallState::Pending,
-                    CallState::Expired,
-                    None,
-                    now,
-                )
-                .await?;
-            if moved {
-                tracing::info!(
-                    conversation_id = %record.conversation_id,
-                    tool_call_id = %record.tool_call_id,
-                    tool = %record.tool,
-                    step = %record.step,
-                    "suspended call expired"
-                );
+            if durable.expire_if_due(&record, now).await? {
                 expired += 1;
                 conversations.insert(record.conversation_id);
             }
@@ -653,13 +665,7 @@ impl Agent {
 
     async fn resume_if_ready(&self, conversation_id: &str) -> Result<Revival, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
-        let pending = durable
-            .store
-            .calls(conversation_id)
-            .await?
-            .iter()
-            .filter(|record| record.state == CallState::Pending)
-            .count();
+        let pending = durable.pending_count(conversation_id).await?;
         if pending > 0 {
             return Ok(Revival::Waiting { pending });
         }
@@ -791,13 +797,7 @@ impl Agent {
         let Some(durable) = self.durable() else {
             return Ok(None);
         };
-        let open = durable
-            .store
-            .calls(conversation_id)
-            .await?
-            .iter()
-            .any(|record| record.state == CallState::Pending);
-        if open {
+        if durable.pending_count(conversation_id).await? > 0 {
             return Ok(None);
         }
         durable

@@ -211,22 +211,9 @@ impl Agent {
         };
         let now = now_ms();
         if target.state == CallState::Pending && target.deadline.is_some_and(|at| at <= now) {
-            if store
-                .transition(
-                    conversation_id,
-                    tool_call_id,
-                    target.step,
-                    CallState::Pending,
-                    CallState::Expired,
-                    None,
-                    now,
-                )
-                .await?
-            {
-                tracing::info!(step = %target.step, "call expired before its resolution arrived");
-                if durable.resume_on_resolve {
-                    self.resume_in_background(conversation_id);
-                }
+            // Expired before its resolution arrived.
+            if durable.expire_if_due(target, now).await? && durable.resume_on_resolve {
+                self.resume_in_background(conversation_id);
             }
             return Err(ResolveError::Expired {
                 tool_call_id: tool_call_id.to_owned(),
@@ -259,12 +246,7 @@ impl Agent {
             return Err(settled_refusal(&current, &resolution));
         }
         tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
-        let pending = store
-            .calls(conversation_id)
-            .await?
-            .iter()
-            .filter(|record| record.state == CallState::Pending)
-            .count();
+        let pending = durable.pending_count(conversation_id).await?;
         if pending == 0 && durable.resume_on_resolve {
             self.resume_in_background(conversation_id);
         }
