@@ -4,37 +4,66 @@
 # the end-to-end test's model server, built once into ~/.cache/aptix, and
 # PostgreSQL for the store tests, from Debian's packages when missing; Node 22
 # and the MCP conformance suite, from the npm registry)
+# Each step prints how long it took, and the run ends with a table of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo fmt --check"
+TIMES=()
+RUN_STARTED=$SECONDS
+STEP_NAME=""
+STEP_STARTED=$SECONDS
+step() {
+  finish_step
+  STEP_NAME="$1"
+  STEP_STARTED=$SECONDS
+  echo "== $1"
+}
+finish_step() {
+  if [ -n "$STEP_NAME" ]; then
+    local took=$((SECONDS - STEP_STARTED))
+    echo "-- ${took}s: $STEP_NAME"
+    TIMES+=("$(printf '%6ss  %s' "$took" "$STEP_NAME")")
+  fi
+  STEP_NAME=""
+}
+report() {
+  local status=$?
+  finish_step
+  echo "== step times"
+  for line in "${TIMES[@]}"; do echo "$line"; done
+  echo "$(printf '%6ss  %s' $((SECONDS - RUN_STARTED)) 'total')"
+  ./scripts/llm-server.sh stop || true
+  ./scripts/pg-server.sh stop || true
+  exit "$status"
+}
+# Both servers stop on exit, whichever of them started.
+trap report EXIT
+
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy (all targets, warnings are errors)"
+step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-# Both servers stop on exit, whichever of them started.
-trap './scripts/llm-server.sh stop; ./scripts/pg-server.sh stop' EXIT
-
-echo "== local model server (llama.cpp + SmolLM2-135M; built once, then cached)"
+step "local model server (llama.cpp + SmolLM2-135M; built once, then cached)"
 APTIX_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
 export APTIX_TEST_LLM_URL
 echo "model server at $APTIX_TEST_LLM_URL"
 
-echo "== PostgreSQL for the store tests (Debian's package, installed if missing; fresh cluster)"
+step "PostgreSQL for the store tests (Debian's package, installed if missing; fresh cluster)"
 APTIX_TEST_PG_URL="$(./scripts/pg-server.sh start)"
 export APTIX_TEST_PG_URL
 echo "PostgreSQL at $APTIX_TEST_PG_URL"
 
-echo "== MCP Python client (PyPI mcp, pinned in tests/mcp_python/requirements.txt; venv cached)"
+step "MCP Python client (PyPI mcp, pinned in tests/mcp_python/requirements.txt; venv cached)"
 APTIX_TEST_MCP_PYTHON="$(./scripts/mcp-python.sh)"
 export APTIX_TEST_MCP_PYTHON
 
-echo "== cargo test (unit, integration, trybuild UI, examples, benches in test mode)"
+step "cargo test (unit, integration, trybuild UI, examples, benches in test mode)"
 cargo test --workspace --all-targets --locked
 
-echo "== cargo test --doc"
+step "cargo test --doc"
 cargo test --workspace --doc --locked
 
-echo "== MCP conformance suite (Node 22 and @modelcontextprotocol/conformance from npm; cached)"
+step "MCP conformance suite (Node 22 and @modelcontextprotocol/conformance from npm; cached)"
 MCP_CONFORMANCE_STRICT=1 ./scripts/mcp-conformance.sh
