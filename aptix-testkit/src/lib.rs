@@ -12,6 +12,7 @@
 //! These helpers panic with a descriptive message on failure, as test
 //! assertions do.
 
+pub mod faulty_store;
 pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod mock_server;
