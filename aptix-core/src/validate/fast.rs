@@ -25,10 +25,9 @@
 //!   (so `1 == 1.0`, `-0.0` is an integer, `1e300` is an integer).
 //! * Any value, even one the schema ignores, is parsed with `deserialize_any` (never
 //!   `IgnoredAny`, which skips surrogate and number-range checks a `Value` parse makes).
-//! * Duplicate keys: a `Value` keeps the last one. The verdict of every member is kept per key
-//!   and a later duplicate overrides it, and `minProperties`/`maxProperties` count distinct
-//!   names, so the answer is that of the `Value` without ever building it. For the same reason a
-//!   document is always read to its end, never abandoned at the first invalid member.
+//! * Duplicate member names make a document invalid, as on the exact path (a `Value` would keep
+//!   the last one, while the typed parse that follows may read both). Otherwise a document is
+//!   always read to its end, never abandoned at the first invalid member.
 //! * Keywords that need a whole subtree (`uniqueItems`, `enum`/`const` with arrays or objects,
 //!   `anyOf`/`oneOf`/`allOf`/`not` with more than one branch that could accept that array or
 //!   object) buffer that subtree only, with `serde_json`'s own `Value` visitor, and walk it with
@@ -44,6 +43,7 @@
 //! Anything else makes [`FastValidator::compile`] return `None`; see its documentation.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -53,8 +53,8 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use super::StrictValue;
 use super::pattern::translate_pattern;
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
@@ -71,6 +71,8 @@ const ROOT: Id = 2;
 const MAX_SCHEMA_DEPTH: usize = 64;
 /// Longest chain of applicators (`$ref`, `anyOf`, ...) that apply to the same instance.
 const MAX_CHAIN: u32 = 32;
+/// Why a document with a repeated member name is invalid here: the exact path refuses it.
+const DUPLICATE: &str = "duplicate member name";
 /// Longest property name (in bytes) `compile` takes.
 const MAX_NAME_LEN: usize = 1024;
 
@@ -382,7 +384,11 @@ impl FastValidator {
 
     /// The object as `serde_json::Value` would build it (this is serde_json's own visitor), walked.
     fn buffer_map<'de, A: MapAccess<'de>>(&self, id: Id, map: A) -> Result<bool, A::Error> {
-        let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let duplicate = RefCell::new(None);
+        let value = StrictValue {
+            duplicate: &duplicate,
+        }
+        .visit_map(map)?;
         Ok(self.value(id, &value))
     }
 
@@ -396,12 +402,20 @@ impl FastValidator {
         let mut keys = KeySeed {
             slots: &[],
             ranges: &[],
-            keep: false,
+            keep: true,
             raw_token: self.raw_token,
         };
+        let mut seen = HashSet::new();
         while let Some(key) = map.next_key_seed(keys)? {
-            if let Key::Raw = key {
-                return self.raw_member(id, map);
+            match key {
+                Key::Raw => return self.raw_member(id, map),
+                Key::Other(Some(name)) => {
+                    if !seen.insert(name) {
+                        return Err(de::Error::custom(DUPLICATE));
+                    }
+                }
+                // Not asked for: no slots here, and every name is kept.
+                _ => return Err(de::Error::custom(DUPLICATE)),
             }
             keys.raw_token = false;
             map.next_value_seed(Walk { v: self, id: ANY })?;
@@ -414,7 +428,14 @@ impl FastValidator {
     #[cold]
     fn raw_member<'de, A: MapAccess<'de>>(&self, id: Id, mut map: A) -> Result<bool, A::Error> {
         let text: String = map.next_value()?;
-        let value: Value = serde_json::from_str(&text).map_err(de::Error::custom)?;
+        let duplicate = RefCell::new(None);
+        let mut inner = serde_json::Deserializer::from_str(&text);
+        let value = StrictValue {
+            duplicate: &duplicate,
+        }
+        .deserialize(&mut inner)
+        .and_then(|value| inner.end().map(|()| value))
+        .map_err(de::Error::custom)?;
         let keys = KeySeed {
             slots: &[],
             ranges: &[],
@@ -444,17 +465,22 @@ impl FastValidator {
         let mut seen_extra: Option<HashSet<Cow<'de, str>>> = None;
         // A member `additionalProperties: false` forbids: the object is invalid whatever follows.
         let mut forbidden = false;
+        // Every other name is kept, to refuse a duplicate.
         let mut keys = KeySeed {
             slots: &checks.slots,
             ranges: &checks.slot_ranges,
-            keep: count_members || judged_extra,
+            keep: true,
             raw_token: self.raw_token,
         };
+        let mut others: HashSet<Cow<'de, str>> = HashSet::new();
         while let Some(key) = map.next_key_seed(keys)? {
             keys.raw_token = false;
             match key {
                 Key::Raw => return self.raw_member(id, map),
                 Key::Slot(index) => {
+                    if present.get(index) {
+                        return Err(de::Error::custom(DUPLICATE));
+                    }
                     let child = match checks.slots.get(index) {
                         Some(slot) if !forbidden => slot.node,
                         _ => ANY,
@@ -464,6 +490,11 @@ impl FastValidator {
                     invalid.put(index, !valid);
                 }
                 Key::Other(name) => {
+                    if let Some(name) = &name
+                        && !others.insert(name.clone())
+                    {
+                        return Err(de::Error::custom(DUPLICATE));
+                    }
                     if checks.additional == NEVER {
                         forbidden = true;
                     }
@@ -1066,8 +1097,12 @@ fn drain_seq<'de, A: SeqAccess<'de>>(v: &FastValidator, mut seq: A) -> Result<()
 
 /// The rest of a sequence as `serde_json::Value` would build it.
 fn collect_seq<'de, A: SeqAccess<'de>>(seq: &mut A) -> Result<Vec<Value>, A::Error> {
+    let duplicate = RefCell::new(None);
+    let seed = StrictValue {
+        duplicate: &duplicate,
+    };
     let mut items = Vec::new();
-    while let Some(item) = seq.next_element::<Value>()? {
+    while let Some(item) = seq.next_element_seed(seed)? {
         items.push(item);
     }
     Ok(items)
@@ -1657,7 +1692,7 @@ mod tests {
 
     /// `jsonschema`'s answer on the text, as the caller's fallback sees it.
     fn reference(validator: &jsonschema::Validator, raw: &str) -> bool {
-        serde_json::from_str::<Value>(raw).is_ok_and(|value| validator.is_valid(&value))
+        crate::validate::parse_value(raw).is_ok_and(|value| validator.is_valid(&value))
     }
 
     /// Compiles both, then checks each `(document, expected)` against both.
@@ -1671,7 +1706,7 @@ mod tests {
                 "jsonschema: {schema} on {raw}"
             );
             assert_eq!(fast.is_valid(raw), *expected, "fast: {schema} on {raw}");
-            if let Ok(value) = serde_json::from_str::<Value>(raw) {
+            if let Ok(value) = crate::validate::parse_value(raw) {
                 assert_eq!(
                     fast.value(fast.root, &value),
                     *expected,
@@ -1852,7 +1887,7 @@ mod tests {
                 ("[1, {\"a\": 3}]", false),
                 ("{\"b\": [true]}", true),
                 ("{\"b\": [true], \"c\": 1}", false),
-                ("{\"b\": [false], \"b\": [true]}", true),
+                ("{\"b\": [false], \"b\": [true]}", false),
             ],
         );
         check(
@@ -2053,9 +2088,10 @@ mod tests {
                 ("{\"name\": \"Ada\", \"age\": 36}", true),
                 ("{\"age\": 36}", false),
                 ("{\"name\": \"Ada\", \"x\": 1}", false),
-                ("{\"name\": 1, \"name\": \"Ada\"}", true),
+                // A repeated name is refused, whichever value comes last.
+                ("{\"name\": 1, \"name\": \"Ada\"}", false),
                 ("{\"name\": \"Ada\", \"name\": 1}", false),
-                ("{\"name\": \"Ada\", \"age\": -1, \"age\": 2}", true),
+                ("{\"name\": \"Ada\", \"age\": -1, \"age\": 2}", false),
                 ("[]", false),
             ],
         );
@@ -2064,10 +2100,10 @@ mod tests {
             &[
                 ("{\"a\": 1, \"b\": 2}", true),
                 ("{\"a\": 1, \"a\": 2}", false),
-                ("{\"a\": 1, \"a\": 2, \"b\": 3}", true),
-                ("{\"a\": \"x\", \"b\": 1, \"a\": 2}", true),
+                ("{\"a\": 1, \"a\": 2, \"b\": 3}", false),
+                ("{\"a\": \"x\", \"b\": 1, \"a\": 2}", false),
                 ("{\"a\": 1, \"b\": 1, \"a\": \"x\"}", false),
-                ("{\"\\u0061\": \"x\", \"b\": 1, \"a\": 2}", true),
+                ("{\"\\u0061\": \"x\", \"b\": 1, \"a\": 2}", false),
             ],
         );
         check(
@@ -2077,7 +2113,7 @@ mod tests {
         check(
             json!({"properties": {"a": {"properties": {"b": {"type": "null"}}}}}),
             &[
-                ("{\"a\": {\"b\": 1}, \"a\": {\"b\": null}}", true),
+                ("{\"a\": {\"b\": 1}, \"a\": {\"b\": null}}", false),
                 ("{\"a\": {\"b\": null, \"b\": 1}}", false),
             ],
         );
@@ -2922,7 +2958,7 @@ mod tests {
                 schema,
                 doc
             );
-            if let Ok(value) = serde_json::from_str::<Value>(&doc) {
+            if let Ok(value) = crate::validate::parse_value(&doc) {
                 prop_assert_eq!(
                     fast.value(fast.root, &value),
                     expected,

@@ -12,17 +12,32 @@
 pub mod fast;
 pub mod fused;
 mod pattern;
+#[cfg(test)]
+mod tests;
 
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use std::cell::RefCell;
+
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
 use fast::FastValidator;
 use fused::FusedValidator;
 
+/// Most violations one rejection lists; the rest are only counted.
+pub(crate) const MAX_VIOLATIONS: usize = 20;
+
+#[cfg(test)]
+thread_local! {
+    /// Subschema compilations made while checking `null` members (tests count them).
+    pub(crate) static COMPILATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Validates raw argument strings against one tool's canonical schema.
 pub struct ArgsValidator {
-    schema: Value,
+    nulls: NullPlan,
     full: jsonschema::Validator,
     fused: Option<FusedValidator>,
     fast: Option<FastValidator>,
@@ -53,7 +68,7 @@ impl ArgsValidator {
     pub fn new(schema: &Value) -> Result<Self, String> {
         let full = jsonschema::draft202012::new(schema).map_err(|error| error.to_string())?;
         Ok(ArgsValidator {
-            schema: schema.clone(),
+            nulls: NullPlan::build(schema),
             full,
             fused: FusedValidator::compile(schema),
             fast: FastValidator::compile(schema),
@@ -92,8 +107,7 @@ impl ArgsValidator {
 
     /// The full path: one `Value` parse, every violation reported.
     fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
-        let mut value: Value =
-            serde_json::from_str(raw).map_err(|error| invalid_json(raw, &error))?;
+        let mut value = parse_value(raw)?;
         if !value.is_object() {
             return Err(not_object(&value));
         }
@@ -101,26 +115,203 @@ impl ArgsValidator {
             // OpenAI's strict mode makes every optional property required and
             // nullable, so a model sends `null` for "not given". Read it so.
             let mut stripped = value.clone();
-            if strip_optional_nulls(&mut stripped, &self.schema, &self.schema, 0)
-                && self.full.is_valid(&stripped)
-            {
+            if self.nulls.strip(&mut stripped, 0, 0) && self.full.is_valid(&stripped) {
                 value = stripped;
             } else {
-                let violations = self
-                    .full
-                    .iter_errors(&value)
-                    .map(|error| (error.instance_path().as_str().to_owned(), error.to_string()))
+                let mut errors = self.full.iter_errors(&value);
+                let violations = errors
+                    .by_ref()
+                    .take(MAX_VIOLATIONS)
+                    .map(|error| {
+                        let path = error.instance_path().as_str().to_owned();
+                        (path, shortened(error.to_string()))
+                    })
                     .collect();
-                return Err(invalid_arguments(violations));
+                let more = errors.count();
+                return Err(invalid_arguments(violations, more));
             }
         }
         // The schema accepts it; the Rust type may still be stricter (a float
         // where an integer is declared, a custom `Deserialize`).
         serde_path_to_error::deserialize(&value).map_err(|error| {
             let path = pointer_of(error.path());
-            invalid_arguments(vec![(path, error.inner().to_string())])
+            invalid_arguments(vec![(path, shortened(error.inner().to_string()))], 0)
         })
     }
+}
+
+/// `raw` as a `Value`, refusing duplicate member names: a `Value` would keep the last one,
+/// while a typed parse may read both (an untagged enum buffers them and picks another variant),
+/// so the tool would not get what was validated and shown to an approver.
+fn parse_value(raw: &str) -> Result<Value, Rejection> {
+    let duplicate = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_str(raw);
+    let parsed = StrictValue {
+        duplicate: &duplicate,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|value| deserializer.end().map(|()| value));
+    parsed.map_err(|error| match duplicate.into_inner() {
+        Some(duplicate) => duplicate.rejection(),
+        None => invalid_json(raw, &error),
+    })
+}
+
+/// A member name met twice in one object, and where (innermost segment first, filled in as the
+/// error travels up).
+#[derive(Debug)]
+pub(crate) struct Duplicate {
+    name: String,
+    reversed_path: Vec<String>,
+}
+
+impl Duplicate {
+    fn rejection(self) -> Rejection {
+        let mut path = String::new();
+        for segment in self.reversed_path.iter().rev() {
+            path.push('/');
+            path.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+        }
+        let name = shortened(self.name);
+        let problem = format!(
+            "the member `{name}` appears more than once in this object; send each member once"
+        );
+        invalid_arguments(vec![(path, problem)], 0)
+    }
+}
+
+/// Builds a `Value` as `serde_json`'s own visitor does, except that a duplicate member name is
+/// an error (recorded in `duplicate`, so that the caller can tell it from malformed JSON).
+#[derive(Clone, Copy)]
+pub(crate) struct StrictValue<'a> {
+    pub(crate) duplicate: &'a RefCell<Option<Duplicate>>,
+}
+
+impl StrictValue<'_> {
+    /// Adds `segment` to the path of a duplicate found below it, if that is why reading failed.
+    fn locate(self, segment: String) {
+        if let Some(duplicate) = self.duplicate.borrow_mut().as_mut() {
+            duplicate.reversed_path.push(segment);
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue<'_> {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+
+    fn visit_f64<E: de::Error>(self, f: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            match seq.next_element_seed(self) {
+                Ok(Some(item)) => items.push(item),
+                Ok(None) => return Ok(Value::Array(items)),
+                Err(error) => {
+                    self.locate(items.len().to_string());
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        let mut first = true;
+        while let Some(name) = map.next_key::<String>()? {
+            // With `serde_json/raw_value`, a `Value` reads an object whose first member has this
+            // name as the JSON text in the member's string.
+            if first && name == RAW_TOKEN {
+                let text: String = map.next_value()?;
+                let mut inner = serde_json::Deserializer::from_str(&text);
+                let value = self
+                    .deserialize(&mut inner)
+                    .and_then(|value| inner.end().map(|()| value))
+                    .map_err(de::Error::custom)?;
+                return Ok(value);
+            }
+            first = false;
+            if members.contains_key(&name) {
+                *self.duplicate.borrow_mut() = Some(Duplicate {
+                    name,
+                    reversed_path: Vec::new(),
+                });
+                return Err(de::Error::custom("duplicate member name"));
+            }
+            match map.next_value_seed(self) {
+                Ok(value) => {
+                    members.insert(name, value);
+                }
+                Err(error) => {
+                    self.locate(name);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(Value::Object(members))
+    }
+}
+
+/// The member name `serde_json` (with `raw_value`, on in Aptix's workspace) reserves for raw
+/// values.
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// Longest problem description, in characters: jsonschema's messages quote the offending
+/// value, which can be most of the document.
+const MAX_PROBLEM_CHARS: usize = 400;
+
+fn shortened(mut problem: String) -> String {
+    if let Some((cut, _)) = problem.char_indices().nth(MAX_PROBLEM_CHARS) {
+        problem.truncate(cut);
+        problem.push('…');
+    }
+    problem
 }
 
 fn invalid_json(raw: &str, error: &serde_json::Error) -> Rejection {
@@ -174,7 +365,8 @@ fn not_object(value: &Value) -> Rejection {
     }
 }
 
-fn invalid_arguments(violations: Vec<(String, String)>) -> Rejection {
+/// `more` counts the violations left out of the list (see [`MAX_VIOLATIONS`]).
+fn invalid_arguments(violations: Vec<(String, String)>, more: usize) -> Rejection {
     let mut message = String::from("The arguments do not match the tool's parameters:");
     for (path, problem) in &violations {
         let at = if path.is_empty() {
@@ -183,6 +375,11 @@ fn invalid_arguments(violations: Vec<(String, String)>) -> Rejection {
             path
         };
         message.push_str(&format!("\n- at {at}: {problem}"));
+    }
+    if more > 0 {
+        message.push_str(&format!(
+            "\n- and {more} more problems not listed here, many of them likely like those above."
+        ));
     }
     message.push_str("\nFix every listed problem and call the tool again.");
     let details = violations
@@ -213,61 +410,154 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
     pointer
 }
 
-/// Removes `null` members whose property is optional and does not accept
-/// `null` itself; returns whether anything was removed. Follows local
-/// `$ref`s, objects and arrays; bounded in depth like serde_json's parser.
-fn strip_optional_nulls(value: &mut Value, schema: &Value, root: &Value, depth: usize) -> bool {
-    if depth > 128 {
-        return false;
+/// Where a `null` member can be read as "absent": for each schema location the validator can
+/// reach, which optional members do not accept `null` themselves. Deciding that takes a schema
+/// compilation per property, so it is done once, when the validator is built, never per member
+/// of a document.
+#[derive(Debug, Default)]
+struct NullPlan {
+    /// Node 0 is the root; empty when no object or array schema has anything to strip.
+    nodes: Vec<PlanNode>,
+}
+
+#[derive(Debug, Default)]
+struct PlanNode {
+    members: std::collections::HashMap<String, PlanMember>,
+    items: Option<usize>,
+}
+
+#[derive(Debug)]
+struct PlanMember {
+    /// Optional, and its schema refuses `null`.
+    drop_null: bool,
+    /// The plan of the member's own schema, if it has members or items.
+    next: Option<usize>,
+}
+
+/// Deepest schema nesting the plan follows, like serde_json's parser for documents.
+const MAX_PLAN_DEPTH: usize = 128;
+
+impl NullPlan {
+    fn build(root: &Value) -> NullPlan {
+        let mut plan = NullPlan::default();
+        let mut refs = std::collections::HashMap::new();
+        plan.node(root, root, &mut refs, 0);
+        plan
     }
-    let schema = match schema.get("$ref").and_then(Value::as_str) {
-        Some("#") => root,
-        Some(reference) => match reference
-            .strip_prefix("#/$defs/")
-            .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))
-        {
-            Some(target) => target,
-            None => return false,
-        },
-        None => schema,
-    };
-    let mut removed = false;
-    match value {
-        Value::Object(members) => {
-            let Some(Value::Object(properties)) = schema.get("properties") else {
-                return false;
+
+    /// The plan node of `schema`, following local `$ref`s (each definition planned once, so
+    /// recursive types terminate).
+    fn node<'s>(
+        &mut self,
+        schema: &'s Value,
+        root: &'s Value,
+        refs: &mut std::collections::HashMap<&'s str, Option<usize>>,
+        depth: usize,
+    ) -> Option<usize> {
+        if depth > MAX_PLAN_DEPTH {
+            return None;
+        }
+        if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+            if let Some(known) = refs.get(reference) {
+                return *known;
+            }
+            let target = match reference {
+                "#" => root,
+                _ => reference
+                    .strip_prefix("#/$defs/")
+                    .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))?,
             };
+            // Reserved before descending, so a recursive reference finds it.
+            let id = self.nodes.len();
+            self.nodes.push(PlanNode::default());
+            refs.insert(reference, Some(id));
+            self.fill(id, target, root, refs, depth);
+            return Some(id);
+        }
+        if schema.get("properties").is_none() && schema.get("items").is_none() {
+            return None;
+        }
+        let id = self.nodes.len();
+        self.nodes.push(PlanNode::default());
+        self.fill(id, schema, root, refs, depth);
+        Some(id)
+    }
+
+    fn fill<'s>(
+        &mut self,
+        id: usize,
+        schema: &'s Value,
+        root: &'s Value,
+        refs: &mut std::collections::HashMap<&'s str, Option<usize>>,
+        depth: usize,
+    ) {
+        if depth == 0 {
+            refs.insert("#", Some(id));
+        }
+        let mut node = PlanNode::default();
+        if let Some(Value::Object(properties)) = schema.get("properties") {
             let required: Vec<&str> = schema
                 .get("required")
                 .and_then(Value::as_array)
                 .map(|names| names.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            members.retain(|name, member| {
-                let drop = member.is_null()
-                    && !required.contains(&name.as_str())
-                    && properties.get(name).is_some_and(|p| !accepts_null(p, root));
-                removed |= drop;
-                !drop
-            });
-            for (name, member) in members.iter_mut() {
-                if let Some(property) = properties.get(name) {
-                    removed |= strip_optional_nulls(member, property, root, depth + 1);
+            for (name, property) in properties {
+                let drop_null = !required.contains(&name.as_str()) && !accepts_null(property, root);
+                let next = self.node(property, root, refs, depth + 1);
+                if drop_null || next.is_some() {
+                    node.members
+                        .insert(name.clone(), PlanMember { drop_null, next });
                 }
             }
         }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for item in items {
-                    removed |= strip_optional_nulls(item, item_schema, root, depth + 1);
-                }
-            }
+        if let Some(items) = schema.get("items") {
+            node.items = self.node(items, root, refs, depth + 1);
         }
-        _ => {}
+        if let Some(slot) = self.nodes.get_mut(id) {
+            *slot = node;
+        }
     }
-    removed
+
+    /// Removes the `null` members the plan marks as droppable; returns whether anything was
+    /// removed.
+    fn strip(&self, value: &mut Value, id: usize, depth: usize) -> bool {
+        let Some(node) = self.nodes.get(id) else {
+            return false;
+        };
+        if depth > MAX_PLAN_DEPTH {
+            return false;
+        }
+        let mut removed = false;
+        match value {
+            Value::Object(members) => {
+                members.retain(|name, member| {
+                    let drop = member.is_null()
+                        && node.members.get(name).is_some_and(|plan| plan.drop_null);
+                    removed |= drop;
+                    !drop
+                });
+                for (name, member) in members.iter_mut() {
+                    if let Some(next) = node.members.get(name).and_then(|plan| plan.next) {
+                        removed |= self.strip(member, next, depth + 1);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(next) = node.items {
+                    for item in items {
+                        removed |= self.strip(item, next, depth + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+        removed
+    }
 }
 
 fn accepts_null(schema: &Value, root: &Value) -> bool {
+    #[cfg(test)]
+    COMPILATIONS.with(|count| count.set(count.get() + 1));
     jsonschema::draft202012::new(&with_defs(schema, root))
         .map(|validator| validator.is_valid(&Value::Null))
         .unwrap_or(true)

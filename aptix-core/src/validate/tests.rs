@@ -1,0 +1,169 @@
+//! Reproductions of the validator faults of the 2026-11 review (issue 9), one test per fault.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ArgsValidator, COMPILATIONS, MAX_VIOLATIONS};
+use crate::error::ErrorCode;
+use crate::schema::canonical_parameters;
+
+fn validator<T: schemars::JsonSchema>() -> ArgsValidator {
+    ArgsValidator::new(&canonical_parameters::<T>()).expect("schema compiles")
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)]
+struct Batch {
+    /// The items.
+    items: Vec<Item>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)]
+struct Item {
+    /// A number.
+    #[serde(default)]
+    a: u32,
+}
+
+fn items(count: usize, member: &str) -> String {
+    let items = vec![member; count].join(",");
+    format!(r#"{{"items":[{items}]}}"#)
+}
+
+/// Fault 8: whether an optional member accepts `null` is decided when the validator is built,
+/// never per member of a document.
+#[test]
+fn null_members_compile_no_schema_per_document() {
+    let validator = validator::<Batch>();
+    COMPILATIONS.with(|count| count.set(0));
+    let batch: Batch = validator
+        .parse(&items(10_000, r#"{"a":null}"#))
+        .expect("nulls read as absent");
+    assert_eq!(batch.items.len(), 10_000);
+    assert_eq!(COMPILATIONS.with(|count| count.get()), 0);
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)]
+struct Ranged {
+    /// Small numbers.
+    items: Vec<Small>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)]
+struct Small {
+    /// At most 9.
+    #[schemars(range(max = 9))]
+    n: u32,
+}
+
+/// Fault 8: the violation list is capped, with a count of the rest.
+#[test]
+fn violations_are_capped_with_a_count_of_the_rest() {
+    let validator = validator::<Ranged>();
+    let rejection = validator
+        .parse::<Ranged>(&items(10_000, r#"{"n":10}"#))
+        .expect_err("out of range");
+    assert_eq!(rejection.code, ErrorCode::InvalidArguments);
+    let details = rejection
+        .details
+        .as_ref()
+        .and_then(Value::as_array)
+        .expect("details");
+    assert_eq!(details.len(), MAX_VIOLATIONS);
+    let more = 10_000 - MAX_VIOLATIONS;
+    assert!(
+        rejection.message.contains(&format!("{more} more")),
+        "{}",
+        rejection.message
+    );
+    assert!(
+        rejection.message.len() < 8 * 1024,
+        "{}",
+        rejection.message.len()
+    );
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct Ratio {
+    /// A fraction.
+    #[schemars(range(min = 0.0, max = 1.0))]
+    g: Option<f32>,
+}
+
+/// Fault 14: the fused layer must not vouch for an `f32` it checked after rounding; the review's
+/// divergence document (above the maximum in `f64`, equal to it in `f32`).
+#[test]
+fn fused_layer_declines_f32_targets() {
+    let schema = canonical_parameters::<Ratio>();
+    let fused = super::fused::FusedValidator::compile(&schema).expect("compiles");
+    let raw = r#"{"g":1.0000000000000002}"#;
+    assert_eq!(fused.parse::<Ratio>(raw), None);
+    let reference = jsonschema::draft202012::new(&schema).expect("compiles");
+    let value: Value = serde_json::from_str(raw).expect("json");
+    assert!(!reference.is_valid(&value));
+    let rejection = validator::<Ratio>()
+        .parse::<Ratio>(raw)
+        .expect_err("above the maximum");
+    assert_eq!(rejection.code, ErrorCode::InvalidArguments);
+    // Valid documents still pass, through the other layers.
+    assert_eq!(
+        validator::<Ratio>().parse::<Ratio>(r#"{"g":0.5}"#),
+        Ok(Ratio { g: Some(0.5) })
+    );
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct Open {
+    /// What to open.
+    target: Target,
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum Target {
+    File {
+        /// The file's path.
+        path: String,
+    },
+    Labels(std::collections::BTreeMap<String, String>),
+}
+
+/// Fault 13: a duplicate member is refused by every layer, with its name and path, instead of
+/// the tool getting another variant than the one validated.
+#[test]
+fn duplicate_members_are_refused_by_every_layer() {
+    let raw = r#"{"target":{"path":"/etc/shadow","path":"/srv/public/ok"}}"#;
+    let rejection = validator::<Open>()
+        .parse::<Open>(raw)
+        .expect_err("duplicate member");
+    assert_eq!(rejection.code, ErrorCode::InvalidArguments);
+    assert!(
+        rejection.message.contains("`path`") && rejection.message.contains("/target"),
+        "{}",
+        rejection.message
+    );
+    // The same through a `Value` (a client tool's payload) and for plain structs and maps.
+    assert!(validator::<Open>().parse::<Value>(raw).is_err());
+    let flat = r#"{"items":[{"a":1,"a":2}]}"#;
+    assert!(validator::<Batch>().parse::<Batch>(flat).is_err());
+    let schema = canonical_parameters::<Batch>();
+    if let Some(fast) = super::fast::FastValidator::compile(&schema) {
+        assert!(!fast.is_valid(flat));
+    }
+    if let Some(fused) = super::fused::FusedValidator::compile(&schema) {
+        assert!(fused.parse::<Value>(flat).is_none());
+    }
+    // Escapes spell the same name.
+    let escaped = r#"{"items":[{"a":1,"\u0061":2}]}"#;
+    let rejection = validator::<Batch>()
+        .parse::<Batch>(escaped)
+        .expect_err("duplicate");
+    assert!(
+        rejection.message.contains("/items/0"),
+        "{}",
+        rejection.message
+    );
+}
