@@ -867,3 +867,122 @@ async fn from_env_child() -> TestResult {
     assert_eq!(turn?.text, "from the environment");
     Ok(())
 }
+
+/// A one-connection HTTP server on 127.0.0.1 that answers the first request
+/// with `head` and then `body` bytes of `x` (in 64 KiB writes), then holds the
+/// connection open for `hold`. Returns the base URL and a handle giving how
+/// many body bytes the client let it write before closing.
+fn raw_error_server(
+    head: String,
+    body: usize,
+    hold: Duration,
+) -> std::io::Result<(String, std::thread::JoinHandle<usize>)> {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/v1", listener.local_addr()?);
+    let handle = std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return 0;
+        };
+        let mut request = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => return 0,
+                Ok(read) => request.extend_from_slice(&buffer[..read]),
+            }
+        }
+        if stream.write_all(head.as_bytes()).is_err() {
+            return 0;
+        }
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut written = 0;
+        while written < body {
+            let piece = chunk.len().min(body - written);
+            match stream.write(&chunk[..piece]) {
+                Ok(0) | Err(_) => return written,
+                Ok(sent) => written += sent,
+            }
+        }
+        std::thread::sleep(hold);
+        written
+    });
+    Ok((url, handle))
+}
+
+fn error_policy() -> HttpPolicy {
+    HttpPolicy {
+        connect_timeout: Duration::from_secs(1),
+        first_byte_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
+        max_retries: 0,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(1),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_body_that_stalls_ends_the_run_within_the_policy() -> TestResult {
+    let head = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"error\"".to_owned();
+    let (url, server) = raw_error_server(head, 0, Duration::from_secs(30))?;
+    let model = OpenAiChat::new("gpt-4o-mini")
+        .with_base_url(url)
+        .with_policy(error_policy());
+    let request = ask("Hi", Vec::new());
+    let events = tokio::time::timeout(
+        Duration::from_secs(10),
+        collect_events(model.stream(&request)),
+    )
+    .await
+    .map_err(|_| "the run was still going 10 s after a stalled error body (every limit is 1 s)")?;
+    match assemble(&events) {
+        Err(ModelError::Http { status, body }) => {
+            assert_eq!(status, 400);
+            assert_eq!(body, "{\"error\"");
+        }
+        other => panic!("expected an HTTP error, got {other:?}"),
+    }
+    drop(server);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_body_is_read_only_up_to_its_cap() -> TestResult {
+    let size = 128 * 1024 * 1024;
+    let head = format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
+    );
+    let (url, server) = raw_error_server(head, size, Duration::ZERO)?;
+    let model = OpenAiChat::new("gpt-4o-mini")
+        .with_base_url(url)
+        .with_policy(error_policy());
+    let request = ask("Hi", Vec::new());
+    let events = tokio::time::timeout(
+        Duration::from_secs(60),
+        collect_events(model.stream(&request)),
+    )
+    .await
+    .map_err(|_| "no answer within 60 s")?;
+    match assemble(&events) {
+        Err(ModelError::Http { status, body }) => {
+            assert_eq!(status, 400);
+            assert!(
+                !body.is_empty() && body.len() <= 4096,
+                "{} bytes kept",
+                body.len()
+            );
+            assert!(body.bytes().all(|byte| byte == b'x'));
+        }
+        other => panic!("expected an HTTP error, got {other:?}"),
+    }
+    let written = tokio::task::spawn_blocking(move || server.join())
+        .await?
+        .map_err(|_| "server thread panicked")?;
+    // What the loopback socket buffers hold plus what the client read: far
+    // below the body, which the client stopped reading.
+    assert!(
+        written < 32 * 1024 * 1024,
+        "the client let the server write {written} of {size} bytes"
+    );
+    Ok(())
+}

@@ -89,11 +89,9 @@ pub async fn post_sse(
                 let status = response.status();
                 let retryable = status.as_u16() == 429 || status.is_server_error();
                 if !retryable || attempt >= policy.max_retries {
-                    let text = response.text().await.unwrap_or_default();
-                    let body: String = text.chars().take(2000).collect();
                     return Err(ModelError::Http {
                         status: status.as_u16(),
-                        body,
+                        body: error_body(response, policy.idle_timeout).await,
                     });
                 }
                 tracing::warn!(
@@ -128,6 +126,32 @@ pub async fn post_sse(
             next.map(|item| (item, events))
         },
     ))
+}
+
+/// The most bytes of an error response kept for [`ModelError::Http`].
+pub const ERROR_BODY_LIMIT: usize = 4096;
+
+/// The start of an error response's body: at most [`ERROR_BODY_LIMIT`] bytes,
+/// read within `within` in all. An endpoint (or something in front of it)
+/// controls this body, and a body that never ends or never stops must not
+/// hold the run or its memory; the rest is dropped with the connection.
+async fn error_body(response: reqwest::Response, within: Duration) -> String {
+    let mut kept = Vec::new();
+    let mut chunks = response.bytes_stream();
+    let read = async {
+        while let Some(Ok(chunk)) = chunks.next().await {
+            let room = ERROR_BODY_LIMIT - kept.len();
+            kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if kept.len() == ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+    };
+    // Whatever arrived before the limit is worth showing, so a timeout is
+    // not an error here.
+    let _ = tokio::time::timeout(within, read).await;
+    drop(chunks);
+    String::from_utf8_lossy(&kept).into_owned()
 }
 
 fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
