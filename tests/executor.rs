@@ -262,6 +262,43 @@ async fn unknown_tool_lists_the_available_names() {
 }
 
 #[tokio::test]
+async fn a_huge_unknown_name_gets_a_small_envelope() {
+    let name = "x".repeat(1_000_000);
+    let result = harness().call_named(&name, "{}").await;
+    assert_eq!(result.code(), ErrorCode::UnknownTool);
+    let envelope = result
+        .execution
+        .envelope()
+        .map(|envelope| envelope.to_json_string())
+        .unwrap_or_default();
+    assert!(
+        envelope.len() < 2048,
+        "envelope of {} bytes",
+        envelope.len()
+    );
+    let message = &result.error().message;
+    assert!(
+        message.starts_with(&format!("There is no tool named `{}…`.", "x".repeat(64))),
+        "{message}"
+    );
+    assert!(!message.contains("Did you mean"), "{message}");
+    // A long name that is still one typo away keeps its suggestion, and a
+    // name a few characters past the longest tool is still compared.
+    let result = harness().call_named("open_filee", "{}").await;
+    assert!(
+        result.error().message.contains("Did you mean `open_file`?"),
+        "{}",
+        result.error().message
+    );
+    let result = harness().call_named("ask_humanxxx", "{}").await;
+    assert!(
+        result.error().message.contains("Did you mean `ask_human`?"),
+        "{}",
+        result.error().message
+    );
+}
+
+#[tokio::test]
 async fn failed_shows_the_tools_message() {
     let result = job_call(r#"{"millis":0,"then":"fail"}"#).await;
     assert_eq!(result.code(), ErrorCode::Failed);

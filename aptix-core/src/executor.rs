@@ -315,13 +315,13 @@ impl Executor {
 
     fn unknown_tool(&self, call: &ToolCall, ids: EnvelopeIds) -> Execution {
         let available: Vec<&str> = self.catalog.names().collect();
-        tracing::warn!(tool = %call.name, tool_call_id = &*call.id, "model called an unknown tool");
+        let shown = echoed_name(&call.name);
+        tracing::warn!(tool = %shown, tool_call_id = &*call.id, "model called an unknown tool");
         let suggestion = closest_name(&call.name, &available)
             .map(|name| format!(" Did you mean `{name}`?"))
             .unwrap_or_default();
         let message = format!(
-            "There is no tool named `{}`.{suggestion} Available tools: {}.",
-            call.name,
+            "There is no tool named `{shown}`.{suggestion} Available tools: {}.",
             if available.is_empty() {
                 "none".to_owned()
             } else {
@@ -402,25 +402,53 @@ fn envelope_ids(call: &ToolCall, ctx: &ToolContext) -> EnvelopeIds {
     }
 }
 
+/// The most characters of an unknown tool name repeated back in its error
+/// (the model wrote the name, so it can be any length).
+const ECHOED_NAME_CHARS: usize = 64;
+
+/// `name` as an unknown-tool error quotes it: cut after
+/// [`ECHOED_NAME_CHARS`] characters, with `…` when it was cut.
+fn echoed_name(name: &str) -> Cow<'_, str> {
+    match name.char_indices().nth(ECHOED_NAME_CHARS) {
+        None => Cow::Borrowed(name),
+        Some((end, _)) => Cow::Owned(format!("{}…", &name[..end])),
+    }
+}
+
 /// The available name nearest to `wanted`, if it is near enough to be a
 /// typo (edit distance at most a third of the name, and at most 3).
+///
+/// Names whose lengths differ by more than that limit cannot be near
+/// enough, so they are not compared at all: the work is bounded by the
+/// catalog's names, whatever the length of `wanted`.
 fn closest_name<'a>(wanted: &str, available: &[&'a str]) -> Option<&'a str> {
-    let wanted: Vec<char> = wanted.to_lowercase().chars().collect();
-    let limit = (wanted.len() / 3).clamp(1, 3);
+    const MOST_EDITS: usize = 3;
+    let longest = available.iter().map(|name| name.chars().count()).max()?;
+    // Lower-casing can change a character count, so the name is cut with
+    // room to spare before it is lower-cased; a longer one is never near.
+    let mut chars = wanted.chars();
+    let head: String = chars.by_ref().take(longest + MOST_EDITS + 1).collect();
+    if chars.next().is_some() {
+        return None;
+    }
+    let wanted: Vec<char> = head.to_lowercase().chars().collect();
+    let limit = (wanted.len() / 3).clamp(1, MOST_EDITS);
     available
         .iter()
-        .map(|name| {
-            (
-                edit_distance(&wanted, &name.to_lowercase().chars().collect::<Vec<_>>()),
-                *name,
-            )
+        .filter_map(|name| {
+            let name_chars: Vec<char> = name.to_lowercase().chars().collect();
+            if name_chars.len().abs_diff(wanted.len()) > limit {
+                return None;
+            }
+            Some((edit_distance(&wanted, &name_chars), *name))
         })
         .filter(|(distance, _)| *distance <= limit)
         .min()
         .map(|(_, name)| name)
 }
 
-/// Levenshtein distance over characters; names are short, so O(n·m) is fine.
+/// Levenshtein distance over characters; both are at most a few characters
+/// longer than a tool name, so O(n·m) is fine.
 fn edit_distance(a: &[char], b: &[char]) -> usize {
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.iter().enumerate() {
