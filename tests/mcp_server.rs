@@ -1043,3 +1043,201 @@ async fn progress_only_ever_increases() {
     // Without a total, the close is 1 of 1 only when it moves forward.
     assert_eq!(progress_of(json!([0.5]), 2).await, [0.5, 100.0]);
 }
+
+/// A connection that sent the start of a request and nothing more.
+async fn half_sent(port: u16) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    stream
+        .write_all(format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n").as_bytes())
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    stream
+}
+
+/// Reads until the server closes `stream` or `within` passes; true when it
+/// closed (or reset) the connection in time.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut sink = Vec::new();
+    matches!(
+        tokio::time::timeout(within, stream.read_to_end(&mut sink)).await,
+        Ok(_)
+    )
+}
+
+#[tokio::test]
+async fn http_closes_a_half_sent_request_after_the_header_timeout() {
+    let server = McpServer::new(catalog())
+        .header_read_timeout(Duration::from_millis(300))
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let mut slow = half_sent(server.local_addr().port()).await;
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(5)).await,
+        "a request whose headers never end still held open after 5 s (header timeout 300 ms)"
+    );
+    server
+        .shutdown()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+#[tokio::test]
+async fn http_serves_at_most_max_connections_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let server = McpServer::new(catalog())
+        .max_connections(2)
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let port = server.local_addr().port();
+    let first = half_sent(port).await;
+    let _second = half_sent(port).await;
+    // A complete request on a third connection (refused at once for its
+    // host when it is served): no answer while the two others are open.
+    let mut third = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    third
+        .write_all(b"GET /mcp HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        !closed_within(&mut third, Duration::from_millis(500)).await,
+        "a third connection was served beside two open ones (limit 2)"
+    );
+    drop(first);
+    assert!(
+        closed_within(&mut third, Duration::from_secs(5)).await,
+        "the waiting connection was not served once another closed"
+    );
+    server
+        .shutdown()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+/// POSTs an `initialize` to `server`; the status, the session id and the body.
+async fn initialize_session(
+    http: &reqwest::Client,
+    server: &aptix::mcp::HttpServer,
+) -> (u16, Option<String>, String) {
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}
+        }
+    });
+    let response = http
+        .post(server.url())
+        .header("Accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let status = response.status().as_u16();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let body = response.text().await.unwrap_or_default();
+    (status, session, body)
+}
+
+/// Sends `notifications/initialized` in `session`.
+async fn send_initialized(
+    http: &reqwest::Client,
+    server: &aptix::mcp::HttpServer,
+    session: &str,
+) -> u16 {
+    http.post(server.url())
+        .header("Accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"))
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn http_refuses_sessions_beyond_max_sessions() {
+    let server = McpServer::new(catalog())
+        .max_sessions(3)
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let http = reqwest::Client::new();
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let (status, session, body) = initialize_session(&http, &server).await;
+        assert_eq!(status, 200, "{body}");
+        let session = session.unwrap_or_else(|| panic!("no session id"));
+        assert_eq!(send_initialized(&http, &server, &session).await, 202);
+        sessions.push(session);
+    }
+    let (status, session, body) = initialize_session(&http, &server).await;
+    assert_eq!(
+        status, 503,
+        "a fourth session beside three (limit 3): {body}"
+    );
+    assert!(session.is_none());
+    assert!(body.contains("sessions"), "{body}");
+    // Closing one makes room.
+    let deleted = http
+        .delete(server.url())
+        .header("mcp-session-id", &sessions[0])
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let (status, _, body) = initialize_session(&http, &server).await;
+    assert_eq!(status, 200, "{body}");
+    server
+        .shutdown()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+#[tokio::test]
+async fn http_closes_sessions_that_never_finish_initialization() {
+    let server = McpServer::new(catalog())
+        .max_sessions(1)
+        .uninitialized_session_timeout(Duration::from_millis(300))
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let http = reqwest::Client::new();
+    let (status, _, body) = initialize_session(&http, &server).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = initialize_session(&http, &server).await;
+    assert_eq!(status, 503);
+    // The first never sent `notifications/initialized`: gone after its
+    // short life, so a new one fits.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (status, session, body) = initialize_session(&http, &server).await;
+    assert_eq!(
+        status, 200,
+        "the uninitialized session still holds its place: {body}"
+    );
+    let session = session.unwrap_or_else(|| panic!("no session id"));
+    assert_eq!(send_initialized(&http, &server, &session).await, 202);
+    // An initialized session stays.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (status, _, _) = initialize_session(&http, &server).await;
+    assert_eq!(status, 503);
+    server
+        .shutdown()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+}

@@ -5,15 +5,25 @@
 //! *with the bound port* as `Host`, and, when a browser sends `Origin`,
 //! only loopback origins with that port. A web page on another origin (or
 //! reached through a rebound DNS name) therefore cannot drive the server.
+//!
+//! Connections are served by hyper directly (axum's `serve` cannot be
+//! given a timer, so hyper's header-read timeout never applied): each
+//! connection must send its request headers within the header-read timeout,
+//! at most `max_connections` are served at once (the next ones wait in the
+//! listen backlog), and sessions are capped (see `sessions.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::{McpError, McpServer};
+use super::sessions::CappedSessions;
+use super::{HttpLimits, McpError, McpServer};
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
@@ -89,23 +99,115 @@ pub(crate) async fn bind(server: McpServer, addr: SocketAddr) -> Result<HttpServ
         // Closes open SSE streams on shutdown; graceful shutdown would wait
         // for them forever otherwise.
         .with_cancellation_token(shutdown.child_token());
+    let limits = server.limits;
+    let sessions = CappedSessions::new(limits.max_sessions, limits.uninitialized_session_timeout);
     let handler = server.handler();
     let service = StreamableHttpService::new(
         move || Ok(handler.new_session()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions.clone()),
         config,
     );
-    let router = axum::Router::new().route_service(PATH, service);
+    let router = axum::Router::new().route_service(PATH, service).layer(
+        axum::middleware::from_fn_with_state(sessions, refuse_sessions_beyond_the_cap),
+    );
     let stop = shutdown.clone();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-    });
+    let task = tokio::spawn(serve(listener, router, limits, stop));
     tracing::info!(url = %format!("http://{local_addr}{PATH}"), "MCP server listening");
     Ok(HttpServer {
         local_addr,
         shutdown,
         task,
     })
+}
+
+/// Answers a new session's `initialize` (a POST without a session id) with
+/// 503 while the session cap is reached; the session manager checks again
+/// when it creates the session, so a race past this check is refused there.
+async fn refuse_sessions_beyond_the_cap(
+    axum::extract::State(sessions): axum::extract::State<CappedSessions>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let opens_a_session = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if opens_a_session && let Some(refusal) = sessions.refusal().await {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": { "code": -32000, "message": refusal.to_string() },
+        });
+        return axum::response::Response::builder()
+            .status(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+            .header(axum::http::header::CONTENT_TYPE, "application/json")
+            .header(axum::http::header::RETRY_AFTER, "5")
+            .body(axum::body::Body::from(body.to_string()))
+            .unwrap_or_default();
+    }
+    next.run(request).await
+}
+
+/// Accepts connections until `stop`, at most `limits.max_connections` at
+/// once, each under the header-read timeout; then waits for the open ones
+/// to finish.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: HttpLimits,
+    stop: CancellationToken,
+) -> Result<(), std::io::Error> {
+    let max = limits.max_connections.min(Semaphore::MAX_PERMITS);
+    let permits = Arc::new(Semaphore::new(max));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(None);
+    let builder = Arc::new(builder);
+    loop {
+        let permit = tokio::select! {
+            () = stop.cancelled() => break,
+            permit = Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors and the like: pause instead of
+                    // spinning on the same error.
+                    tracing::warn!(%error, "MCP server could not accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let builder = Arc::clone(&builder);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = served {
+                tracing::debug!(%error, "MCP HTTP connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    // Every connection gives its permit back when it ends.
+    let _all = permits.acquire_many(max as u32).await;
+    Ok(())
 }

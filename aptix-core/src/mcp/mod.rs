@@ -61,6 +61,7 @@ mod list;
 mod logging;
 mod progress;
 mod sampling;
+mod sessions;
 
 use std::net::SocketAddr;
 
@@ -129,7 +130,41 @@ pub struct McpServer {
     instructions: Option<String>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
+    limits: HttpLimits,
 }
+
+/// The limits of the Streamable HTTP server, which a client that never
+/// finishes its requests or keeps opening sessions could otherwise use to
+/// hold the server's connections and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HttpLimits {
+    pub(crate) header_read_timeout: std::time::Duration,
+    pub(crate) max_connections: usize,
+    pub(crate) max_sessions: usize,
+    pub(crate) uninitialized_session_timeout: std::time::Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
+        }
+    }
+}
+
+/// How long a client has to send a request's headers ([`McpServer::header_read_timeout`]).
+pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How many HTTP connections are served at once ([`McpServer::max_connections`]).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// How many MCP sessions may be open at once ([`McpServer::max_sessions`]).
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// How long a session may wait for `notifications/initialized`
+/// ([`McpServer::uninitialized_session_timeout`]).
+pub const DEFAULT_UNINITIALIZED_SESSION_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(30);
 
 impl McpServer {
     /// A server over `catalog` with an empty context, named `aptix`.
@@ -148,6 +183,7 @@ impl McpServer {
             instructions: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            limits: HttpLimits::default(),
         }
     }
 
@@ -186,6 +222,42 @@ impl McpServer {
     /// bound port are always accepted; requests without `Origin` always are.
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// How long an HTTP client has to send a request's headers before its
+    /// connection is closed (default [`DEFAULT_HEADER_READ_TIMEOUT`]): a
+    /// client that sends headers slowly, or never finishes them, would
+    /// otherwise hold its connection forever.
+    pub fn header_read_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.header_read_timeout = timeout;
+        self
+    }
+
+    /// How many HTTP connections are served at once (default
+    /// [`DEFAULT_MAX_CONNECTIONS`], at least 1). Further connections wait,
+    /// unanswered, until one closes. Every open SSE stream holds a
+    /// connection: leave room for one or two per client.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.limits.max_connections = connections.max(1);
+        self
+    }
+
+    /// How many MCP sessions may be open at once over HTTP (default
+    /// [`DEFAULT_MAX_SESSIONS`], at least 1). An `initialize` beyond that
+    /// is refused with 503 until a session ends (a client's `DELETE`, the
+    /// idle timeout, or [`McpServer::uninitialized_session_timeout`]).
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.limits.max_sessions = sessions.max(1);
+        self
+    }
+
+    /// How long a session may go without `notifications/initialized` after
+    /// its `initialize` (default [`DEFAULT_UNINITIALIZED_SESSION_TIMEOUT`])
+    /// before it is closed; a client that only ever sends `initialize` would
+    /// otherwise keep each of its sessions for the five-minute idle timeout.
+    pub fn uninitialized_session_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.uninitialized_session_timeout = timeout;
         self
     }
 
