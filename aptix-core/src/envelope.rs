@@ -3,6 +3,11 @@
 //! `{"ok":true,"result":…}` or `{"ok":false,"error":{"code":…,"message":…}}`,
 //! plus the ids of the call, conversation and session, so a result can be
 //! traced without its surrounding transcript (AGN-005 §8).
+//!
+//! One optional member follows the ids: `"arguments_changed_by_approver"`,
+//! present only when a person approved the call with other arguments than
+//! the model sent. It holds the arguments the call ran with, so that the
+//! model does not take the result for one of its own arguments.
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,6 +22,9 @@ use crate::error::ErrorCode;
 
 /// The start of every successful envelope's JSON.
 const OK_PREFIX: &str = r#"{"ok":true,"result":"#;
+
+/// The member that carries the arguments an approver changed the call to.
+pub const ARGUMENTS_CHANGED_BY_APPROVER: &str = "arguments_changed_by_approver";
 
 /// JSON text known to be valid: produced by serde_json, or checked when it
 /// came from elsewhere. Results are kept as text so that they are
@@ -198,6 +206,9 @@ pub struct Envelope {
     conversation_id: Option<Arc<str>>,
     session_id: Option<Arc<str>>,
     body: Body,
+    /// The arguments an approver changed the call to; also written at the
+    /// end of a successful envelope's JSON.
+    changed_arguments: Option<JsonText>,
 }
 
 #[derive(Clone, PartialEq)]
@@ -274,6 +285,7 @@ impl Envelope {
             conversation_id: ids.conversation_id,
             session_id: ids.session_id,
             body: Body::Ok(result),
+            changed_arguments: None,
         }
     }
 
@@ -287,7 +299,32 @@ impl Envelope {
             conversation_id: ids.conversation_id,
             session_id: ids.session_id,
             body,
+            changed_arguments: None,
         }
+    }
+
+    /// Marks the envelope of a call that a person approved with other
+    /// arguments than the model sent: `arguments` (the ones it ran with)
+    /// go into the `"arguments_changed_by_approver"` member, so that the
+    /// model learns its call was changed.
+    pub fn with_arguments_changed_by_approver(mut self, arguments: JsonText) -> Self {
+        if let Body::Ok(result) = &mut self.body {
+            // Rewrites the closing of the JSON written when it was made.
+            if let Some(unchanged) = self.changed_arguments.take() {
+                let member = changed_member_len(&unchanged);
+                result.buf.truncate(result.buf.len().saturating_sub(member));
+            } else {
+                result.buf.pop();
+            }
+            push_changed_member(&mut result.buf, &arguments);
+        }
+        self.changed_arguments = Some(arguments);
+        self
+    }
+
+    /// The arguments an approver changed the call to, when it did.
+    pub fn arguments_changed_by_approver(&self) -> Option<&JsonText> {
+        self.changed_arguments.as_ref()
     }
 
     /// Whether the call succeeded.
@@ -364,6 +401,10 @@ impl Envelope {
                 out.push_str(r#"{"ok":false,"error":"#);
                 out.push_str(&error);
                 push_closing(&mut out, ids.0, ids.1, ids.2, None);
+                if let Some(arguments) = &self.changed_arguments {
+                    out.pop();
+                    push_changed_member(&mut out, arguments);
+                }
                 out
             }
         }
@@ -422,6 +463,9 @@ impl Serialize for Envelope {
         map.serialize_entry("tool_call_id", &*self.tool_call_id)?;
         map.serialize_entry("conversation_id", &self.conversation_id.as_deref())?;
         map.serialize_entry("session_id", &self.session_id.as_deref())?;
+        if let Some(arguments) = &self.changed_arguments {
+            map.serialize_entry(ARGUMENTS_CHANGED_BY_APPROVER, arguments)?;
+        }
         map.end()
     }
 }
@@ -442,6 +486,8 @@ impl<'de> Deserialize<'de> for Envelope {
             conversation_id: Option<String>,
             #[serde(default)]
             session_id: Option<String>,
+            #[serde(default)]
+            arguments_changed_by_approver: Option<Box<RawValue>>,
         }
         let wire = Wire::deserialize(deserializer)?;
         let body = match (wire.ok, wire.result, wire.error) {
@@ -455,19 +501,38 @@ impl<'de> Deserialize<'de> for Envelope {
         };
         // Through `from_parts`, which writes a successful envelope's JSON
         // (what `to_json_string` hands out) around the result.
-        Ok(Envelope::from_parts(
+        let envelope = Envelope::from_parts(
             EnvelopeIds {
                 tool_call_id: wire.tool_call_id.into(),
                 conversation_id: wire.conversation_id.map(Into::into),
                 session_id: wire.session_id.map(Into::into),
             },
             body,
-        ))
+        );
+        Ok(match wire.arguments_changed_by_approver {
+            Some(arguments) => envelope.with_arguments_changed_by_approver(arguments.into()),
+            None => envelope,
+        })
     }
 }
 
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Box<RawValue>>, D::Error> {
     Box::<RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// Appends `,"arguments_changed_by_approver":…}` in place of an envelope's
+/// closing brace (already removed).
+fn push_changed_member(out: &mut String, arguments: &JsonText) {
+    out.push_str(",\"");
+    out.push_str(ARGUMENTS_CHANGED_BY_APPROVER);
+    out.push_str("\":");
+    out.push_str(arguments.as_str());
+    out.push('}');
+}
+
+/// The length of what [`push_changed_member`] appends.
+fn changed_member_len(arguments: &JsonText) -> usize {
+    ARGUMENTS_CHANGED_BY_APPROVER.len() + arguments.as_str().len() + 5
 }
 
 /// The bytes a JSON string must escape: control characters, `"` and `\\`.
@@ -612,6 +677,13 @@ mod tests {
                 ErrorCode::Failed,
                 "it \"failed\"",
             ),
+            Envelope::ok(ids("edited", Some("c")), JsonText::parse(r#""ran""#)?)
+                .with_arguments_changed_by_approver(JsonText::parse(r#"{"cents":50}"#)?),
+            Envelope::ok(ids("edited twice", None), JsonText::parse("1")?)
+                .with_arguments_changed_by_approver(JsonText::parse("{}")?)
+                .with_arguments_changed_by_approver(JsonText::parse(r#"{"a":[1]}"#)?),
+            Envelope::error(ids("edited-error", None), ErrorCode::Failed, "no")
+                .with_arguments_changed_by_approver(JsonText::parse(r#"{"b":"x"}"#)?),
         ];
         for envelope in cases {
             assert_eq!(envelope.to_json_string(), serde_json::to_string(&envelope)?);
