@@ -202,6 +202,29 @@ impl Store for MemoryStore {
             .collect()))
     }
 
+    fn suspended_without_pending<'a>(&'a self, limit: usize) -> StoreFuture<'a, Vec<String>> {
+        let state = self.lock();
+        let mut rows: Vec<(&u64, &String)> = state
+            .conversations
+            .iter()
+            .filter(|(id, row)| {
+                row.stored.status == ConversationStatus::Suspended
+                    && state.calls.get(*id).is_none_or(|calls| {
+                        calls
+                            .iter()
+                            .all(|record| record.state != CallState::Pending)
+                    })
+            })
+            .map(|(id, row)| (&row.changed, id))
+            .collect();
+        rows.sort();
+        ready(Ok(rows
+            .into_iter()
+            .take(limit)
+            .map(|(_, id)| id.clone())
+            .collect()))
+    }
+
     fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
         let mut state = self.lock();
         if state

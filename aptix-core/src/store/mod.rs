@@ -351,6 +351,35 @@ pub trait Store: Send + Sync + 'static {
     /// `Pending` entries whose deadline is at or before `now`, earliest
     /// first, at most `limit`, across all conversations.
     fn due_calls<'a>(&'a self, now: i64, limit: usize) -> StoreFuture<'a, Vec<CallRecord>>;
+
+    /// Ids of the `Suspended` conversations that have no `Pending` entry,
+    /// oldest change first, at most `limit`: every wait was resolved or
+    /// expired, and nobody resumed the conversation yet (its resolver does
+    /// not resume, or failed before it could). A sweep resumes them.
+    ///
+    /// The provided body reads every suspended conversation's ledger; the
+    /// stores of this crate answer with one query.
+    fn suspended_without_pending<'a>(&'a self, limit: usize) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let mut found = Vec::new();
+            for id in self
+                .conversations_with_status(ConversationStatus::Suspended, usize::MAX)
+                .await?
+            {
+                if found.len() >= limit {
+                    break;
+                }
+                let calls = self.calls(&id).await?;
+                if calls
+                    .iter()
+                    .all(|record| record.state != CallState::Pending)
+                {
+                    found.push(id);
+                }
+            }
+            Ok(found)
+        })
+    }
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
@@ -446,6 +475,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn due_calls<'a>(&'a self, now: i64, limit: usize) -> StoreFuture<'a, Vec<CallRecord>> {
         (**self).due_calls(now, limit)
+    }
+
+    fn suspended_without_pending<'a>(&'a self, limit: usize) -> StoreFuture<'a, Vec<String>> {
+        (**self).suspended_without_pending(limit)
     }
 }
 

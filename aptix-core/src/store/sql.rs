@@ -56,6 +56,12 @@ const RENEW_LEASE: &str = "UPDATE aptix_conversations SET lease_until = ?3
 const CONVERSATIONS_WITH_STATUS: &str = "SELECT id FROM aptix_conversations WHERE status = ?1
                  ORDER BY changed_at, id LIMIT ?2";
 
+const SUSPENDED_WITHOUT_PENDING: &str = "SELECT id FROM aptix_conversations c
+                 WHERE status = 'suspended'
+                   AND NOT EXISTS (SELECT 1 FROM aptix_calls k
+                                   WHERE k.conversation_id = c.id AND k.state = 'pending')
+                 ORDER BY changed_at, id LIMIT ?1";
+
 const INSERT_CALL: &str = "INSERT INTO aptix_calls
                     (conversation_id, tool_call_id, step, tool, arguments, payload, state,
                      outcome, deadline, created_at, updated_at)
@@ -101,6 +107,7 @@ pub(super) struct Statements {
     save_conversation: String,
     renew_lease: String,
     conversations_with_status: String,
+    suspended_without_pending: String,
     insert_call: String,
     call: String,
     calls: String,
@@ -126,6 +133,7 @@ impl Statements {
             save_conversation: render(SAVE_CONVERSATION),
             renew_lease: render(RENEW_LEASE),
             conversations_with_status: render(CONVERSATIONS_WITH_STATUS),
+            suspended_without_pending: render(SUSPENDED_WITHOUT_PENDING),
             insert_call: render(INSERT_CALL),
             call: render(CALL),
             calls: render(CALLS),
@@ -324,6 +332,20 @@ where
             .collect()
     }
 
+    pub(super) async fn suspended_without_pending(
+        self,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(DB::statements().suspended_without_pending.as_str())
+            .bind(sql_limit(limit))
+            .fetch_all(self.0)
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|row| row.try_get("id").map_err(backend))
+            .collect()
+    }
+
     pub(super) async fn insert_call(self, record: &CallRecord) -> Result<bool, StoreError> {
         let result = sqlx::query(DB::statements().insert_call.as_str())
             .bind(record.conversation_id.as_str())
@@ -494,6 +516,13 @@ macro_rules! impl_store {
                     limit: usize,
                 ) -> StoreFuture<'a, Vec<String>> {
                     Box::pin(SqlStore(&self.pool).conversations_with_status(status, limit))
+                }
+
+                fn suspended_without_pending<'a>(
+                    &'a self,
+                    limit: usize,
+                ) -> StoreFuture<'a, Vec<String>> {
+                    Box::pin(SqlStore(&self.pool).suspended_without_pending(limit))
                 }
 
                 fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
