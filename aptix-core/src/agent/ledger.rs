@@ -13,7 +13,7 @@ use super::durable::{Durable, millis, now_ms};
 use super::resolve::Resolution;
 use super::{Agent, AgentEvent, CallResult, Conversation, SuspendedCall, redact};
 use crate::context::ToolContext;
-use crate::envelope::{Envelope, EnvelopeIds, JsonText};
+use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
 use crate::model::{AssistantToolCall, Message};
@@ -91,26 +91,32 @@ impl Agent {
         if unanswered.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        let records = ledger.durable.store.calls(&conversation.id).await?;
         let mut events = Vec::new();
         let mut waiting = Vec::new();
         for call in unanswered {
+            // Read for every call: settling an earlier call of the turn
+            // changes the ledger. Only rows of this call's tool count: an
+            // id the model gave two calls must never let one call's row
+            // (an approval above all) settle the other.
+            let records = ledger.durable.store.calls(&conversation.id).await?;
             let of_call: Vec<&CallRecord> = records
                 .iter()
-                .filter(|record| record.tool_call_id == call.id)
+                .filter(|record| record.tool_call_id == call.id && record.tool == call.name)
                 .collect();
             let settled = self
                 .settle_call(conversation, context, ledger, &call, &of_call)
                 .await?;
             match settled {
                 CallResult::Finished(result) => {
+                    let redaction = self.redactions(&call.name);
+                    let mut envelope = redact::redacted_envelope(result.to_value(), redaction);
+                    if let Some(arguments) = envelope.get_mut(ARGUMENTS_CHANGED_BY_APPROVER) {
+                        redact::redact(arguments, redaction);
+                    }
                     events.push(AgentEvent::ToolCallResult {
                         id: call.id.clone(),
                         name: call.name.clone(),
-                        envelope: redact::redacted_envelope(
-                            result.to_value(),
-                            self.redactions(&call.name),
-                        ),
+                        envelope,
                     });
                     conversation.messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
@@ -169,23 +175,41 @@ impl Agent {
                 _ => {}
             }
         }
+        let approval = find(Step::Approval);
+        let resolution = match approval {
+            Some(approval) if approval.state == CallState::Resolved => approval
+                .outcome
+                .as_deref()
+                .map(Resolution::decode)
+                .transpose()?,
+            _ => None,
+        };
         for step in [Step::Client, Step::Human] {
             if let Some(record) = find(step) {
-                return self.settle_wait(conversation, ledger, call, record, &error);
+                let settled = self.settle_wait(conversation, ledger, call, record, &error)?;
+                // The client ran the arguments its approver changed the
+                // call to: the model learns it with the result.
+                return Ok(match (settled, &resolution) {
+                    (
+                        CallResult::Finished(result),
+                        Some(Resolution::ApproveWithArgs(arguments)),
+                    ) => CallResult::Finished(result.with_changed_arguments(arguments)),
+                    (settled, _) => settled,
+                });
             }
         }
-        if let Some(approval) = find(Step::Approval) {
-            let resolution = match approval.state {
-                CallState::Resolved => approval
-                    .outcome
-                    .as_deref()
-                    .map(Resolution::decode)
-                    .transpose()?,
-                _ => None,
-            };
+        if let Some(approval) = approval {
+            if !same_arguments(&approval.arguments, &call.arguments) {
+                // Shown to the approver with other arguments than the call
+                // carries: the approval is not for this call.
+                tracing::error!(tool = %call.name, tool_call_id = %call.id, "an approval recorded for other arguments than the call's; the call is not run");
+                return Ok(error(ErrorCode::Denied, not_this_call_message(&call.name)));
+            }
             let (arguments, changed) = match resolution {
-                Some(Resolution::Approve) => (approval.arguments.clone(), false),
-                Some(Resolution::ApproveWithArgs(arguments)) => (arguments.to_string(), true),
+                Some(Resolution::Approve) => (approval.arguments.clone(), None),
+                Some(Resolution::ApproveWithArgs(arguments)) => {
+                    (arguments.to_string(), Some(arguments))
+                }
                 _ => return self.settle_wait(conversation, ledger, call, approval, &error),
             };
             let call_now = tool_call(arguments);
@@ -197,15 +221,18 @@ impl Agent {
                 .is_some_and(|definition| definition.executor() == ExecutorKind::Client);
             if !client {
                 // Approved: run the server step now, recorded like any other.
+                let gate = Gate::Approved {
+                    changed: changed.is_some(),
+                };
                 return self
-                    .execute_recorded(&call_now, context, ledger, true)
+                    .execute_recorded_as(&call_now, context, ledger, gate)
                     .await;
             }
             // An approved client call goes to the client: with the payload
             // its preflight shaped before the approval, or, for changed
             // arguments, with a payload shaped from them now (preflights
             // only shape, so running one again is harmless).
-            let outcome = if changed {
+            let outcome = if changed.is_some() {
                 self.inner
                     .executor
                     .execute_approved(&call_now, context)
@@ -228,7 +255,7 @@ impl Agent {
         // Never recorded: the run stopped between saving the model's turn
         // and executing it. Nothing ran, so run it now.
         let call_now = tool_call(call.arguments.clone());
-        self.execute_recorded(&call_now, context, ledger, false)
+        self.execute_recorded_as(&call_now, context, ledger, Gate::Model)
             .await
     }
 
@@ -343,20 +370,33 @@ impl Agent {
                 call.name.as_str(),
                 execution.arguments.clone(),
             );
-            let approved = store
+            let approval = store
                 .call(&conversation.id, &call.id, Step::Approval)
                 .await?
-                .is_some();
-            let execution = if approved {
+                .filter(|approval| {
+                    approval.tool == call.name && approval.state == CallState::Resolved
+                });
+            let resolution = approval
+                .and_then(|approval| approval.outcome)
+                .as_deref()
+                .map(Resolution::decode)
+                .transpose()?;
+            let gate = match resolution {
+                Some(Resolution::Approve) => Gate::Approved { changed: false },
+                Some(Resolution::ApproveWithArgs(_)) => Gate::Approved { changed: true },
+                _ => Gate::Model,
+            };
+            let execution = if gate == Gate::Model {
+                self.inner.executor.execute(&tool_call, context).await
+            } else {
                 self.inner
                     .executor
                     .execute_approved(&tool_call, context)
                     .await
-            } else {
-                self.inner.executor.execute(&tool_call, context).await
             };
+            let outcome = gate.mark(&tool_call, execution.outcome);
             return self
-                .finish_execution(&tool_call, &conversation.id, ledger, execution.outcome)
+                .finish_execution(&tool_call, &conversation.id, ledger, outcome)
                 .await;
         }
         tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a crash interrupted a call that is not idempotent; it is not run again");
@@ -383,6 +423,10 @@ impl Agent {
     /// Executes a call inside a durable run: records server execution
     /// before it starts and its envelope after, and records every wait with
     /// its deadline. `approved` runs it past its approval gate.
+    ///
+    /// An `Err` means the call did not run (it could not be recorded
+    /// first); once the tool ran, its result is returned even when the
+    /// store fails afterwards (the ledger row is closed later).
     pub(crate) async fn execute_recorded(
         &self,
         call: &ToolCall,
@@ -390,6 +434,22 @@ impl Agent {
         ledger: Ledger<'_>,
         approved: bool,
     ) -> Result<CallResult, StoreError> {
+        let gate = if approved {
+            Gate::Approved { changed: false }
+        } else {
+            Gate::Model
+        };
+        self.execute_recorded_as(call, context, ledger, gate).await
+    }
+
+    async fn execute_recorded_as(
+        &self,
+        call: &ToolCall,
+        context: &ToolContext,
+        ledger: Ledger<'_>,
+        gate: Gate,
+    ) -> Result<CallResult, StoreError> {
+        let approved = gate != Gate::Model;
         let store = &ledger.durable.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
         let definition = self.inner.executor.catalog().get(&call.name);
@@ -420,13 +480,27 @@ impl Agent {
                 let existing = store
                     .call(conversation_id, &call.id, Step::Execution)
                     .await?;
-                if let Some(CallRecord {
-                    state: CallState::Done,
-                    outcome: Some(envelope),
-                    ..
-                }) = existing
-                {
-                    return Ok(CallResult::Finished(ResultText::from_stored(envelope)));
+                let ids = EnvelopeIds {
+                    tool_call_id: call.id.clone(),
+                    conversation_id: context.conversation_id().map(Into::into),
+                    session_id: context.session_id().map(Into::into),
+                };
+                match existing {
+                    Some(existing)
+                        if existing.tool != call.name
+                            || !same_arguments(&existing.arguments, &call.arguments) =>
+                    {
+                        tracing::error!(tool = %call.name, tool_call_id = &*call.id, recorded = %existing.tool, "the call's id is already recorded for another call; it is not run");
+                        return Ok(CallResult::Finished(ResultText::from_envelope(
+                            Envelope::error(ids, ErrorCode::Failed, id_taken_message(&call.name)),
+                        )));
+                    }
+                    Some(CallRecord {
+                        state: CallState::Done,
+                        outcome: Some(envelope),
+                        ..
+                    }) => return Ok(CallResult::Finished(ResultText::from_stored(envelope))),
+                    _ => {}
                 }
                 return Ok(CallResult::Finished(ResultText::from_envelope(
                     Envelope::error(
@@ -446,11 +520,12 @@ impl Agent {
         } else {
             self.inner.executor.execute(call, context).await
         };
+        let outcome = gate.mark(call, execution.outcome);
         if runs_code {
-            self.finish_execution(call, conversation_id, ledger, execution.outcome)
+            self.finish_execution(call, conversation_id, ledger, outcome)
                 .await
         } else {
-            self.record_outcome(call, conversation_id, ledger, execution.outcome)
+            self.record_outcome(call, conversation_id, ledger, outcome)
                 .await
         }
     }
@@ -467,21 +542,49 @@ impl Agent {
             Outcome::Final(envelope) => Some(envelope.to_json_string()),
             _ => None,
         };
-        let closed = ledger
-            .durable
-            .store
-            .transition(
-                conversation_id,
-                &call.id,
-                Step::Execution,
-                CallState::Executing,
-                CallState::Done,
-                envelope.as_deref(),
-                now_ms(),
-            )
-            .await?;
-        if !closed {
-            tracing::warn!(tool = %call.name, tool_call_id = &*call.id, "another process settled this call while it ran here (it took the conversation over); its result here is dropped");
+        // The tool ran: from here on a store error must not turn into
+        // "not run". The row is closed with retries, in the background if
+        // the store stays down, and the real result goes on.
+        let mut closed = None;
+        for delay in CLOSE_RETRIES {
+            match ledger
+                .durable
+                .store
+                .transition(
+                    conversation_id,
+                    &call.id,
+                    Step::Execution,
+                    CallState::Executing,
+                    CallState::Done,
+                    envelope.as_deref(),
+                    now_ms(),
+                )
+                .await
+            {
+                Ok(moved) => {
+                    closed = Some(moved);
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, tool = %call.name, tool_call_id = &*call.id, "the call ran, but its ledger row could not be closed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        match closed {
+            Some(true) => {}
+            Some(false) => {
+                tracing::warn!(tool = %call.name, tool_call_id = &*call.id, "another process settled this call while it ran here (it took the conversation over); its result here is dropped");
+            }
+            None => {
+                tracing::error!(tool = %call.name, tool_call_id = &*call.id, "the call ran, but its ledger row could not be closed; the model gets its result, and the row is closed in the background");
+                close_in_background(
+                    ledger.durable.store.clone(),
+                    conversation_id.to_owned(),
+                    call.id.to_string(),
+                    envelope,
+                );
+            }
         }
         self.record_outcome(call, conversation_id, ledger, outcome)
             .await
@@ -532,12 +635,144 @@ impl Agent {
                     created_at: now,
                     updated_at: now,
                 };
-                durable.store.insert_call(&record).await?;
+                if !durable.store.insert_call(&record).await? {
+                    // Another call of the conversation holds this id's wait:
+                    // its approval or answer must never settle this call,
+                    // so this one is refused, not suspended.
+                    tracing::error!(tool = %call.name, tool_call_id = &*call.id, %step, "the call's id already has a wait in this conversation; it is not run");
+                    return Ok(CallResult::Finished(ResultText::from_envelope(
+                        Envelope::error(
+                            EnvelopeIds {
+                                tool_call_id: call.id.clone(),
+                                conversation_id: Some(conversation_id.into()),
+                                session_id: None,
+                            },
+                            ErrorCode::Failed,
+                            id_taken_message(&call.name),
+                        ),
+                    )));
+                }
                 tracing::info!(tool = %call.name, tool_call_id = &*call.id, %step, wait_ms = millis(wait), "call suspended");
                 Ok(CallResult::Suspended(awaiting))
             }
         }
     }
+}
+
+/// How long to wait after each failed attempt to close an execution row,
+/// before the result is handed on and the closing goes to the background.
+const CLOSE_RETRIES: [Duration; 3] = [
+    Duration::from_millis(20),
+    Duration::from_millis(100),
+    Duration::from_millis(400),
+];
+
+/// Keeps trying to close an execution row whose tool ran, so that a store
+/// that recovers ends up holding the result.
+fn close_in_background(
+    store: std::sync::Arc<dyn crate::store::Store>,
+    conversation_id: String,
+    tool_call_id: String,
+    envelope: Option<String>,
+) {
+    tokio::spawn(async move {
+        let mut delay = Duration::from_secs(1);
+        for _ in 0..12 {
+            tokio::time::sleep(delay).await;
+            match store
+                .transition(
+                    &conversation_id,
+                    &tool_call_id,
+                    Step::Execution,
+                    CallState::Executing,
+                    CallState::Done,
+                    envelope.as_deref(),
+                    now_ms(),
+                )
+                .await
+            {
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::warn!(%error, %conversation_id, %tool_call_id, "still cannot close the ledger row of a call that ran");
+                }
+            }
+            delay = (delay * 2).min(Duration::from_secs(60));
+        }
+        tracing::error!(%conversation_id, %tool_call_id, "gave up closing the ledger row of a call that ran; it stays `executing`");
+    });
+}
+
+/// How a call passes its approval gate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// As the model made it: a gated call stops at its gate.
+    Model,
+    /// Approved; `changed` when the approver changed its arguments.
+    Approved { changed: bool },
+}
+
+impl Gate {
+    /// Marks the result of a call approved with changed arguments, so that
+    /// the model learns which arguments ran.
+    fn mark(self, call: &ToolCall, outcome: Outcome) -> Outcome {
+        match (self, outcome) {
+            (Gate::Approved { changed: true }, Outcome::Final(envelope)) => {
+                match JsonText::parse(call.arguments.clone()) {
+                    Ok(arguments) => {
+                        Outcome::Final(envelope.with_arguments_changed_by_approver(arguments))
+                    }
+                    Err(_) => Outcome::Final(envelope),
+                }
+            }
+            (_, outcome) => outcome,
+        }
+    }
+}
+
+impl ResultText {
+    /// The result of a call its approver changed, marked with the
+    /// arguments that ran.
+    fn with_changed_arguments(self, arguments: &Value) -> Self {
+        let marked = serde_json::from_str::<Envelope>(&self.json)
+            .ok()
+            .zip(JsonText::from_serialize(arguments).ok())
+            .map(|(envelope, arguments)| {
+                envelope
+                    .with_arguments_changed_by_approver(arguments)
+                    .into_json_string()
+            });
+        match marked {
+            Some(json) => ResultText { json, ..self },
+            None => self,
+        }
+    }
+}
+
+/// Whether two argument texts are the same arguments: equal as JSON (key
+/// order and spacing aside), or equal as text when either is not JSON.
+fn same_arguments(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    match (
+        serde_json::from_str::<Value>(a),
+        serde_json::from_str::<Value>(b),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn id_taken_message(tool: &str) -> String {
+    format!(
+        "This call to `{tool}` was not run: another call in this conversation already has its tool_call_id. Call the tool again if it is still needed."
+    )
+}
+
+fn not_this_call_message(tool: &str) -> String {
+    format!(
+        "The call to `{tool}` was not run: the approval on record was given for other arguments than this call's."
+    )
 }
 
 fn interrupted_message(tool: &str) -> String {
@@ -558,16 +793,23 @@ fn unanswered_calls(conversation: &Conversation) -> Vec<AssistantToolCall> {
     let Message::Assistant { tool_calls, .. } = &conversation.messages[position] else {
         return Vec::new();
     };
-    let answered: BTreeSet<&str> = conversation.messages[position + 1..]
+    // By id and tool: of two calls the model gave one id, the answered
+    // one must not hide the other. A result without a name answers by id.
+    let answered: BTreeSet<(&str, &str)> = conversation.messages[position + 1..]
         .iter()
         .filter_map(|message| match message {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            Message::Tool {
+                tool_call_id, name, ..
+            } => Some((tool_call_id.as_str(), name.as_str())),
             _ => None,
         })
         .collect();
     tool_calls
         .iter()
-        .filter(|call| !answered.contains(call.id.as_str()))
+        .filter(|call| {
+            !answered.contains(&(call.id.as_str(), call.name.as_str()))
+                && !answered.contains(&(call.id.as_str(), ""))
+        })
         .cloned()
         .collect()
 }
