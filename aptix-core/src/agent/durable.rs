@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::ledger::Ledger;
@@ -40,6 +40,11 @@ pub const DEFAULT_CLIENT_GRACE: Duration = Duration::from_secs(10);
 /// How long a process holds a conversation between two saves before
 /// another process may take it over.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+/// How often a durable agent's own worker sweeps the store (see
+/// [`Agent::sweep_deadlines`]): short beside the default client grace, so
+/// a headless client call fails close to its deadline, and long enough
+/// that the sweep's few reads stay negligible for the database.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Milliseconds since the Unix epoch: the store's clock.
 pub(crate) fn now_ms() -> i64 {
@@ -67,11 +72,18 @@ pub(crate) struct Durable {
     /// store's lease lets the same owner claim again, so without this a
     /// revival could start a second run beside a live one.
     active: Arc<Mutex<BTreeSet<String>>>,
+    /// Counts the ends of this process's runs: a resume that found the
+    /// conversation held by a run here waits for the next one.
+    released: Arc<watch::Sender<u64>>,
+    /// How often the agent's own deadline worker sweeps; `None`: no worker.
+    sweep_every: Option<Duration>,
+    worker_started: std::sync::atomic::AtomicBool,
 }
 
 /// Marks a conversation as driven by this process while it lives.
 pub(crate) struct ActiveRun {
     active: Arc<Mutex<BTreeSet<String>>>,
+    released: Arc<watch::Sender<u64>>,
     conversation_id: String,
 }
 
@@ -81,6 +93,8 @@ impl Drop for ActiveRun {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&self.conversation_id);
+        self.released
+            .send_modify(|ends| *ends = ends.wrapping_add(1));
     }
 }
 
@@ -92,6 +106,8 @@ pub(crate) struct DurableSettings {
     pub(crate) client_grace: Duration,
     pub(crate) lease: Duration,
     pub(crate) resume_on_resolve: bool,
+    /// `None`: the default (on when `resume_on_resolve`); `Some(None)`: off.
+    pub(crate) sweep_every: Option<Option<Duration>>,
 }
 
 impl Default for DurableSettings {
@@ -102,6 +118,7 @@ impl Default for DurableSettings {
             client_grace: DEFAULT_CLIENT_GRACE,
             lease: DEFAULT_LEASE,
             resume_on_resolve: true,
+            sweep_every: None,
         }
     }
 }
@@ -109,6 +126,10 @@ impl Default for DurableSettings {
 impl Durable {
     pub(crate) fn new(store: Arc<dyn Store>, settings: DurableSettings) -> Self {
         let (events, _) = broadcast::channel(1024);
+        let sweep_every = match settings.sweep_every {
+            Some(every) => every,
+            None => settings.resume_on_resolve.then_some(DEFAULT_SWEEP_INTERVAL),
+        };
         Durable {
             store,
             owner: settings
@@ -121,7 +142,18 @@ impl Durable {
             events,
             clients: Mutex::new(HashMap::new()),
             active: Arc::default(),
+            released: Arc::new(watch::channel(0).0),
+            sweep_every,
+            worker_started: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether a run of this process drives the conversation now.
+    fn is_active(&self, conversation_id: &str) -> bool {
+        self.active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(conversation_id)
     }
 
     /// Registers a run of `conversation_id`, unless one is live here.
@@ -134,6 +166,7 @@ impl Durable {
             .insert(conversation_id.to_owned())
             .then(|| ActiveRun {
                 active: self.active.clone(),
+                released: self.released.clone(),
                 conversation_id: conversation_id.to_owned(),
             })
     }
@@ -411,6 +444,7 @@ impl Agent {
     /// The unresolved waits of a conversation, in call order.
     pub async fn pending(&self, conversation_id: &str) -> Result<Vec<PendingCall>, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
+        self.ensure_deadline_worker();
         let records = durable.store.calls(conversation_id).await?;
         Ok(records
             .into_iter()
@@ -431,12 +465,20 @@ impl Agent {
     /// absent) with `input`, saving it as it goes. The returned stream ends
     /// with one `Done`; suspended calls are then in the store, and
     /// [`Agent::resolve`] continues the conversation in the background.
+    ///
+    /// Calls of the last turn that were resolved but not yet settled (with
+    /// `resume_on_resolve(false)`) are settled first, so their results
+    /// follow their calls and precede `input`. If that leaves calls waiting
+    /// (an approved client call now goes to its client), `input` is not
+    /// added: the run ends `Suspended` with them; send it again once they
+    /// are resolved.
     pub async fn send(
         &self,
         conversation_id: &str,
         input: Input,
     ) -> Result<AgentStream<'static>, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
+        self.ensure_deadline_worker();
         if matches!(input, Input::ToolResults(_)) {
             return Err(DurableError::ResultsThroughResolve);
         }
@@ -485,6 +527,7 @@ impl Agent {
     /// run again only if its tool is idempotent).
     pub async fn ensure_started(&self, conversation_id: &str) -> Result<Revival, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
+        self.ensure_deadline_worker();
         let store = &durable.store;
         let stored = store
             .load_conversation(conversation_id)
@@ -530,9 +573,14 @@ impl Agent {
 
     /// Expires every wait whose deadline passed (in any conversation of the
     /// store) and resumes the conversations that then have nothing pending,
-    /// and those whose holder's lease ran out (it crashed).
+    /// those whose holder's lease ran out (it crashed), and suspended ones
+    /// whose waits were all resolved but that nobody resumed (the resolver
+    /// does not resume, or failed to).
     /// Returns how many waits it expired. Deadlines live in the store, so
     /// any process may sweep them, and they fire after a restart too.
+    ///
+    /// A durable agent runs this itself (see
+    /// [`AgentBuilder::deadline_worker`](super::AgentBuilder::deadline_worker)).
     pub async fn sweep_deadlines(&self) -> Result<usize, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
         let now = now_ms();
@@ -558,10 +606,31 @@ impl Agent {
                 conversations.insert(conversation_id);
             }
         }
+        conversations.extend(durable.store.suspended_without_pending(512).await?);
         for conversation_id in conversations {
             self.resume_in_background(&conversation_id);
         }
         Ok(expired)
+    }
+
+    /// Starts the agent's own deadline worker, once, if it has one and a
+    /// runtime is there to run it (called when the agent is built, and
+    /// again by the durable entry points for an agent built outside one).
+    pub(crate) fn ensure_deadline_worker(&self) {
+        let Some(durable) = self.durable() else {
+            return;
+        };
+        let Some(every) = durable.sweep_every else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err()
+            || durable
+                .worker_started
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        drop(self.spawn_deadline_worker(every));
     }
 
     /// Sweeps deadlines every `every` until the agent's last clone is
@@ -632,29 +701,48 @@ impl Agent {
             let Some(durable) = agent.durable() else {
                 return;
             };
+            let mut failures = 0u32;
             loop {
-                match agent.resume_if_ready(&conversation_id).await {
-                    Ok(Revival::Busy) => {}
+                // Subscribed before trying, so that the end of a run of this
+                // process between the try and the wait is not missed.
+                let mut released = durable.released.subscribe();
+                let error = match agent.resume_if_ready(&conversation_id).await {
+                    Ok(Revival::Busy) => None,
                     Ok(_) => return,
-                    Err(error) => {
-                        tracing::warn!(%conversation_id, %error, "could not resume the conversation");
+                    Err(error) => Some(error),
+                };
+                if let Some(error) = error {
+                    // A sweep picks the conversation up later if the store
+                    // stays down.
+                    failures += 1;
+                    if failures > RESUME_RETRIES {
+                        tracing::warn!(%conversation_id, %error, "could not resume the conversation; a sweep will");
                         return;
                     }
+                    tracing::debug!(%conversation_id, %error, "could not resume the conversation; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 << failures)).await;
+                    continue;
+                }
+                if durable.is_active(&conversation_id) {
+                    // A run of this process holds it. It may be past the
+                    // point where it looks for resolutions: try again when
+                    // it ends (the lease bounds the wait, in case the end
+                    // was missed).
+                    let _ = tokio::time::timeout(durable.lease, released.changed()).await;
+                    continue;
                 }
                 let held = match durable.store.load_conversation(&conversation_id).await {
                     Ok(Some(stored)) => stored,
                     Ok(None) => return,
                     Err(error) => {
-                        tracing::warn!(%conversation_id, %error, "could not resume the conversation");
+                        tracing::warn!(%conversation_id, %error, "could not resume the conversation; a sweep will");
                         return;
                     }
                 };
-                // Busy here: a run of this process has it and will see the
-                // resolution when it saves.
-                if held.owner.as_deref() == Some(durable.owner.as_str())
-                    || held.status != ConversationStatus::Running
-                {
-                    return;
+                if held.status != ConversationStatus::Running {
+                    // Claimed and released in between: try again.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
                 }
                 let wait = held.lease_until.saturating_sub(now_ms()).max(0) + 20;
                 tracing::debug!(%conversation_id, wait_ms = wait, "held by another process; retrying when its lease runs out");
@@ -665,6 +753,12 @@ impl Agent {
 
     async fn resume_if_ready(&self, conversation_id: &str) -> Result<Revival, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
+        match durable.store.load_conversation(conversation_id).await? {
+            // Finished meanwhile (by the run that held it): nothing to do.
+            Some(stored) if stored.status == ConversationStatus::Idle => return Ok(Revival::Idle),
+            None => return Ok(Revival::Idle),
+            Some(_) => {}
+        }
         let pending = durable.pending_count(conversation_id).await?;
         if pending > 0 {
             return Ok(Revival::Waiting { pending });
@@ -711,26 +805,33 @@ impl Agent {
     ) -> AgentStream<'static> {
         let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
         let stream = async_stream::stream! {
-            // Held until the stream ends or is dropped.
-            let _active = active;
+            // Held until the run is over: released (with the heartbeat)
+            // before the final `Done` is handed out, so that a resolution
+            // made by whoever reads it finds the conversation free.
+            let mut active = Some(active);
             let agent = self;
             let Some(durable) = agent.durable() else {
                 yield AgentEvent::Done { reason: DoneReason::StoreFailed("the agent has no store".into()), usage: Usage::default() };
                 return;
             };
-            let _heartbeat = Heartbeat::start(durable, &conversation.id);
+            let mut heartbeat = Some(Heartbeat::start(durable, &conversation.id));
             let ledger = Ledger { durable };
             let cancellation = CancellationToken::new();
             let context = agent.context_for(&conversation, &cancellation);
             let mut usage = Usage::default();
-            if let Input::User(text) = input {
-                conversation.messages.push(Message::user(text));
-            }
+            // Added once the last turn's calls are settled: their results
+            // belong right after their calls, before anything new.
+            let mut new_input = match input {
+                Input::User(text) => Some(text),
+                _ => None,
+            };
             loop {
                 let settled = agent.settle(&mut conversation, &context, ledger).await;
                 let (events, waiting) = match settled {
                     Ok(settled) => settled,
                     Err(error) => {
+                        drop(heartbeat.take());
+                        drop(active.take());
                         yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
                         return;
                     }
@@ -738,12 +839,21 @@ impl Agent {
                 for event in events {
                     yield event;
                 }
+                if let Some(text) = new_input.take() {
+                    if waiting.is_empty() {
+                        conversation.messages.push(Message::user(text));
+                    } else {
+                        tracing::info!(waiting = waiting.len(), "settling the last turn left calls waiting; the new input was not added");
+                    }
+                }
                 let reason = if !waiting.is_empty() {
                     DoneReason::Suspended(waiting)
                 } else if !needs_model_turn(&conversation) {
                     DoneReason::Completed
                 } else {
                     if let Err(error) = durable.save(&conversation, ConversationStatus::Running).await {
+                        drop(heartbeat.take());
+                        drop(active.take());
                         yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
                         return;
                     }
@@ -768,6 +878,8 @@ impl Agent {
                     ConversationStatus::Idle
                 };
                 if let Err(error) = durable.save(&conversation, status).await {
+                    drop(heartbeat.take());
+                    drop(active.take());
                     yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
                     return;
                 }
@@ -783,6 +895,8 @@ impl Agent {
                         Err(error) => tracing::warn!(%error, "could not check for resolutions that arrived during the run"),
                     }
                 }
+                drop(heartbeat.take());
+                drop(active.take());
                 yield AgentEvent::Done { reason, usage };
                 return;
             }
@@ -811,6 +925,10 @@ impl Agent {
             .await
     }
 }
+
+/// How often a background resume retries after a store error before it
+/// leaves the conversation to the sweep.
+const RESUME_RETRIES: u32 = 5;
 
 /// Whether the transcript ends where the model must speak next.
 fn needs_model_turn(conversation: &Conversation) -> bool {

@@ -15,7 +15,7 @@ pub mod transcript;
 
 pub use durable::{
     ClientAttachment, ConversationEvent, DEFAULT_CLIENT_GRACE, DEFAULT_LEASE,
-    DEFAULT_SUSPEND_TIMEOUT, DurableError, PendingCall, Revival,
+    DEFAULT_SUSPEND_TIMEOUT, DEFAULT_SWEEP_INTERVAL, DurableError, PendingCall, Revival,
 };
 pub use resolve::{Resolution, ResolveError, Resolved};
 
@@ -305,6 +305,20 @@ impl AgentBuilder {
         self
     }
 
+    /// How often this agent sweeps the store for deadlines that passed,
+    /// conversations a dead process held, and resolved conversations that
+    /// nobody resumed (see [`Agent::sweep_deadlines`]). Default: every
+    /// [`DEFAULT_SWEEP_INTERVAL`](durable::DEFAULT_SWEEP_INTERVAL) when
+    /// [`AgentBuilder::resume_on_resolve`] is on, none when it is off (a
+    /// process that must not run model calls must not resume conversations
+    /// either). `None` turns the worker off; the application then calls
+    /// [`Agent::sweep_deadlines`] itself. Applies once a store is set.
+    pub fn deadline_worker(mut self, every: Option<Duration>) -> Self {
+        self.durable.sweep_every = Some(every);
+        self
+    }
+
+
     /// Adjusts the executor (e.g. its default time limit).
     pub fn configure_executor(
         mut self,
@@ -323,7 +337,7 @@ impl AgentBuilder {
         if let Some(configure) = self.executor {
             executor = configure(executor);
         }
-        Ok(Agent {
+        let agent = Agent {
             inner: Arc::new(Inner {
                 model,
                 executor,
@@ -332,7 +346,10 @@ impl AgentBuilder {
                 settings: self.settings,
                 durable: self.store.map(|store| Durable::new(store, self.durable)),
             }),
-        })
+        };
+        // Deadlines fire without the application running a sweeper.
+        agent.ensure_deadline_worker();
+        Ok(agent)
     }
 }
 

@@ -170,11 +170,11 @@ impl Agent {
         resolution: Resolution,
     ) -> Result<Resolved, ResolveError> {
         let durable = self.durable().ok_or(ResolveError::NoStore)?;
+        self.ensure_deadline_worker();
         let store = &*durable.store;
-        let records: Vec<CallRecord> = store
-            .calls(conversation_id)
-            .await?
-            .into_iter()
+        let all = store.calls(conversation_id).await?;
+        let records: Vec<&CallRecord> = all
+            .iter()
             .filter(|record| record.tool_call_id == tool_call_id && record.step != Step::Execution)
             .collect();
         let unknown = || ResolveError::Unknown {
@@ -188,18 +188,21 @@ impl Agent {
         // an earlier one of the same kind (a retry of a resolution).
         let target = records
             .iter()
+            .copied()
             .find(|record| record.state == CallState::Pending && resolution.fits(record.step))
             .or_else(|| {
                 records
                     .iter()
+                    .copied()
                     .rev()
                     .find(|record| resolution.fits(record.step))
             });
         let Some(target) = target else {
             let open = records
                 .iter()
+                .copied()
                 .find(|record| record.state == CallState::Pending)
-                .or(records.last());
+                .or(records.last().copied());
             return Err(match open {
                 Some(record) => ResolveError::WrongKind {
                     tool_call_id: tool_call_id.to_owned(),
@@ -220,7 +223,7 @@ impl Agent {
             });
         }
         if target.state != CallState::Pending {
-            return Err(settled_refusal(target, &resolution));
+            return Err(self.refused_late(conversation_id, settled_refusal(target, &resolution)));
         }
         let resolution = self.checked(target, resolution)?;
         let encoded = serde_json::to_string(&resolution).map_err(|error| {
@@ -243,14 +246,43 @@ impl Agent {
                 .call(conversation_id, tool_call_id, target.step)
                 .await?
                 .ok_or_else(unknown)?;
-            return Err(settled_refusal(&current, &resolution));
+            return Err(self.refused_late(conversation_id, settled_refusal(&current, &resolution)));
         }
         tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
-        let pending = durable.pending_count(conversation_id).await?;
+        // The resolution is recorded: from here on nothing may fail the
+        // call, or a retry would be `Stale` and nobody would resume.
+        let pending = match durable.pending_count(conversation_id).await {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::warn!(%error, "could not count the waits left after the resolution; counting from the earlier read, and resuming if nothing is left");
+                all.iter()
+                    .filter(|record| {
+                        record.state == CallState::Pending
+                            && !(record.tool_call_id == target.tool_call_id
+                                && record.step == target.step)
+                    })
+                    .count()
+            }
+        };
         if pending == 0 && durable.resume_on_resolve {
             self.resume_in_background(conversation_id);
         }
         Ok(Resolved { pending })
+    }
+
+    /// A refusal of a resolution that came after its call was settled. A
+    /// retry (`Stale`) may come because the first attempt's answer was
+    /// lost, maybe with the resume it should have started: the
+    /// conversation is resumed if it still needs it.
+    fn refused_late(&self, conversation_id: &str, refusal: ResolveError) -> ResolveError {
+        if matches!(refusal, ResolveError::Stale { .. })
+            && self
+                .durable()
+                .is_some_and(|durable| durable.resume_on_resolve)
+        {
+            self.resume_in_background(conversation_id);
+        }
+        refusal
     }
 
     /// Validates what a resolution carries against the tool's schemas, and
