@@ -4,6 +4,9 @@
 //!
 //! Every scenario runs against `MemoryStore` and `SqliteStore`, and against
 //! `PostgresStore` when `APTIX_TEST_PG_URL` is set (required when CI=true).
+//!
+//! Agents here run no deadline worker of their own: the tests share one
+//! PostgreSQL, and a worker sweeps (and resumes) every conversation in it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -182,6 +185,7 @@ fn agent_with(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>) -> Agent {
         .model(ScriptedModel::new(turns))
         .catalog(catalog())
         .shared_store(store)
+        .deadline_worker(None)
         .client_grace(Duration::from_secs(60))
         .build()
         .unwrap_or_else(|e| panic!("{e}"))
@@ -679,6 +683,7 @@ async fn expired_call_resumes_with_a_timeout(backend: Backend) {
         ]))
         .catalog(catalog())
         .shared_store(store)
+        .deadline_worker(None)
         .suspend_timeout(Duration::from_millis(100))
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -714,6 +719,7 @@ async fn headless_client_call_fails_fast(backend: Backend) {
         ]))
         .catalog(catalog())
         .shared_store(store)
+        .deadline_worker(None)
         .client_grace(Duration::from_millis(50))
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
