@@ -78,12 +78,135 @@ fn lookup_by_name() {
 }
 
 #[test]
-fn fingerprint_is_the_sha256_of_the_canonical_definitions() {
+fn fingerprint_is_a_sha256_stable_across_builds() {
     let catalog = Catalog::linked().unwrap_or_else(|e| panic!("{e}"));
+    let again = Catalog::linked().unwrap_or_else(|e| panic!("{e}"));
+    let fingerprint = catalog.fingerprint();
+    assert_eq!(fingerprint.len(), 64);
+    assert!(
+        fingerprint
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte)),
+        "{fingerprint}"
+    );
+    assert_eq!(fingerprint, again.fingerprint());
+    // It covers more than the canonical definitions (title, annotations,
+    // redaction, time limits), so it is not their hash alone.
     let canonical: Vec<Value> = catalog.definitions().map(|d| d.canonical_json()).collect();
     let digest = Sha256::digest(Value::Array(canonical).to_string().as_bytes());
-    let expected: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(catalog.fingerprint(), expected);
+    let canonical_only: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert_ne!(fingerprint, canonical_only);
+}
+
+/// No parameters.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct NoArgs {}
+
+/// One tool, `probe`, written by hand, with the constants given; every
+/// other constant is the same in every probe.
+macro_rules! probe {
+    ($ty:ident $(, $konst:ident : $kty:ty = $value:expr)*) => {
+        pub struct $ty;
+
+        impl aptix::Tool for $ty {
+            const NAME: &'static str = "probe";
+            const USAGE: &'static str = "Test tool.";
+            const DESCRIPTION: &'static str = "Probes the fingerprint.";
+            const EXECUTOR: aptix::ExecutorKind = aptix::ExecutorKind::Server;
+            const APPROVAL: aptix::Approval = aptix::Approval::Auto;
+            const SOURCE: aptix::SourceLocation = aptix::SourceLocation {
+                file: "probe.rs",
+                line: 1,
+                module_path: "probe",
+            };
+            probe!(@timeout $($konst : $kty = $value),*);
+            $(probe!(@other $konst : $kty = $value);)*
+            type Args = NoArgs;
+            type Output = ();
+            fn definition(
+            ) -> Result<&'static aptix::ToolDefinition, &'static aptix::DefinitionError> {
+                static DEFINITION: std::sync::OnceLock<
+                    Result<aptix::ToolDefinition, aptix::DefinitionError>,
+                > = std::sync::OnceLock::new();
+                DEFINITION
+                    .get_or_init(aptix::ToolDefinition::build::<Self>)
+                    .as_ref()
+            }
+            fn dyn_tool() -> &'static dyn aptix::DynTool {
+                &aptix::executor::FnTool::<Self>::NEW
+            }
+        }
+
+        impl aptix::ToolFn for $ty {
+            type Returned = ();
+            async fn call(
+                _args: NoArgs,
+                _ctx: &aptix::ToolContext,
+            ) -> Result<(), aptix::ToolError> {
+                Ok(())
+            }
+        }
+    };
+    (@timeout TIMEOUT : $kty:ty = $value:expr) => {
+        const TIMEOUT: Option<std::time::Duration> = $value;
+    };
+    (@timeout $($rest:tt)*) => {
+        const TIMEOUT: Option<std::time::Duration> = None;
+    };
+    (@other TIMEOUT : $kty:ty = $value:expr) => {};
+    (@other $konst:ident : $kty:ty = $value:expr) => {
+        const $konst: $kty = $value;
+    };
+}
+
+probe!(Plain);
+probe!(Titled, TITLE: Option<&'static str> = Some("Probe"));
+probe!(ReadOnly, READ_ONLY: bool = true);
+probe!(Gentle, DESTRUCTIVE: bool = false);
+probe!(ClosedWorld, OPEN_WORLD: bool = false);
+probe!(Idempotent, IDEMPOTENT: bool = true);
+probe!(
+    Redacting,
+    REDACTION: aptix::tool::Redaction = aptix::tool::Redaction::Deny(&["/secret"])
+);
+probe!(
+    Timed,
+    TIMEOUT: Option<std::time::Duration> = Some(std::time::Duration::from_secs(5))
+);
+probe!(
+    Suspending,
+    SUSPEND_TIMEOUT: Option<std::time::Duration> = Some(std::time::Duration::from_secs(60))
+);
+
+fn fingerprint_of<T: aptix::Tool>() -> String {
+    Catalog::builder()
+        .tool::<T>()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .fingerprint()
+        .to_owned()
+}
+
+#[test]
+fn fingerprint_changes_with_every_field_a_client_sees() {
+    let plain = fingerprint_of::<Plain>();
+    assert_eq!(plain, fingerprint_of::<Plain>());
+    let changed = [
+        ("title", fingerprint_of::<Titled>()),
+        ("read_only", fingerprint_of::<ReadOnly>()),
+        ("destructive", fingerprint_of::<Gentle>()),
+        ("open_world", fingerprint_of::<ClosedWorld>()),
+        ("idempotent", fingerprint_of::<Idempotent>()),
+        ("redaction", fingerprint_of::<Redacting>()),
+        ("timeout", fingerprint_of::<Timed>()),
+        ("suspend_timeout", fingerprint_of::<Suspending>()),
+    ];
+    for (field, fingerprint) in &changed {
+        assert_ne!(
+            *fingerprint, plain,
+            "changing {field} left the fingerprint as it was"
+        );
+    }
 }
 
 #[test]

@@ -220,3 +220,119 @@ fn an_empty_link_list_explains_the_linker_trap() {
         "no tools are linked into this binary: declare tools with #[agent_tool], and name crates that declare them (`aptix::link_tools!(my_tools);`) so the linker keeps them"
     );
 }
+
+/// A tool written by hand, as another crate's code generator might: the
+/// catalog checks what the macro would have refused at compile time.
+macro_rules! hand_tool {
+    ($ty:ident, $name:expr, $usage:expr, $description:expr) => {
+        pub struct $ty;
+
+        impl aptix::Tool for $ty {
+            const NAME: &'static str = $name;
+            const USAGE: &'static str = $usage;
+            const DESCRIPTION: &'static str = $description;
+            const EXECUTOR: aptix::ExecutorKind = aptix::ExecutorKind::Server;
+            const APPROVAL: aptix::Approval = aptix::Approval::Auto;
+            const TIMEOUT: Option<std::time::Duration> = None;
+            const SOURCE: aptix::SourceLocation = aptix::SourceLocation {
+                file: "hand/src/lib.rs",
+                line: 1,
+                module_path: "hand",
+            };
+            type Args = Empty;
+            type Output = ();
+            fn definition() -> Result<&'static aptix::ToolDefinition, &'static DefinitionError> {
+                static DEFINITION: std::sync::OnceLock<
+                    Result<aptix::ToolDefinition, DefinitionError>,
+                > = std::sync::OnceLock::new();
+                DEFINITION
+                    .get_or_init(aptix::ToolDefinition::build::<Self>)
+                    .as_ref()
+            }
+            fn dyn_tool() -> &'static dyn aptix::DynTool {
+                &aptix::executor::FnTool::<Self>::NEW
+            }
+        }
+
+        impl aptix::ToolFn for $ty {
+            type Returned = ();
+            async fn call(_args: Empty, _ctx: &ToolContext) -> Result<(), ToolError> {
+                Ok(())
+            }
+        }
+    };
+}
+
+hand_tool!(Spaced, "send email", "Test tool.", "Sends an email.");
+hand_tool!(
+    TooLong,
+    "a_name_of_sixty_five_characters_is_one_character_longer_than_64_x",
+    "Test tool.",
+    "Too long."
+);
+hand_tool!(Nameless, "", "Test tool.", "No name.");
+hand_tool!(NoUsage, "no_usage", "", "Has no usage.");
+hand_tool!(NoDescription, "no_description", "Test tool.", "  ");
+hand_tool!(Fine, "fine-tool_2", "Test tool.", "Fine.");
+
+#[test]
+fn hand_written_tools_are_checked_like_declared_ones() {
+    let error = match Catalog::builder()
+        .tool::<Spaced>()
+        .tool::<TooLong>()
+        .tool::<Nameless>()
+        .tool::<NoUsage>()
+        .tool::<NoDescription>()
+        .tool::<Fine>()
+        .build()
+    {
+        Ok(catalog) => panic!("expected errors, got {catalog:?}"),
+        Err(error) => error,
+    };
+    let text = error.to_string();
+    assert!(
+        text.starts_with("the tool catalog is invalid (5 problems):"),
+        "{text}"
+    );
+    let problems: Vec<(String, &str)> = error
+        .problems
+        .iter()
+        .map(|problem| match problem {
+            CatalogProblem::InvalidName { name, location } => {
+                assert_eq!(location.file, "hand/src/lib.rs");
+                (name.to_string(), "name")
+            }
+            CatalogProblem::MissingText {
+                tool,
+                field,
+                location,
+            } => {
+                assert_eq!(location.file, "hand/src/lib.rs");
+                (tool.to_string(), *field)
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            (String::new(), "name"),
+            (
+                "a_name_of_sixty_five_characters_is_one_character_longer_than_64_x".to_owned(),
+                "name"
+            ),
+            ("no_description".to_owned(), "description"),
+            ("no_usage".to_owned(), "usage"),
+            ("send email".to_owned(), "name"),
+        ]
+    );
+    assert!(
+        text.contains("tool name `send email`, declared at hand/src/lib.rs:1 (hand), is invalid: a name is 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tool `no_usage`, declared at hand/src/lib.rs:1 (hand), has an empty usage"),
+        "{text}"
+    );
+    assert!(Catalog::builder().tool::<Fine>().build().is_ok());
+}

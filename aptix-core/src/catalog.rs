@@ -85,6 +85,29 @@ pub enum CatalogProblem {
         /// The second declaration.
         second: SourceLocation,
     },
+    /// A tool's name is not 1 to 64 of `A-Z a-z 0-9 _ -`, what every
+    /// provider accepts. `#[agent_tool]` checks this at compile time; a tool
+    /// written by hand is checked here.
+    #[error(
+        "tool name `{name}`, declared at {location}, is invalid: a name is 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`"
+    )]
+    InvalidName {
+        /// The name.
+        name: &'static str,
+        /// Where the tool was declared.
+        location: SourceLocation,
+    },
+    /// A tool's description or usage is empty: the model would not know
+    /// what the tool does or when to call it.
+    #[error("tool `{tool}`, declared at {location}, has an empty {field}")]
+    MissingText {
+        /// The tool's name.
+        tool: &'static str,
+        /// `description` or `usage`.
+        field: &'static str,
+        /// Where the tool was declared.
+        location: SourceLocation,
+    },
     /// `Catalog::linked` found nothing.
     #[error(
         "no tools are linked into this binary: declare tools with #[agent_tool], and name crates that declare them (`aptix::link_tools!(my_tools);`) so the linker keeps them"
@@ -199,8 +222,9 @@ impl Catalog {
             .map(|index| entries[index])
     }
 
-    /// A stable hash (SHA-256, hex) of every canonical definition: it changes
-    /// if and only if something a model or client sees changes. Use it as a
+    /// A stable hash (SHA-256, hex) of every definition: it changes if and
+    /// only if something a model or client sees changes (the canonical
+    /// definition, title, annotations, redaction, time limits). Use it as a
     /// prompt-cache key and in telemetry.
     pub fn fingerprint(&self) -> &str {
         &self.inner.fingerprint
@@ -280,7 +304,13 @@ impl CatalogBuilder {
             }
             previous = Some(tool);
             match tool.definition() {
-                Ok(definition) => entries.push(Entry { tool, definition }),
+                Ok(definition) => {
+                    let before = problems.len();
+                    check_declaration(definition, &mut problems);
+                    if problems.len() == before {
+                        entries.push(Entry { tool, definition });
+                    }
+                }
                 Err(error) => problems.push(CatalogProblem::Definition(error.clone())),
             }
         }
@@ -297,10 +327,77 @@ impl CatalogBuilder {
     }
 }
 
+/// What `#[agent_tool]` checks at compile time, checked again for tools
+/// that did not come through the macro (a hand `impl Tool`, a `DynTool`).
+fn check_declaration(definition: &ToolDefinition, problems: &mut Vec<CatalogProblem>) {
+    let name = definition.name();
+    let valid_name = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    if !valid_name {
+        problems.push(CatalogProblem::InvalidName {
+            name,
+            location: definition.source(),
+        });
+    }
+    for (field, text) in [
+        ("description", definition.description()),
+        ("usage", definition.usage()),
+    ] {
+        if text.trim().is_empty() {
+            problems.push(CatalogProblem::MissingText {
+                tool: name,
+                field,
+                location: definition.source(),
+            });
+        }
+    }
+}
+
+/// Everything of a definition a model or a client sees: the canonical
+/// definition, plus what MCP clients are shown or act on (title,
+/// annotations), what decides which values events show (redaction), and
+/// the time limits a caller runs into.
+fn fingerprinted(definition: &ToolDefinition) -> Value {
+    let mut document = definition.canonical_json();
+    if let Value::Object(members) = &mut document {
+        let millis = |limit: Option<std::time::Duration>| {
+            limit.map_or(Value::Null, |limit| {
+                Value::from(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+            })
+        };
+        members.insert(
+            "title".to_owned(),
+            definition.title().map_or(Value::Null, Value::from),
+        );
+        members.insert(
+            "annotations".to_owned(),
+            serde_json::to_value(definition.annotations()).unwrap_or(Value::Null),
+        );
+        // `Redaction` is not serializable; its `Debug` text names the
+        // policy and every pointer, the same in every process.
+        members.insert(
+            "redaction".to_owned(),
+            Value::String(format!("{:?}", definition.redaction())),
+        );
+        members.insert("timeout_ms".to_owned(), millis(definition.timeout()));
+        members.insert(
+            "suspend_timeout_ms".to_owned(),
+            millis(definition.suspend_timeout()),
+        );
+        members.insert(
+            "idempotent".to_owned(),
+            Value::Bool(definition.idempotent()),
+        );
+    }
+    document
+}
+
 fn fingerprint(entries: &[Entry]) -> String {
     let canonical: Vec<Value> = entries
         .iter()
-        .map(|entry| entry.definition.canonical_json())
+        .map(|entry| fingerprinted(entry.definition))
         .collect();
     // serde_json's maps are sorted by key (no `preserve_order`), so this text
     // is the same for the same definitions in every process.
