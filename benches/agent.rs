@@ -1,7 +1,10 @@
 //! Agent-loop costs, each against a baseline measured in the same run:
 //! - tool-call assembly throughput on a large recorded stream (MB/s) against
 //!   `serde_json::from_str` of the same final argument strings;
-//! - loop overhead per turn with the scripted model (µs).
+//! - loop overhead per turn with the scripted model (µs);
+//! - `transcript::repair` of one turn of 10 000 and 40 000 calls, against a
+//!   clone of the same transcript (which the loop makes for every request
+//!   anyway): linear, so the ratio stays flat as the turn grows.
 //!
 //! `cargo bench --bench agent`
 
@@ -11,8 +14,9 @@ mod hello_world;
 
 use std::hint::black_box;
 
+use aptix::agent::transcript;
 use aptix::model::assembly::TurnAssembler;
-use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
+use aptix::model::{AssistantToolCall, FinishReason, Message, ModelEvent, ToolCallDelta};
 use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -199,5 +203,60 @@ fn loop_overhead(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, assembly, loop_overhead);
+/// One turn of `n` calls followed by its results, in order or reversed.
+fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
+    let calls: Vec<AssistantToolCall> = (0..n)
+        .map(|i| AssistantToolCall {
+            id: format!("call_{i}"),
+            name: "record".into(),
+            arguments: "{}".into(),
+        })
+        .collect();
+    let mut results: Vec<Message> = calls
+        .iter()
+        .map(|call| Message::Tool {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: r#"{"ok":true,"result":1}"#.into(),
+            is_error: false,
+        })
+        .collect();
+    if reversed {
+        results.reverse();
+    }
+    let mut messages = vec![
+        Message::user("go"),
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: calls,
+        },
+    ];
+    messages.extend(results);
+    messages.push(Message::user("next"));
+    messages
+}
+
+fn repair(c: &mut Criterion) {
+    let mut group = c.benchmark_group("transcript repair (one turn of n calls)");
+    group.sample_size(10);
+    for n in [10_000, 40_000] {
+        for reversed in [false, true] {
+            let messages = big_turn(n, reversed);
+            let order = if reversed { "reversed" } else { "in order" };
+            group.bench_function(format!("baseline: clone, n={n}, {order}"), |b| {
+                b.iter(|| black_box(messages.clone()));
+            });
+            group.bench_function(format!("aptix: clone + repair, n={n}, {order}"), |b| {
+                b.iter(|| {
+                    let mut copy = messages.clone();
+                    black_box(transcript::repair(&mut copy, Some("bench")));
+                    copy
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, assembly, loop_overhead, repair);
 criterion_main!(benches);

@@ -125,6 +125,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         failed = true;
                         format!("store error: {error}")
                     }
+                    DoneReason::LimitExceeded(limit) => {
+                        failed = true;
+                        format!("stopped: {limit}")
+                    }
+                    DoneReason::InvalidToolResults(problem) => {
+                        failed = true;
+                        format!("results refused: {problem}")
+                    }
                 };
                 println!(
                     "\n\ndone: {reason} ({} tokens in, {} out)",

@@ -513,3 +513,163 @@ async fn declared_secrets_are_redacted_in_events_and_never_logged() {
         "{logs}"
     );
 }
+
+static SENT: AtomicUsize = AtomicUsize::new(0);
+
+/// Sends a message (counts its runs; used by one test only).
+#[agent_tool(name = "send_note", usage = "Test tool.")]
+async fn send_note(_args: Nap) -> Result<usize, ToolError> {
+    Ok(SENT.fetch_add(1, Ordering::SeqCst) + 1)
+}
+
+/// The ids of the calls and of the results in `messages`, in order.
+fn call_and_result_ids(messages: &[Message]) -> (Vec<String>, Vec<String>) {
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for message in messages {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                calls.extend(tool_calls.iter().map(|call| call.id.clone()));
+            }
+            Message::Tool { tool_call_id, .. } => results.push(tool_call_id.clone()),
+            _ => {}
+        }
+    }
+    (calls, results)
+}
+
+#[tokio::test]
+async fn colliding_tool_call_ids_each_get_their_own_result() {
+    // Some OpenAI-compatible servers reuse ids: twice in one turn, and
+    // again in a later turn. Every call runs once and the model is told
+    // each real result, never "interrupted" for a call that ran.
+    let (agent, model) = agent(vec![
+        ScriptedTurn::new()
+            .tool_call("call_0", "send_note", r#"{"millis":0}"#)
+            .tool_call("call_0", "send_note", r#"{"millis":0}"#),
+        ScriptedTurn::new().tool_call("call_0", "send_note", r#"{"millis":0}"#),
+        ScriptedTurn::new().text("Sent three."),
+    ]);
+    let mut conversation = Conversation::new("conv-ids");
+    let events = run(&agent, &mut conversation, Input::User("send".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(SENT.load(Ordering::SeqCst), 3);
+    let last = &model.requests()[2];
+    let (calls, result_ids) = call_and_result_ids(&last.messages);
+    assert_eq!(calls, result_ids, "results line up with their calls");
+    let unique: std::collections::HashSet<&String> = calls.iter().collect();
+    assert_eq!(
+        unique.len(),
+        3,
+        "ids are unique in the conversation: {calls:?}"
+    );
+    assert!(
+        calls.iter().all(|id| id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')),
+        "ids stay valid for every provider: {calls:?}"
+    );
+    for message in &last.messages {
+        if let Message::Tool {
+            content, is_error, ..
+        } = message
+        {
+            assert!(!is_error && !content.contains("interrupted"), "{content}");
+        }
+    }
+    // The events carry the ids the transcript holds.
+    let event_ids: Vec<String> = results(&events).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(event_ids, calls);
+    assert_eq!(conversation.messages, {
+        let mut expected = last.messages.clone();
+        expected.push(Message::Assistant {
+            content: "Sent three.".into(),
+            tool_calls: vec![],
+        });
+        expected
+    });
+}
+
+#[tokio::test]
+async fn the_model_is_shown_when_to_call_each_tool() {
+    let (agent, model) = agent(vec![ScriptedTurn::new().text("Hi.")]);
+    let mut conversation = Conversation::new("conv-usage");
+    let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let request = &model.requests()[0];
+    let nap = request
+        .tools
+        .iter()
+        .find(|tool| tool["name"] == json!("nap"))
+        .unwrap_or_else(|| panic!("nap is offered: {:?}", request.tools));
+    let description = nap["description"].as_str().unwrap_or_default();
+    assert!(
+        description.starts_with("Sleeps, then reports how long.")
+            && description.contains("Usage: Test tool."),
+        "{description}"
+    );
+    assert_eq!(
+        description.matches("Test tool.").count(),
+        1,
+        "{description}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is_lost() {
+    let (agent, model) = agent(vec![
+        ScriptedTurn::new().tool_call("where", "get_location", r#"{"reason":"weather"}"#),
+        ScriptedTurn::new().text("It is sunny where you are."),
+    ]);
+    let mut conversation = Conversation::new("conv-bad-result");
+    let events = run(&agent, &mut conversation, Input::User("weather?".into())).await;
+    assert!(matches!(done(&events), DoneReason::Suspended(_)));
+    let before = conversation.clone();
+    let ids = || EnvelopeIds {
+        tool_call_id: "where".into(),
+        conversation_id: Some("conv-bad-result".into()),
+        session_id: None,
+    };
+    let raw =
+        |value: Value| serde_json::value::to_raw_value(&value).unwrap_or_else(|e| panic!("{e}"));
+    let bad = Envelope::ok(ids(), raw(json!({ "latitude": "north", "admin": true })));
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::ToolResults(vec![("where".into(), bad)]),
+    )
+    .await;
+    let DoneReason::InvalidToolResults(message) = done(&events) else {
+        panic!("expected a refusal: {events:?}");
+    };
+    assert!(
+        message.contains("where") && message.contains("latitude"),
+        "{message}"
+    );
+    assert_eq!(conversation, before, "nothing was appended");
+    assert_eq!(model.requests().len(), 1, "the model was not asked again");
+
+    // A result for a call nobody made is refused the same way.
+    let stray = Envelope::ok(ids(), raw(json!({ "latitude": 1.0 })));
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::ToolResults(vec![("nowhere".into(), stray)]),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::InvalidToolResults(m) if m.contains("nowhere")));
+    assert_eq!(conversation, before);
+
+    // The right result still goes through afterwards.
+    let good = Envelope::ok(
+        ids(),
+        raw(json!({ "latitude": 48.85, "longitude": 2.35, "accuracy_m": 30.0 })),
+    );
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::ToolResults(vec![("where".into(), good)]),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+}

@@ -133,6 +133,7 @@ pub struct ScriptedModel {
     repeat: bool,
     turns: Mutex<VecDeque<ScriptedTurn>>,
     requests: Mutex<Vec<ChatRequest>>,
+    hosted: Vec<String>,
 }
 
 impl ScriptedModel {
@@ -143,7 +144,15 @@ impl ScriptedModel {
             repeat: false,
             turns: Mutex::new(turns.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
+            hosted: Vec::new(),
         }
+    }
+
+    /// Claims to host these provider-executed tools, so that an agent over
+    /// a catalog holding them can be built (see [`ChatModel::hosts_tool`]).
+    pub fn hosting<S: Into<String>>(mut self, tools: impl IntoIterator<Item = S>) -> Self {
+        self.hosted.extend(tools.into_iter().map(Into::into));
+        self
     }
 
     /// Starts the script over when it runs out, forever (for benchmarks and
@@ -176,6 +185,10 @@ impl ScriptedModel {
 impl ChatModel for ScriptedModel {
     fn dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    fn hosts_tool(&self, name: &str) -> bool {
+        self.hosted.iter().any(|hosted| hosted == name)
     }
 
     fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {

@@ -32,14 +32,21 @@ use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Executor, Outcome, ToolCall};
-use crate::model::assembly::{AssembledCall, CallStatus, TurnAssembler};
+use crate::model::assembly::{AssembledCall, CallStatus, TurnAssembler, TurnLimits};
 use crate::model::{
     AssistantToolCall, ChatModel, ChatRequest, Message, ModelError, ToolChoice, Usage,
 };
-use crate::schema::DialectError;
+use crate::schema::{Dialect, DialectError, ToolDefinition};
 use crate::store::Store;
+use crate::tool::ExecutorKind;
 use durable::{Durable, DurableSettings};
 use ledger::{Ledger, ResultText};
+
+/// How many calls of one turn run, unless the builder says otherwise.
+pub const DEFAULT_MAX_CALLS_PER_TURN: usize = 64;
+
+/// How long one model call may take, unless the builder says otherwise.
+pub const DEFAULT_MODEL_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The events of one run. Boxed so that it is `Unpin`: `while let Some(event)
 /// = events.next().await` works without pinning it first.
@@ -118,6 +125,13 @@ pub enum DoneReason {
     /// The conversation store failed (durable runs only); what was saved
     /// before stays, and [`Agent::ensure_started`] continues from there.
     StoreFailed(String),
+    /// A model turn went past a bound set on the builder (the message names
+    /// it): the model call was ended and the turn is not kept.
+    LimitExceeded(String),
+    /// Results handed in with [`Input::ToolResults`] were refused (the
+    /// message names the call and the problem); the conversation is as it
+    /// was, so the corrected results can be handed in again.
+    InvalidToolResults(String),
 }
 
 /// What a run reports as it goes.
@@ -164,6 +178,14 @@ pub enum AgentError {
     /// A tool cannot be expressed in the model's dialect.
     #[error(transparent)]
     Dialect(#[from] DialectError),
+    /// A tool runs at the model provider, and this model does not host it.
+    #[error(
+        "the tool `{tool}` runs at the model provider, which this model does not host (see `ChatModel::hosts_tool`); leave it out of the agent's catalog"
+    )]
+    ProviderTool {
+        /// The tool's name.
+        tool: String,
+    },
 }
 
 /// Builds an [`Agent`].
@@ -187,6 +209,10 @@ struct Settings {
     parallel_tool_calls: bool,
     max_tokens: Option<u32>,
     temperature: Option<f32>,
+    limits: TurnLimits,
+    max_calls_per_turn: usize,
+    model_call_timeout: Option<Duration>,
+    tool_timeout: Option<Duration>,
 }
 
 impl AgentBuilder {
@@ -248,6 +274,50 @@ impl AgentBuilder {
     /// Sampling temperature.
     pub fn temperature(mut self, temperature: f32) -> Self {
         self.settings.temperature = Some(temperature);
+        self
+    }
+
+    /// The most bytes one model turn may stream that are kept: its text and
+    /// every call's id, name and arguments (default 8 MiB). Past it the
+    /// model call is ended and the run ends with
+    /// [`DoneReason::LimitExceeded`], so a model stuck in a loop, or a
+    /// hostile endpoint, cannot grow memory without bound.
+    pub fn max_turn_bytes(mut self, bytes: usize) -> Self {
+        self.settings.limits.turn_bytes = bytes;
+        self
+    }
+
+    /// The most bytes of arguments one tool call may have (default 1 MiB).
+    /// Past it the model call is ended, as for
+    /// [`AgentBuilder::max_turn_bytes`].
+    pub fn max_call_argument_bytes(mut self, bytes: usize) -> Self {
+        self.settings.limits.argument_bytes = bytes;
+        self
+    }
+
+    /// The most tool calls of one turn that run (default 64). The calls past
+    /// it are answered with an error result without running, which tells
+    /// the model to make them again in a later turn.
+    pub fn max_calls_per_turn(mut self, calls: usize) -> Self {
+        self.settings.max_calls_per_turn = calls.max(1);
+        self
+    }
+
+    /// The longest one model call may take, first byte to last (default
+    /// 10 minutes; `None`: no limit). Past it the run ends with
+    /// [`ModelError::Timeout`]. The adapters' HTTP timeouts only bound the
+    /// gap between two events; this bounds the whole turn.
+    pub fn model_call_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.settings.model_call_timeout = timeout.into();
+        self
+    }
+
+    /// The time limit of a call whose tool declares no `timeout` (default
+    /// [`crate::executor::DEFAULT_TIMEOUT`]; `None`: no limit). Each call
+    /// runs in a task of its own and the limit is kept from outside that
+    /// task, so it holds even for a tool that blocks its thread.
+    pub fn tool_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.settings.tool_timeout = timeout.into();
         self
     }
 
@@ -318,7 +388,6 @@ impl AgentBuilder {
         self
     }
 
-
     /// Adjusts the executor (e.g. its default time limit).
     pub fn configure_executor(
         mut self,
@@ -332,8 +401,15 @@ impl AgentBuilder {
     pub fn build(self) -> Result<Agent, AgentError> {
         let model = self.model.ok_or(AgentError::NoModel)?;
         let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
-        let tools = catalog.lower(model.dialect())?;
-        let mut executor = Executor::new(catalog);
+        if let Some(refused) = catalog.definitions().find(|definition| {
+            definition.executor() == ExecutorKind::Provider && !model.hosts_tool(definition.name())
+        }) {
+            return Err(AgentError::ProviderTool {
+                tool: refused.name().to_owned(),
+            });
+        }
+        let tools = lower_for_model(&catalog, model.dialect())?;
+        let mut executor = Executor::new(catalog).with_default_timeout(self.settings.tool_timeout);
         if let Some(configure) = self.executor {
             executor = configure(executor);
         }
@@ -404,6 +480,10 @@ impl Agent {
                 parallel_tool_calls: true,
                 max_tokens: None,
                 temperature: None,
+                limits: TurnLimits::default(),
+                max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
+                model_call_timeout: Some(DEFAULT_MODEL_CALL_TIMEOUT),
+                tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
             },
             executor: None,
             store: None,
@@ -474,13 +554,23 @@ impl Agent {
             let mut usage = Usage::default();
             let mut tool_calls = 0usize;
             let context = self.context_for(conversation, &cancellation);
+            let mut refused = None;
             match input {
                 Input::User(text) => conversation.messages.push(Message::user(text)),
-                Input::ToolResults(results) => append_results(conversation, results),
+                Input::ToolResults(results) => match self.check_results(&conversation.messages, &results) {
+                    Ok(()) => append_results(conversation, results),
+                    Err(problem) => {
+                        tracing::warn!(%problem, "results handed in were refused");
+                        refused = Some(problem);
+                    }
+                },
                 Input::Continue => {}
             }
-            let mut reason = DoneReason::MaxIterations;
-            'turns: for iteration in 0..inner.settings.max_iterations {
+            let (mut reason, iterations) = match refused {
+                Some(problem) => (DoneReason::InvalidToolResults(problem), 0),
+                None => (DoneReason::MaxIterations, inner.settings.max_iterations),
+            };
+            'turns: for iteration in 0..iterations {
                 if cancellation.is_cancelled() {
                     reason = DoneReason::Cancelled;
                     break;
@@ -499,13 +589,23 @@ impl Agent {
                 };
                 let model_span = tracing::info_span!("model_call", iteration);
                 let model_started = Instant::now();
-                let mut assembler = TurnAssembler::new();
+                let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
                 let mut events = inner.model.stream(&request);
+                let model_deadline = model_deadline(inner.settings.model_call_timeout);
+                tokio::pin!(model_deadline);
                 loop {
                     let next = tokio::select! {
                         biased;
                         () = cancellation.cancelled() => {
                             reason = DoneReason::Cancelled;
+                            break 'turns;
+                        }
+                        () = &mut model_deadline => {
+                            model_span.in_scope(|| tracing::warn!(
+                                limit_ms = inner.settings.model_call_timeout.map_or(0, |limit| limit.as_millis() as u64),
+                                "the model call took too long and was ended"
+                            ));
+                            reason = DoneReason::ModelError(ModelError::Timeout);
                             break 'turns;
                         }
                         next = events.next().instrument(model_span.clone()) => next,
@@ -517,7 +617,13 @@ impl Agent {
                                 yield AgentEvent::TextDelta(text.clone());
                             }
                             if let Err(error) = assembler.push(event) {
-                                reason = DoneReason::ModelError(error);
+                                reason = match assembler.limit_exceeded() {
+                                    Some(exceeded) => {
+                                        model_span.in_scope(|| tracing::warn!(%exceeded, "the model turn went past a limit"));
+                                        DoneReason::LimitExceeded(exceeded.to_string())
+                                    }
+                                    None => DoneReason::ModelError(error),
+                                };
                                 break 'turns;
                             }
                         }
@@ -528,7 +634,7 @@ impl Agent {
                     }
                 }
                 drop(events);
-                let turn = match assembler.finish() {
+                let mut turn = match assembler.finish() {
                     Ok(turn) => turn,
                     Err(error) => {
                         reason = DoneReason::ModelError(error);
@@ -543,6 +649,13 @@ impl Agent {
                 ));
                 if let Some(turn_usage) = turn.usage {
                     usage += turn_usage;
+                }
+                for (original, renamed) in transcript::make_ids_unique(&mut turn.tool_calls, &conversation.messages) {
+                    tracing::warn!(
+                        model_id = %original,
+                        id = %renamed,
+                        "the model reused a tool call id; the call goes by a new one"
+                    );
                 }
                 conversation.messages.push(Message::Assistant {
                     content: turn.text.clone(),
@@ -576,8 +689,16 @@ impl Agent {
                     };
                 }
                 tool_calls += turn.tool_calls.len();
-                let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter())
-                    .map(|call| self.execute(call, &context, conversation.id.as_str(), ledger))
+                let made = turn.tool_calls.len();
+                let allowed = inner.settings.max_calls_per_turn;
+                if made > allowed {
+                    tracing::warn!(made, allowed, "the model made more calls in one turn than may run");
+                }
+                let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
+                    .map(|(position, call)| {
+                        let over = (position >= allowed).then_some((made, allowed));
+                        self.execute_in_task(call, over, &context, conversation.id.as_str(), ledger.is_some())
+                    })
                     .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
                 while let Some(done) = executed.next().await {
@@ -637,6 +758,149 @@ impl Agent {
             .get(name)
             .map(|definition| definition.redact())
             .unwrap_or(&[])
+    }
+
+    /// The time limit of a call of `name`, kept from outside its task.
+    fn call_time_limit(&self, name: &str) -> Option<Duration> {
+        self.inner
+            .executor
+            .catalog()
+            .get(name)
+            .and_then(ToolDefinition::timeout)
+            .or(self.inner.settings.tool_timeout)
+    }
+
+    /// Runs one call of a turn in a task of its own, so that a tool that
+    /// blocks its thread (sync I/O, a CPU loop) stalls neither the other
+    /// calls of the turn nor this call's time limit: the limit is kept here,
+    /// outside the task, and answers `timeout` even while the tool's thread
+    /// is still blocked (the task is aborted, and stops at its next await).
+    /// `over` is `(calls made, calls allowed)` for a call past the turn's
+    /// limit, which is answered without running.
+    async fn execute_in_task(
+        &self,
+        call: AssembledCall,
+        over: Option<(usize, usize)>,
+        context: &ToolContext,
+        conversation_id: &str,
+        durable: bool,
+    ) -> Executed {
+        let ids = |id: &str| EnvelopeIds {
+            tool_call_id: id.into(),
+            conversation_id: Some(conversation_id.into()),
+            session_id: context.session_id().map(Into::into),
+        };
+        let finished = |id: String, name: String, envelope: Envelope| Executed {
+            id,
+            name,
+            result: CallResult::Finished(ResultText::from_envelope(envelope)),
+        };
+        if let Some((made, allowed)) = over {
+            let envelope = Envelope::error(
+                ids(&call.id),
+                ErrorCode::Failed,
+                format!(
+                    "This turn made {made} tool calls and at most {allowed} run per turn, so this call was not run. Make it again in a later turn if it is still needed."
+                ),
+            );
+            return finished(call.id, call.name, envelope);
+        }
+        let ledger = || {
+            self.inner
+                .durable
+                .as_ref()
+                .filter(|_| durable)
+                .map(|durable| Ledger { durable })
+        };
+        if call.status != CallStatus::Complete || tokio::runtime::Handle::try_current().is_err() {
+            // Nothing runs (or there is no runtime to spawn on): inline.
+            return self.execute(call, context, conversation_id, ledger()).await;
+        }
+        let limit = self.call_time_limit(&call.name);
+        let (id, name) = (call.id.clone(), call.name.clone());
+        let task = {
+            let agent = self.clone();
+            let context = context.clone();
+            let conversation_id = conversation_id.to_owned();
+            tokio::spawn(async move {
+                let ledger = agent
+                    .inner
+                    .durable
+                    .as_ref()
+                    .filter(|_| durable)
+                    .map(|durable| Ledger { durable });
+                agent
+                    .execute(call, &context, &conversation_id, ledger)
+                    .await
+            })
+        };
+        let mut task = AbortOnDrop(task);
+        // The grace lets a tool that does reach an await point be stopped
+        // by the executor's own limit, which also records it in the ledger.
+        let joined = match limit {
+            Some(limit) => tokio::time::timeout(limit + TIMEOUT_GRACE, &mut task.0)
+                .await
+                .map_err(|_| limit),
+            None => Ok((&mut task.0).await),
+        };
+        match joined {
+            Ok(Ok(executed)) => executed,
+            Ok(Err(error)) => {
+                tracing::error!(%error, tool = %name, tool_call_id = %id, "the task running the call failed");
+                let envelope = Envelope::error(
+                    ids(&id),
+                    ErrorCode::Internal,
+                    crate::error::INTERNAL_MESSAGE,
+                );
+                finished(id, name, envelope)
+            }
+            Err(limit) => {
+                task.0.abort();
+                tracing::warn!(
+                    tool = %name,
+                    tool_call_id = %id,
+                    limit_ms = limit.as_millis() as u64,
+                    "tool timed out without yielding (it blocks its thread); its task is aborted"
+                );
+                let envelope = Envelope::error(
+                    ids(&id),
+                    ErrorCode::Timeout,
+                    format!(
+                        "The tool `{name}` did not finish within {} and was stopped.",
+                        humanize(limit)
+                    ),
+                );
+                finished(id, name, envelope)
+            }
+        }
+    }
+
+    /// Checks results handed in with [`Input::ToolResults`] as
+    /// [`Agent::resolve`] checks a client's result: each answers a call of
+    /// the conversation, of a catalogued tool, and a successful one matches
+    /// the tool's declared output. Client results are user-controlled data
+    /// headed for the model.
+    fn check_results(
+        &self,
+        messages: &[Message],
+        results: &[(String, Envelope)],
+    ) -> Result<(), String> {
+        for (tool_call_id, envelope) in results {
+            let name = call_name(messages, tool_call_id).ok_or_else(|| {
+                format!("no call in the conversation has the id `{tool_call_id}`")
+            })?;
+            let definition = self.inner.executor.catalog().get(name).ok_or_else(|| {
+                format!("the tool `{name}` of call `{tool_call_id}` is not in the catalog")
+            })?;
+            if let Some(result) = envelope.result() {
+                definition.check_output(&result.to_value()).map_err(|problem| {
+                    format!(
+                        "the result for call `{tool_call_id}` does not match the output of `{name}`: {problem}"
+                    )
+                })?;
+            }
+        }
+        Ok(())
     }
 
     async fn execute(
@@ -717,7 +981,79 @@ fn reason_name(reason: &DoneReason) -> &'static str {
         DoneReason::Cancelled => "cancelled",
         DoneReason::ModelError(_) => "model_error",
         DoneReason::StoreFailed(_) => "store_failed",
+        DoneReason::LimitExceeded(_) => "limit_exceeded",
+        DoneReason::InvalidToolResults(_) => "invalid_tool_results",
     }
+}
+
+/// How much longer than a call's time limit the loop waits for its task
+/// before answering `timeout` itself.
+const TIMEOUT_GRACE: Duration = Duration::from_millis(250);
+
+/// Aborts the task when dropped: a run that is dropped mid-turn stops its
+/// calls, as it did when they ran inside it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn humanize(duration: Duration) -> String {
+    if duration.subsec_nanos() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+/// Completes after `limit`, or never.
+async fn model_deadline(limit: Option<Duration>) {
+    match limit {
+        Some(limit) => tokio::time::sleep(limit).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the model sees of a tool: the description, then when to call it.
+/// Providers show the model only the description, so the usage goes there.
+fn model_description(definition: &ToolDefinition) -> String {
+    let usage = definition.usage().trim();
+    if usage.is_empty() {
+        definition.description().to_owned()
+    } else {
+        format!("{}\n\nUsage: {usage}", definition.description())
+    }
+}
+
+/// Every tool of `catalog` in the model's dialect, each described with its
+/// usage.
+fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
+    catalog
+        .definitions()
+        .map(|definition| {
+            let mut tool = definition.lower(dialect)?;
+            if let Some(fields) = tool.as_object_mut() {
+                fields.insert(
+                    "description".into(),
+                    Value::String(model_description(definition)),
+                );
+            }
+            Ok(tool)
+        })
+        .collect()
+}
+
+/// The tool name of the call `tool_call_id`, latest turn first.
+fn call_name<'m>(messages: &'m [Message], tool_call_id: &str) -> Option<&'m str> {
+    messages.iter().rev().find_map(|message| match message {
+        Message::Assistant { tool_calls, .. } => tool_calls
+            .iter()
+            .find(|call| call.id == tool_call_id)
+            .map(|call| call.name.as_str()),
+        _ => None,
+    })
 }
 
 /// Appends results handed in for suspended calls, right after the

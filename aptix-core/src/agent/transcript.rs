@@ -6,9 +6,12 @@
 //! a result for a call that was never made), so before every model request
 //! the transcript is repaired deterministically instead of trusted.
 
+use std::collections::{HashMap, HashSet};
+
 use crate::envelope::{Envelope, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::model::Message;
+use crate::model::assembly::AssembledCall;
 
 /// The message a call with no result gets.
 pub const INTERRUPTED_MESSAGE: &str = "The call was interrupted before it produced a result. Call the tool again if it is still needed.";
@@ -17,6 +20,17 @@ pub const INTERRUPTED_MESSAGE: &str = "The call was interrupted before it produc
 /// before the next non-tool message, by exactly one result, in call order.
 /// Returns how many changes were made (added, dropped or moved results).
 pub fn repair(messages: &mut Vec<Message>, conversation_id: Option<&str>) -> usize {
+    repair_counted(messages, conversation_id).0
+}
+
+/// [`repair`], also returning how many times it looked at a result (each
+/// result is indexed once and taken at most once): the cost the tests bound.
+///
+/// Linear in the transcript: a turn's results are indexed by id once, and
+/// each call takes its result from that index, instead of searching the
+/// remaining results for every call.
+fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) -> (usize, usize) {
+    let mut looked = 0usize;
     let mut repaired = Vec::with_capacity(messages.len());
     let mut changes = 0;
     let mut input = std::mem::take(messages).into_iter().peekable();
@@ -26,42 +40,65 @@ pub fn repair(messages: &mut Vec<Message>, conversation_id: Option<&str>) -> usi
                 content,
                 tool_calls,
             } => {
-                let mut results: Vec<Message> = Vec::new();
+                let mut results: Vec<Option<Message>> = Vec::new();
                 while let Some(Message::Tool { .. }) = input.peek() {
-                    if let Some(result) = input.next() {
-                        results.push(result);
+                    results.push(input.next());
+                }
+                // Id → positions of its results, in arrival order.
+                let mut by_id: HashMap<String, Vec<usize>> = HashMap::with_capacity(results.len());
+                for (position, result) in results.iter().enumerate() {
+                    looked += 1;
+                    if let Some(Message::Tool { tool_call_id, .. }) = result {
+                        by_id
+                            .entry(tool_call_id.clone())
+                            .or_default()
+                            .push(position);
                     }
                 }
-                let calls = tool_calls.clone();
+                // The first result not yet taken: a call whose result is
+                // anywhere else had its result moved.
+                let mut next = 0usize;
+                let mut taken = vec![false; results.len()];
+                let calls: Vec<(String, String)> = tool_calls
+                    .iter()
+                    .map(|call| (call.id.clone(), call.name.clone()))
+                    .collect();
                 repaired.push(Message::Assistant {
                     content,
                     tool_calls,
                 });
-                for call in &calls {
-                    let found = results.iter().position(
-                        |result| matches!(result, Message::Tool { tool_call_id, .. } if *tool_call_id == call.id),
-                    );
-                    match found {
+                for (id, name) in &calls {
+                    while next < taken.len() && taken[next] {
+                        next += 1;
+                    }
+                    // The first result with this id answers the call; later
+                    // ones with the same id are duplicates.
+                    let found = by_id.remove(id.as_str());
+                    match found
+                        .as_ref()
+                        .and_then(|positions| positions.first().copied())
+                    {
                         Some(position) => {
-                            if position != 0 {
+                            looked += 1;
+                            if position != next {
                                 changes += 1;
                             }
-                            repaired.push(results.remove(position));
-                            // Later results with the same id are duplicates.
-                            let before = results.len();
-                            results.retain(
-                                |result| !matches!(result, Message::Tool { tool_call_id, .. } if *tool_call_id == call.id),
-                            );
-                            changes += before - results.len();
+                            for &duplicate in found.iter().flatten() {
+                                taken[duplicate] = true;
+                            }
+                            changes += found.map_or(0, |positions| positions.len() - 1);
+                            if let Some(result) = results[position].take() {
+                                repaired.push(result);
+                            }
                         }
                         None => {
                             changes += 1;
-                            repaired.push(interrupted(&call.id, &call.name, conversation_id));
+                            repaired.push(interrupted(id, name, conversation_id));
                         }
                     }
                 }
                 // Whatever is left answers no call of this turn.
-                changes += results.len();
+                changes += taken.iter().filter(|taken| !**taken).count();
             }
             // A result with no call right before it answers nothing.
             Message::Tool { .. } => changes += 1,
@@ -69,7 +106,48 @@ pub fn repair(messages: &mut Vec<Message>, conversation_id: Option<&str>) -> usi
         }
     }
     *messages = repaired;
-    changes
+    (changes, looked)
+}
+
+/// Gives every call of a new turn an id no earlier call of the
+/// conversation has, nor an earlier call of the same turn. Models (and
+/// OpenAI-compatible servers) sometimes reuse ids; two calls with one id
+/// cannot each be answered, and a result would be taken for the wrong
+/// call. Returns each renaming, `(model's id, id used)`.
+///
+/// A renamed id is the model's id with `-2`, `-3`, … appended, or a fresh
+/// `call_<uuid>` when that would be longer than 40 bytes or the model's id
+/// holds characters outside `[A-Za-z0-9_-]`: every provider accepts either.
+pub(crate) fn make_ids_unique(
+    calls: &mut [AssembledCall],
+    earlier: &[Message],
+) -> Vec<(String, String)> {
+    let mut used: HashSet<String> = earlier
+        .iter()
+        .flat_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+            _ => &[],
+        })
+        .map(|call| call.id.clone())
+        .collect();
+    let mut renamed = Vec::new();
+    for call in calls {
+        if used.insert(call.id.clone()) {
+            continue;
+        }
+        let plain = call
+            .id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+        let suffixed = (2usize..)
+            .map(|n| format!("{}-{n}", call.id))
+            .take_while(|id| plain && id.len() <= 40)
+            .find(|id| !used.contains(id));
+        let id = suffixed.unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
+        used.insert(id.clone());
+        renamed.push((std::mem::replace(&mut call.id, id.clone()), id));
+    }
+    renamed
 }
 
 /// The error result of a call that never finished.
@@ -195,6 +273,37 @@ mod tests {
         ];
         assert_eq!(repair(&mut messages, None), 2);
         assert_eq!(ids_of(&messages), ["U", "A", "a"]);
+    }
+
+    /// One turn of `n` calls with its results in reverse order: each result
+    /// must be found among all the others.
+    fn big_turn(n: usize) -> Vec<Message> {
+        let ids: Vec<String> = (0..n).map(|i| format!("call_{i}")).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut messages = vec![Message::user("go"), assistant(&refs)];
+        messages.extend(ids.iter().rev().map(|id| result(id, "ok")));
+        messages.push(Message::user("next"));
+        messages
+    }
+
+    #[test]
+    fn repair_looks_at_each_result_a_bounded_number_of_times() {
+        for n in [10_000, 40_000] {
+            let mut messages = big_turn(n);
+            let (changes, looked) = repair_counted(&mut messages, None);
+            assert!(looked <= 4 * n, "{looked} looks for {n} results");
+            assert_eq!(changes, n - 1, "every result but the last one moved");
+            let order: Vec<String> = ids_of(&messages[2..n + 2]);
+            assert!(
+                order
+                    .iter()
+                    .enumerate()
+                    .all(|(i, id)| *id == format!("call_{i}"))
+            );
+            let (changes, looked) = repair_counted(&mut messages, None);
+            assert_eq!(changes, 0);
+            assert!(looked <= 4 * n, "{looked} looks for {n} results in order");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{Cli, CliError, confirm, envelope_ids, read_line};
 use crate::agent::{Agent, AgentEvent, Conversation, DoneReason, Input, SuspendedCall};
+use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::envelope::Envelope;
 use crate::error::ErrorCode;
@@ -24,6 +25,7 @@ use crate::model::{
     ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
 };
 use crate::schema::Dialect;
+use crate::tool::ExecutorKind;
 
 /// The id of the chat's conversation: in every tool context and envelope.
 const CONVERSATION_ID: &str = "cli-chat";
@@ -39,17 +41,18 @@ pub(super) async fn run(
     stderr: &mut impl Write,
 ) -> Result<ExitCode, CliError> {
     let (model, described) = choose_model(cli, offline)?;
+    let catalog = hosted_or_local(&cli.catalog, model.as_ref());
+    let skipped = cli.catalog.len() - catalog.len();
     let agent = Agent::builder()
         .shared_model(model)
-        .catalog(cli.catalog.clone())
+        .catalog(catalog)
         .context(cli.context.clone())
         .build()?;
-    let system = cli.system.clone().unwrap_or_else(|| {
-        format!(
-            "You are a helpful assistant. Use the tools when they help.\n\n{}",
-            cli.catalog.usage_prompt()
-        )
-    });
+    // Each tool's usage reaches the model in its description.
+    let system = cli
+        .system
+        .clone()
+        .unwrap_or_else(|| "You are a helpful assistant. Use the tools when they help.".to_owned());
     let mut conversation = Conversation::new(CONVERSATION_ID).with_system(system);
     // Calls settled here run with the agent's base context and the
     // conversation's id, as the agent's own calls do.
@@ -57,8 +60,14 @@ pub(super) async fn run(
     writeln!(
         stderr,
         "model: {described}\n{} tools; /quit or end of input leaves.",
-        cli.catalog.len()
+        cli.catalog.len() - skipped
     )?;
+    if skipped > 0 {
+        writeln!(
+            stderr,
+            "{skipped} tool(s) run at a model provider this model does not host, and are left out."
+        )?;
+    }
     let mut failed = false;
     loop {
         write!(stdout, "you> ")?;
@@ -96,6 +105,30 @@ pub(super) async fn run(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The catalog without the provider-executed tools `model` does not host,
+/// which an agent refuses (the model would call them as functions, and
+/// every call would fail).
+fn hosted_or_local(catalog: &Catalog, model: &dyn ChatModel) -> Catalog {
+    let kept: Vec<_> = catalog
+        .definitions()
+        .filter(|definition| {
+            definition.executor() != ExecutorKind::Provider || model.hosts_tool(definition.name())
+        })
+        .filter_map(|definition| catalog.entry(definition.name()))
+        .collect();
+    if kept.len() == catalog.len() {
+        return catalog.clone();
+    }
+    kept.into_iter()
+        .fold(Catalog::builder(), |builder, entry| {
+            builder.dyn_tool(entry.tool)
+        })
+        .build()
+        // A subset of a valid catalog is valid; keep the whole one otherwise
+        // and let the agent name the tool it refuses.
+        .unwrap_or_else(|_| catalog.clone())
 }
 
 /// The model for this chat and how to describe it: the environment's
@@ -168,6 +201,14 @@ async fn turn(
                 DoneReason::StoreFailed(error) => {
                     failed = true;
                     writeln!(stdout, "[store error: {error}]")?;
+                }
+                DoneReason::LimitExceeded(limit) => {
+                    failed = true;
+                    writeln!(stdout, "[stopped: {limit}]")?;
+                }
+                DoneReason::InvalidToolResults(problem) => {
+                    failed = true;
+                    writeln!(stdout, "[results refused: {problem}]")?;
                 }
             },
         }

@@ -54,45 +54,161 @@ struct PartialCall {
     arguments: String,
 }
 
+/// What each call counts against [`TurnLimits::turn_bytes`] besides its
+/// text: its share of the bookkeeping, so that many tiny calls are bounded
+/// as well as a few big ones.
+const CALL_OVERHEAD: usize = 64;
+
+/// Which limit a turn went past.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnLimitExceeded {
+    /// [`TurnLimits::turn_bytes`].
+    TurnBytes(usize),
+    /// [`TurnLimits::argument_bytes`], by one call.
+    ArgumentBytes {
+        /// The limit.
+        limit: usize,
+        /// The call's tool name, as far as it was streamed.
+        tool: String,
+    },
+}
+
+impl std::fmt::Display for TurnLimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TurnLimitExceeded::TurnBytes(limit) => write!(
+                f,
+                "the model's turn went past {limit} bytes of text and tool calls (AgentBuilder::max_turn_bytes); the model call was ended"
+            ),
+            TurnLimitExceeded::ArgumentBytes { limit, tool } => write!(
+                f,
+                "the arguments of a call of `{tool}` went past {limit} bytes (AgentBuilder::max_call_argument_bytes); the model call was ended"
+            ),
+        }
+    }
+}
+
+/// How much one model turn may hold. Checked as the events arrive, so a
+/// stream that never finishes stops growing at the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnLimits {
+    /// The most bytes kept for the turn: its text, and every call's id, name
+    /// and arguments (each call also counts a fixed overhead).
+    pub turn_bytes: usize,
+    /// The most bytes of arguments of one call.
+    pub argument_bytes: usize,
+}
+
+impl Default for TurnLimits {
+    fn default() -> Self {
+        TurnLimits {
+            turn_bytes: 8 * 1024 * 1024,
+            argument_bytes: 1024 * 1024,
+        }
+    }
+}
+
 /// Accumulates one model call's events into an [`AssembledTurn`].
 #[derive(Debug, Default)]
 pub struct TurnAssembler {
+    limits: TurnLimits,
     text: String,
     calls: Vec<PartialCall>,
     /// Stream index → position in `calls` of the call open at that index.
     open: HashMap<usize, usize>,
     finish: Option<(FinishReason, Option<Usage>)>,
+    /// Bytes counted against [`TurnLimits::turn_bytes`] so far.
+    held: usize,
+    exceeded: Option<TurnLimitExceeded>,
 }
 
 impl TurnAssembler {
-    /// A fresh assembler for one model call.
+    /// A fresh assembler for one model call, with the default limits.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Takes the next event of the stream.
+    /// A fresh assembler for one model call, with `limits`.
+    pub fn with_limits(limits: TurnLimits) -> Self {
+        TurnAssembler {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// Takes the next event of the stream. An event that would take the
+    /// turn past a limit is not kept: the error says which limit (also
+    /// available from [`TurnAssembler::limit_exceeded`]) and the caller
+    /// ends the model call.
     pub fn push(&mut self, event: ModelEvent) -> Result<(), ModelError> {
+        if let Some(exceeded) = &self.exceeded {
+            return Err(ModelError::Protocol(exceeded.to_string()));
+        }
         if self.finish.is_some() {
             return Err(ModelError::Protocol(
                 "an event arrived after the turn finished".into(),
             ));
         }
-        match event {
-            ModelEvent::TextDelta(text) => self.text.push_str(&text),
+        let result = match event {
+            ModelEvent::TextDelta(text) => {
+                self.count(text.len()).map(|()| self.text.push_str(&text))
+            }
             ModelEvent::ToolCallDelta(delta) => self.push_call(delta),
-            ModelEvent::Finish { reason, usage } => self.finish = Some((reason, usage)),
+            ModelEvent::Finish { reason, usage } => {
+                self.finish = Some((reason, usage));
+                Ok(())
+            }
+        };
+        result.map_err(|exceeded| {
+            let error = ModelError::Protocol(exceeded.to_string());
+            self.exceeded = Some(exceeded);
+            error
+        })
+    }
+
+    /// The limit the turn went past, if it did.
+    pub fn limit_exceeded(&self) -> Option<&TurnLimitExceeded> {
+        self.exceeded.as_ref()
+    }
+
+    /// Counts `bytes` more against the turn's limit.
+    fn count(&mut self, bytes: usize) -> Result<(), TurnLimitExceeded> {
+        let held = self.held.saturating_add(bytes);
+        if held > self.limits.turn_bytes {
+            return Err(TurnLimitExceeded::TurnBytes(self.limits.turn_bytes));
         }
+        self.held = held;
         Ok(())
     }
 
-    fn push_call(&mut self, delta: ToolCallDelta) {
+    fn push_call(&mut self, delta: ToolCallDelta) -> Result<(), TurnLimitExceeded> {
         // Some OpenAI-compatible servers number every call 0; a new id at
         // an index in use therefore opens a new call rather than merging two.
-        let position = match self.open.get(&delta.index) {
-            Some(&position) if !matches!((&delta.id, &self.calls[position].id), (Some(new), Some(old)) if new != old) => {
-                position
-            }
-            _ => {
+        let continued = self.open.get(&delta.index).copied().filter(|&position| {
+            !matches!((&delta.id, &self.calls[position].id), (Some(new), Some(old)) if new != old)
+        });
+        let held_arguments = continued.map_or(0, |position| self.calls[position].arguments.len());
+        if held_arguments.saturating_add(delta.arguments.len()) > self.limits.argument_bytes {
+            let tool = match continued {
+                Some(position) => self.calls[position].name.clone(),
+                None => delta.name.unwrap_or_default(),
+            };
+            return Err(TurnLimitExceeded::ArgumentBytes {
+                limit: self.limits.argument_bytes,
+                tool,
+            });
+        }
+        let overhead = if continued.is_some() {
+            0
+        } else {
+            CALL_OVERHEAD
+        };
+        let id_bytes = delta.id.as_ref().map_or(0, String::len);
+        let name_bytes = delta.name.as_ref().map_or(0, String::len);
+        self.count(overhead + id_bytes + name_bytes + delta.arguments.len())?;
+        let position = match continued {
+            Some(position) => position,
+            None => {
                 self.calls.push(PartialCall {
                     id: None,
                     name: String::new(),
@@ -115,6 +231,7 @@ impl TurnAssembler {
             }
         }
         call.arguments.push_str(&delta.arguments);
+        Ok(())
     }
 
     /// The finished turn, or [`ModelError::Incomplete`] if the stream ended

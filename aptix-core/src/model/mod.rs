@@ -217,4 +217,13 @@ pub trait ChatModel: Send + Sync {
 
     /// Streams one turn of the model's answer to `request`.
     fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a>;
+
+    /// Whether the provider itself runs the tool `name` (a hosted tool such
+    /// as web search). The agent refuses to offer a provider-executed tool
+    /// to a model that does not host it: sent as an ordinary function, the
+    /// model would call it and every call would fail.
+    fn hosts_tool(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
 }
