@@ -53,11 +53,13 @@ pub enum StoreOp {
     SetDeadline,
     /// [`Store::due_calls`].
     DueCalls,
+    /// [`Store::suspended_without_pending`].
+    SuspendedWithoutPending,
 }
 
 impl StoreOp {
     /// Every kind, in declaration order (for property-test strategies).
-    pub const ALL: [StoreOp; 12] = [
+    pub const ALL: [StoreOp; 13] = [
         StoreOp::CreateConversation,
         StoreOp::LoadConversation,
         StoreOp::ClaimConversation,
@@ -70,6 +72,7 @@ impl StoreOp {
         StoreOp::Transition,
         StoreOp::SetDeadline,
         StoreOp::DueCalls,
+        StoreOp::SuspendedWithoutPending,
     ];
 
     /// Whether the operation changes the store (so that
@@ -278,26 +281,28 @@ impl<S: Store> FaultyStore<S> {
         verdict
     }
 
+    /// Decides before the inner operation is even created: some stores
+    /// (`MemoryStore`) do their work when the call is made, not when the
+    /// future is polled, so a failure that must not take effect must not
+    /// call them at all.
     fn run<'a, T: Send + 'a>(
         &'a self,
         op: StoreOp,
-        call: StoreFuture<'a, T>,
+        call: impl FnOnce() -> StoreFuture<'a, T>,
     ) -> StoreFuture<'a, T> {
-        let verdict = self.verdict(op);
-        Box::pin(async move {
-            match verdict {
-                Verdict::Pass => call.await,
-                Verdict::Fail { applied } => {
-                    if applied {
+        match self.verdict(op) {
+            Verdict::Pass => call(),
+            Verdict::Fail { applied } => {
+                let applying = applied.then(call);
+                Box::pin(async move {
+                    if let Some(applying) = applying {
                         // The answer is lost, whatever it was.
-                        let _ = call.await;
-                    } else {
-                        drop(call);
+                        let _ = applying.await;
                     }
                     Err(StoreError::backend(InjectedFailure { op, applied }))
-                }
+                })
             }
-        })
+        }
     }
 }
 
@@ -307,14 +312,15 @@ impl<S: Store> Store for FaultyStore<S> {
         conversation: &'a Conversation,
         now: i64,
     ) -> StoreFuture<'a, bool> {
-        self.run(
-            StoreOp::CreateConversation,
-            self.inner.create_conversation(conversation, now),
-        )
+        self.run(StoreOp::CreateConversation, || {
+            self.inner.create_conversation(conversation, now)
+        })
     }
 
     fn load_conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
-        self.run(StoreOp::LoadConversation, self.inner.load_conversation(id))
+        self.run(StoreOp::LoadConversation, || {
+            self.inner.load_conversation(id)
+        })
     }
 
     fn claim_conversation<'a>(
@@ -324,10 +330,9 @@ impl<S: Store> Store for FaultyStore<S> {
         now: i64,
         lease_until: i64,
     ) -> StoreFuture<'a, Option<StoredConversation>> {
-        self.run(
-            StoreOp::ClaimConversation,
-            self.inner.claim_conversation(id, owner, now, lease_until),
-        )
+        self.run(StoreOp::ClaimConversation, || {
+            self.inner.claim_conversation(id, owner, now, lease_until)
+        })
     }
 
     fn save_conversation<'a>(
@@ -337,11 +342,10 @@ impl<S: Store> Store for FaultyStore<S> {
         status: ConversationStatus,
         lease_until: i64,
     ) -> StoreFuture<'a, ()> {
-        self.run(
-            StoreOp::SaveConversation,
+        self.run(StoreOp::SaveConversation, || {
             self.inner
-                .save_conversation(conversation, owner, status, lease_until),
-        )
+                .save_conversation(conversation, owner, status, lease_until)
+        })
     }
 
     fn renew_lease<'a>(
@@ -350,10 +354,9 @@ impl<S: Store> Store for FaultyStore<S> {
         owner: &'a str,
         lease_until: i64,
     ) -> StoreFuture<'a, bool> {
-        self.run(
-            StoreOp::RenewLease,
-            self.inner.renew_lease(id, owner, lease_until),
-        )
+        self.run(StoreOp::RenewLease, || {
+            self.inner.renew_lease(id, owner, lease_until)
+        })
     }
 
     fn conversations_with_status<'a>(
@@ -361,14 +364,13 @@ impl<S: Store> Store for FaultyStore<S> {
         status: ConversationStatus,
         limit: usize,
     ) -> StoreFuture<'a, Vec<String>> {
-        self.run(
-            StoreOp::ConversationsWithStatus,
-            self.inner.conversations_with_status(status, limit),
-        )
+        self.run(StoreOp::ConversationsWithStatus, || {
+            self.inner.conversations_with_status(status, limit)
+        })
     }
 
     fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
-        self.run(StoreOp::InsertCall, self.inner.insert_call(record))
+        self.run(StoreOp::InsertCall, || self.inner.insert_call(record))
     }
 
     fn call<'a>(
@@ -377,14 +379,13 @@ impl<S: Store> Store for FaultyStore<S> {
         tool_call_id: &'a str,
         step: Step,
     ) -> StoreFuture<'a, Option<CallRecord>> {
-        self.run(
-            StoreOp::Call,
-            self.inner.call(conversation_id, tool_call_id, step),
-        )
+        self.run(StoreOp::Call, || {
+            self.inner.call(conversation_id, tool_call_id, step)
+        })
     }
 
     fn calls<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<CallRecord>> {
-        self.run(StoreOp::Calls, self.inner.calls(conversation_id))
+        self.run(StoreOp::Calls, || self.inner.calls(conversation_id))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -398,11 +399,10 @@ impl<S: Store> Store for FaultyStore<S> {
         outcome: Option<&'a str>,
         now: i64,
     ) -> StoreFuture<'a, bool> {
-        self.run(
-            StoreOp::Transition,
+        self.run(StoreOp::Transition, || {
             self.inner
-                .transition(conversation_id, tool_call_id, step, from, to, outcome, now),
-        )
+                .transition(conversation_id, tool_call_id, step, from, to, outcome, now)
+        })
     }
 
     fn set_deadline<'a>(
@@ -412,15 +412,20 @@ impl<S: Store> Store for FaultyStore<S> {
         step: Step,
         deadline: Option<i64>,
     ) -> StoreFuture<'a, bool> {
-        self.run(
-            StoreOp::SetDeadline,
+        self.run(StoreOp::SetDeadline, || {
             self.inner
-                .set_deadline(conversation_id, tool_call_id, step, deadline),
-        )
+                .set_deadline(conversation_id, tool_call_id, step, deadline)
+        })
     }
 
     fn due_calls<'a>(&'a self, now: i64, limit: usize) -> StoreFuture<'a, Vec<CallRecord>> {
-        self.run(StoreOp::DueCalls, self.inner.due_calls(now, limit))
+        self.run(StoreOp::DueCalls, || self.inner.due_calls(now, limit))
+    }
+
+    fn suspended_without_pending<'a>(&'a self, limit: usize) -> StoreFuture<'a, Vec<String>> {
+        self.run(StoreOp::SuspendedWithoutPending, || {
+            self.inner.suspended_without_pending(limit)
+        })
     }
 }
 
@@ -461,6 +466,18 @@ mod tests {
         store.heal();
         assert!(store.renew_lease("c", "me", 5).await.is_ok());
         assert_eq!(store.injected(), 6);
+    }
+
+    #[tokio::test]
+    async fn a_failure_before_applying_changes_nothing_even_in_an_eager_store() {
+        let store = FaultyStore::new(MemoryStore::new());
+        store.fail(StoreOp::CreateConversation, Fault::once());
+        let conversation = Conversation::new("c");
+        assert!(injected(&store.create_conversation(&conversation, 1).await));
+        assert!(matches!(
+            store.inner().load_conversation("c").await,
+            Ok(None)
+        ));
     }
 
     #[tokio::test]
