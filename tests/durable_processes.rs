@@ -368,6 +368,10 @@ fn agent(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>, owner: &str, lease: Du
         .shared_store(store)
         .instance_id(owner)
         .lease(lease)
+        // The processes of one test share the store with other tests'; a
+        // worker would sweep (and resume) their conversations too. Only
+        // the deadline test runs one.
+        .deadline_worker(None)
         .build()
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -1484,4 +1488,135 @@ fn resolution_during_a_dead_process_lease_resumes_after_it() {
          - 6 s later: {watched}\n\
          - ledger: {ledger:?}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// 5. A deadline fires in a restarted process that runs no sweeper
+
+/// A process suspends on an approval with a 1.5 s deadline and exits. A
+/// restarted process only builds its agent (no `sweep_deadlines`, no
+/// `revive_all`, no `ensure_started`): the agent's own deadline worker
+/// expires the approval and resumes the conversation, and the model is
+/// told nobody approved in time. SQLite only: a worker sweeps every
+/// conversation of its store, and the PostgreSQL of the tests is shared
+/// with the other tests of this binary, which run at the same time.
+#[test]
+fn deadline_fires_in_a_restarted_process_without_a_sweeper() {
+    if is_child() {
+        return;
+    }
+    let target = Target::sqlite("deadline");
+    let conversation = format!("deadline-{}", uuid());
+    let env = vec![
+        ("APTIX_DP_BACKEND", target.backend.name().to_owned()),
+        ("APTIX_DP_TARGET", target.location.clone()),
+        ("APTIX_DP_CONVERSATION", conversation.clone()),
+    ];
+    let mut first = Proc::spawn(
+        "deadline first process".to_owned(),
+        "child_deadline_first",
+        "deadline_first",
+        &env,
+    );
+    assert_eq!(first.next_line(), "suspended");
+    first.wait_success();
+    let mut restarted = Proc::spawn(
+        "deadline restarted process".to_owned(),
+        "child_deadline_restart",
+        "deadline_restart",
+        &env,
+    );
+    let outcome = restarted.next_line();
+    restarted.wait_success();
+    assert_eq!(
+        outcome,
+        "idle timeout \"Nobody approved in time.\"",
+        "{}",
+        restarted.log()
+    );
+}
+
+/// Suspends on `pay` with a 1.5 s deadline, then exits.
+#[test]
+fn child_deadline_first() {
+    if !is_role("deadline_first") {
+        return;
+    }
+    let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
+    let conversation = var("APTIX_DP_CONVERSATION");
+    runtime().block_on(async {
+        let store = backend.open(&var("APTIX_DP_TARGET")).await;
+        let agent = Agent::builder()
+            .model(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
+                "p1",
+                "pay",
+                r#"{"cents":5}"#,
+            )]))
+            .catalog(catalog())
+            .shared_store(store)
+            .suspend_timeout(Duration::from_millis(1_500))
+            .deadline_worker(None)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let events = send(&agent, &conversation, "pay").await;
+        assert!(
+            matches!(
+                events.last(),
+                Some(AgentEvent::Done {
+                    reason: DoneReason::Suspended(_),
+                    ..
+                })
+            ),
+            "{events:?}"
+        );
+        println!("{LINE}suspended");
+    });
+}
+
+/// Builds an agent with the default deadline worker and only watches the
+/// store until the conversation is idle.
+#[test]
+fn child_deadline_restart() {
+    if !is_role("deadline_restart") {
+        return;
+    }
+    let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
+    let conversation = var("APTIX_DP_CONVERSATION");
+    runtime().block_on(async {
+        let store = backend.open(&var("APTIX_DP_TARGET")).await;
+        let agent = Agent::builder()
+            .model(ScriptedModel::new(vec![
+                ScriptedTurn::new().text("Nobody approved in time."),
+            ]))
+            .catalog(catalog())
+            .shared_store(store.clone())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let started = Instant::now();
+        let stored = loop {
+            let stored = store
+                .load_conversation(&conversation)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("the conversation vanished"));
+            if stored.status == ConversationStatus::Idle {
+                break stored;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "the deadline never fired: {stored:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let result = results_of(&stored.conversation, "p1");
+        println!(
+            "{LINE}idle {} {:?}",
+            result
+                .first()
+                .and_then(|r| r["error"]["code"].as_str())
+                .unwrap_or("none"),
+            last_text(&stored.conversation).unwrap_or_default()
+        );
+        drop(agent);
+    });
 }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::Agent;
 use super::durable::now_ms;
-use crate::store::{CallRecord, CallState, Step, StoreError};
+use crate::store::{CallRecord, CallState, ConversationStatus, Step, StoreError};
 
 /// How a suspended call is resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +58,11 @@ impl Resolution {
             .map_err(|error| StoreError::Corrupt(format!("unreadable resolution: {error}")))
     }
 }
+
+/// How long after a `Stale` retry its conversation is checked for a
+/// resume nobody started: longer than the first resolver takes to start
+/// one.
+const STALE_RESUME_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The acknowledgement of an accepted resolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,14 +278,32 @@ impl Agent {
     /// A refusal of a resolution that came after its call was settled. A
     /// retry (`Stale`) may come because the first attempt's answer was
     /// lost, maybe with the resume it should have started: the
-    /// conversation is resumed if it still needs it.
+    /// conversation is resumed if it still needs it once the first
+    /// resolver had its chance (the same resolution may also come from a
+    /// racer, whose winner resumes at once).
     fn refused_late(&self, conversation_id: &str, refusal: ResolveError) -> ResolveError {
         if matches!(refusal, ResolveError::Stale { .. })
             && self
                 .durable()
                 .is_some_and(|durable| durable.resume_on_resolve)
         {
-            self.resume_in_background(conversation_id);
+            let agent = self.clone();
+            let conversation_id = conversation_id.to_owned();
+            tokio::spawn(async move {
+                tokio::time::sleep(STALE_RESUME_GRACE).await;
+                let Some(durable) = agent.durable() else {
+                    return;
+                };
+                match durable.store.load_conversation(&conversation_id).await {
+                    Ok(Some(stored)) if stored.status == ConversationStatus::Suspended => {
+                        agent.resume_in_background(&conversation_id);
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%conversation_id, %error, "could not check whether a resolved conversation was resumed; a sweep will");
+                    }
+                }
+            });
         }
         refusal
     }
