@@ -472,3 +472,98 @@ async fn null_for_an_optional_field_means_absent_as_in_openai_strict_mode() {
     let result = job_call(r#"{"millis":null,"then":"succeed"}"#).await;
     assert_eq!(result.code(), ErrorCode::InvalidArguments);
 }
+
+/// Log output captured in memory.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything logged in this test binary at WARN and above. Global, not
+/// scoped: a scoped subscriber can miss events whose callsites other test
+/// threads registered first.
+fn captured_warnings() -> Captured {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    CAPTURED
+        .get_or_init(|| {
+            let captured = Captured::default();
+            let writer = captured.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
+            if let Err(error) = tracing::subscriber::set_global_default(subscriber) {
+                panic!("{error}");
+            }
+            captured
+        })
+        .clone()
+}
+
+#[tokio::test]
+async fn failure_events_name_the_call_at_warn_level() {
+    let captured = captured_warnings();
+    let executor = harness().executor().clone();
+    let ctx = ToolContext::new()
+        .with_conversation_id("conv-41")
+        .with_session_id("sess-42");
+    for (id, then) in [("call-panic", "panic"), ("call-crash", "crash")] {
+        let arguments = format!(r#"{{"millis":0,"then":"{then}"}}"#);
+        let execution = executor
+            .execute(&ToolCall::new(id, "job", arguments), &ctx)
+            .await;
+        assert_eq!(
+            execution.envelope().and_then(|e| e.error_code()),
+            Some(ErrorCode::Internal)
+        );
+    }
+    let execution = executor
+        .execute(&ToolCall::new("call-nap", "stubborn", "{}"), &ctx)
+        .await;
+    assert_eq!(
+        execution.envelope().and_then(|e| e.error_code()),
+        Some(ErrorCode::Timeout)
+    );
+    let output = String::from_utf8_lossy(
+        &captured
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+    .into_owned();
+    let lines: Vec<&str> = output.lines().collect();
+    for (message, tool, id) in [
+        ("tool panicked", "job", "call-panic"),
+        ("tool failed with an internal error", "job", "call-crash"),
+        ("tool timed out", "stubborn", "call-nap"),
+    ] {
+        let line = lines
+            .iter()
+            .find(|line| line.contains(message) && line.contains(id))
+            .unwrap_or_else(|| panic!("no `{message}` for {id} in:\n{output}"));
+        for (field, value) in [
+            ("tool", tool),
+            ("tool_call_id", id),
+            ("conversation_id", "conv-41"),
+            ("session_id", "sess-42"),
+        ] {
+            assert!(
+                line.contains(&format!("{field}={value}"))
+                    || line.contains(&format!("{field}=\"{value}\"")),
+                "`{field}` missing from: {line}"
+            );
+        }
+    }
+}

@@ -286,7 +286,7 @@ impl Executor {
         let payload = match result {
             Ok(payload) => payload,
             Err(failure) => {
-                let envelope = failure_envelope(definition, ids, failure);
+                let envelope = failure_envelope(definition, ids, failure, span.is_some());
                 return execution(call, definition, Outcome::Final(envelope));
             }
         };
@@ -316,7 +316,13 @@ impl Executor {
     fn unknown_tool(&self, call: &ToolCall, ids: EnvelopeIds) -> Execution {
         let available: Vec<&str> = self.catalog.names().collect();
         let shown = echoed_name(&call.name);
-        tracing::warn!(tool = %shown, tool_call_id = &*call.id, "model called an unknown tool");
+        tracing::warn!(
+            tool = %shown,
+            tool_call_id = &*call.id,
+            conversation_id = ids.conversation_id.as_deref(),
+            session_id = ids.session_id.as_deref(),
+            "model called an unknown tool"
+        );
         let suggestion = closest_name(&call.name, &available)
             .map(|name| format!(" Did you mean `{name}`?"))
             .unwrap_or_default();
@@ -373,12 +379,14 @@ fn call_span(
         return None;
     }
     let conversation_id = ctx.conversation_id().unwrap_or_default();
+    let session_id = ctx.session_id().unwrap_or_default();
     let span = if approved {
         tracing::info_span!(
             "tool_call",
             tool = definition.name(),
             tool_call_id = &*call.id,
             conversation_id,
+            session_id,
             approved = true,
         )
     } else {
@@ -387,6 +395,7 @@ fn call_span(
             tool = definition.name(),
             tool_call_id = &*call.id,
             conversation_id,
+            session_id,
         )
     };
     Some(span)
@@ -522,26 +531,80 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
         .unwrap_or("a non-string panic payload")
 }
 
-fn failure_envelope(definition: &ToolDefinition, ids: EnvelopeIds, failure: Guarded) -> Envelope {
+/// The envelope of a failed call, and the event that reports the failure.
+///
+/// The `tool_call` span names the call only when `INFO` is wanted (see
+/// [`call_span`]); without it (`in_span` false) the events carry the
+/// tool, the call id, the conversation and the session themselves, so a
+/// `WARN`-level log still tells which call failed. Failures are the cold
+/// path: this costs nothing on a successful call.
+fn failure_envelope(
+    definition: &ToolDefinition,
+    ids: EnvelopeIds,
+    failure: Guarded,
+    in_span: bool,
+) -> Envelope {
+    let own = !in_span;
+    let tool = own.then_some(definition.name());
+    let tool_call_id = own.then_some(&*ids.tool_call_id);
+    let conversation_id = ids.conversation_id.as_deref().filter(|_| own);
+    let session_id = ids.session_id.as_deref().filter(|_| own);
     let (code, message, details) = match failure {
         Guarded::Failed(RunFailure::Rejected(rejection)) => {
-            tracing::debug!(code = %rejection.code, "arguments rejected");
+            tracing::debug!(
+                tool,
+                tool_call_id,
+                conversation_id,
+                session_id,
+                code = %rejection.code,
+                "arguments rejected"
+            );
             (rejection.code, rejection.message, rejection.details)
         }
         Guarded::Failed(RunFailure::Tool(error)) if error.code() == ErrorCode::Internal => {
-            tracing::error!(error = %error.message(), source = ?error.source(), "tool failed with an internal error");
+            tracing::error!(
+                tool,
+                tool_call_id,
+                conversation_id,
+                session_id,
+                error = %error.message(),
+                source = ?error.source(),
+                "tool failed with an internal error"
+            );
             (ErrorCode::Internal, INTERNAL_MESSAGE.to_owned(), None)
         }
         Guarded::Failed(RunFailure::Tool(error)) => {
-            tracing::info!(code = %error.code(), message = %error.message(), "tool returned an error");
+            tracing::info!(
+                tool,
+                tool_call_id,
+                conversation_id,
+                session_id,
+                code = %error.code(),
+                message = %error.message(),
+                "tool returned an error"
+            );
             (error.code(), error.message().to_owned(), None)
         }
         Guarded::Panicked(panic) => {
-            tracing::error!(panic = panic_message(panic.as_ref()), "tool panicked");
+            tracing::error!(
+                tool,
+                tool_call_id,
+                conversation_id,
+                session_id,
+                panic = panic_message(panic.as_ref()),
+                "tool panicked"
+            );
             (ErrorCode::Internal, INTERNAL_MESSAGE.to_owned(), None)
         }
         Guarded::TimedOut(limit) => {
-            tracing::warn!(limit_ms = limit.as_millis() as u64, "tool timed out");
+            tracing::warn!(
+                tool,
+                tool_call_id,
+                conversation_id,
+                session_id,
+                limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+                "tool timed out"
+            );
             (
                 ErrorCode::Timeout,
                 format!(
@@ -553,7 +616,13 @@ fn failure_envelope(definition: &ToolDefinition, ids: EnvelopeIds, failure: Guar
             )
         }
         Guarded::Cancelled => {
-            tracing::info!("tool call cancelled");
+            tracing::info!(
+                tool,
+                tool_call_id,
+                conversation_id,
+                session_id,
+                "tool call cancelled"
+            );
             (
                 ErrorCode::Cancelled,
                 "The call was cancelled before it finished.".to_owned(),
