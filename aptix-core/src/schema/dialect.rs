@@ -2,7 +2,8 @@
 //!
 //! Every tool has one *canonical* parameters schema: JSON Schema draft 2020-12
 //! as produced by schemars and post-processed by Aptix (object root,
-//! `additionalProperties: false` on every object that has `properties`,
+//! `additionalProperties: false` on every object that has `properties`, or
+//! `unevaluatedProperties: false` when they sit beside `oneOf`/`anyOf`,
 //! reusable types under root `$defs`). Each LLM provider accepts a different
 //! subset of JSON Schema in its tool definitions; [`lower`] turns the canonical
 //! schema into one provider's whole tool definition.
@@ -29,7 +30,8 @@
 //! * OpenAI only: the `description`/`title` beside a `$ref` that points back
 //!   into a schema being lowered (strict mode accepts no keywords beside
 //!   `$ref`, and such a reference cannot be inlined);
-//! * Gemini only: `additionalProperties: false`, which Gemini cannot express
+//! * Gemini only: `additionalProperties: false` and `unevaluatedProperties:
+//!   false`, which Gemini cannot express
 //!   (the executor validates arguments against the canonical schema, so extra
 //!   properties are still rejected); `$defs`, once every `$ref` is inlined;
 //!   string `format`s other than `date-time` and `enum`, since draft 2020-12
@@ -45,7 +47,11 @@
 //!   deserialize OpenAI arguments should treat `null` for such a property as
 //!   "absent" (serde already does for `Option` fields, not for
 //!   `#[serde(default)]` ones).
-//! * Every object must be closed. An object that declares no properties and
+//! * Every object must be closed. An object closed as a whole beside
+//!   `oneOf`/`anyOf` (`unevaluatedProperties: false`: serde's flattened enum)
+//!   becomes one closed object per branch, with the outer members in each;
+//!   one that does not merge that simply is refused.
+//! * An object that declares no properties and
 //!   says nothing about additional ones (schemars' schema for a struct
 //!   without fields, i.e. a tool without arguments) becomes the closed empty
 //!   object; any other open object or map is refused.
@@ -947,6 +953,13 @@ fn openai_schema(
     if node.contains_key("$ref") {
         return openai_ref(cx, node, path, depth);
     }
+    // Alone, `unevaluatedProperties` is refused below like any unsupported keyword.
+    if node.contains_key("unevaluatedProperties")
+        && (node.contains_key("oneOf") || node.contains_key("anyOf"))
+    {
+        let distributed = openai_distribute(cx, node, path)?;
+        return openai_schema(cx, &distributed, path, depth + 1);
+    }
     // Strict mode constrains generation by the schema; a schema that names no
     // type leaves the value open, which strict mode cannot express.
     if !["type", "anyOf", "oneOf", "enum", "const"]
@@ -1052,6 +1065,102 @@ fn openai_schema(
     if object_like {
         openai_object(cx, node, path, depth, &mut out)?;
     }
+    Ok(Value::Object(out))
+}
+
+/// Keywords of a branch (or of the object around it) that [`openai_distribute`] can merge.
+const DISTRIBUTABLE: [&str; 5] = ["type", "properties", "required", "description", "title"];
+
+/// Strict mode has no `unevaluatedProperties`. The canonical schema uses it for an object beside
+/// `oneOf`/`anyOf` (a flattened enum), closed as a whole; the same meaning is one closed object
+/// per branch, with the outer members added to each: `{"oneOf": [{outer + branch, closed}, ..]}`.
+/// Anything that does not merge that simply is refused.
+fn openai_distribute(
+    cx: &Lowering,
+    node: &Map<String, Value>,
+    path: &str,
+) -> Result<Value, DialectError> {
+    let at = pointer_push(path, "unevaluatedProperties");
+    let cannot = |reason: &str| {
+        cx.error(
+            &at,
+            format!(
+                "OpenAI strict mode has no `unevaluatedProperties`, and this object cannot be rewritten as closed objects: {reason}"
+            ),
+        )
+    };
+    if node.get("unevaluatedProperties") != Some(&Value::Bool(false)) {
+        return Err(cannot("only `false` can be rewritten"));
+    }
+    let combinators: Vec<&str> = ["oneOf", "anyOf"]
+        .into_iter()
+        .filter(|k| node.contains_key(*k))
+        .collect();
+    let [combinator] = combinators.as_slice() else {
+        return Err(cannot(
+            "it needs exactly one `oneOf` or `anyOf` beside its properties",
+        ));
+    };
+    let mergeable = |part: &Map<String, Value>, extra: &[&str]| {
+        part.iter().all(|(key, value)| {
+            (DISTRIBUTABLE.contains(&key.as_str())
+                || DROPPED_ANNOTATIONS.contains(&key.as_str())
+                || extra.contains(&key.as_str()))
+                && (key != "type" || value == "object")
+        })
+    };
+    if !mergeable(node, &["unevaluatedProperties", combinator]) {
+        return Err(cannot(
+            "it has keywords other than properties and one combinator",
+        ));
+    }
+    let Some(Value::Array(branches)) = node.get(*combinator) else {
+        return Err(cx.malformed(&pointer_push(path, combinator), "an array of schemas"));
+    };
+    let mut merged_branches = Vec::with_capacity(branches.len());
+    for branch in branches {
+        let Some(branch) = branch.as_object().filter(|b| mergeable(b, &[])) else {
+            return Err(cannot("a branch is not a plain object"));
+        };
+        let mut merged = Map::new();
+        merged.insert("type".into(), Value::from("object"));
+        let mut properties = Map::new();
+        let mut required: Vec<Value> = Vec::new();
+        for part in [node, branch] {
+            if let Some(Value::Object(own)) = part.get("properties") {
+                for (name, schema) in own {
+                    if properties.insert(name.clone(), schema.clone()).is_some() {
+                        return Err(cannot(&format!(
+                            "the member `{name}` is declared both outside and in a branch"
+                        )));
+                    }
+                }
+            }
+            if let Some(Value::Array(names)) = part.get("required") {
+                for name in names {
+                    if !required.contains(name) {
+                        required.push(name.clone());
+                    }
+                }
+            }
+        }
+        for annotation in ["description", "title"] {
+            if let Some(text) = branch.get(annotation) {
+                merged.insert(annotation.into(), text.clone());
+            }
+        }
+        merged.insert("properties".into(), Value::Object(properties));
+        merged.insert("required".into(), Value::Array(required));
+        merged.insert("additionalProperties".into(), Value::Bool(false));
+        merged_branches.push(Value::Object(merged));
+    }
+    let mut out = Map::new();
+    for annotation in ["description", "title"] {
+        if let Some(text) = node.get(annotation) {
+            out.insert(annotation.into(), text.clone());
+        }
+    }
+    out.insert((*combinator).into(), Value::Array(merged_branches));
     Ok(Value::Object(out))
 }
 
@@ -1505,12 +1614,13 @@ fn gemini_schema(
             }
             // Gemini has no `additionalProperties`; `false` is dropped, and the
             // executor still rejects extra properties against the canonical
-            // schema. An open map cannot be expressed at all.
-            "additionalProperties" => {
+            // schema. An open map cannot be expressed at all. The same holds
+            // for `unevaluatedProperties: false` (an object beside `oneOf`).
+            "additionalProperties" | "unevaluatedProperties" => {
                 if value != &Value::Bool(false) {
                     return Err(cx.error(
                         &at,
-                        "Gemini has no `additionalProperties`, so an open object or map cannot be expressed",
+                        format!("Gemini has no `{keyword}`, so an open object or map cannot be expressed"),
                     ));
                 }
             }

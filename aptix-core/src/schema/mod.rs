@@ -2,9 +2,12 @@
 //!
 //! The canonical schema is what schemars produces for the arguments type
 //! (JSON Schema 2020-12, reusable types in `$defs`), made stricter in one
-//! way: every plain object is closed with `additionalProperties: false`,
-//! because a model that invents a field has made a mistake it should be told
-//! about, not one that should be silently ignored. The executor validates
+//! way: every object that stands for a whole value is closed (plain objects
+//! with `additionalProperties: false`, objects beside `oneOf`/`anyOf` with
+//! `unevaluatedProperties: false`; the newtype variant of an internally tagged
+//! enum is merged with the struct it wraps into one closed object), because a
+//! model that invents a field has made a mistake it should be told about, not
+//! one that should be silently ignored. The executor validates
 //! against exactly this schema, and every provider dialect is a pure function
 //! of it (see [`dialect`]).
 
@@ -292,6 +295,7 @@ pub fn canonical_parameters<A: JsonSchema>() -> Value {
         root.remove("title");
         root.remove("$schema");
     }
+    inline_partial_refs(&mut schema);
     close_objects(&mut schema, true);
     schema
 }
@@ -309,19 +313,28 @@ pub fn canonical_output<T: JsonSchema>() -> Value {
 
 const COMBINATORS: [&str; 3] = ["allOf", "anyOf", "oneOf"];
 
-/// Adds `additionalProperties: false` to every object schema that stands for
-/// a whole value. An object that sits beside a combinator (`properties` and
-/// `oneOf` in one schema: serde's `flatten` of an enum) or beside a `$ref`
-/// (`{"$ref": …, "properties": {tag}}`: a newtype variant of an internally
-/// tagged enum) is only part of the value, and closing it or its branches
-/// would reject valid input, so those are left open.
+/// Closes every object schema that stands for a whole value, so that an unknown member is
+/// refused. A plain object gets `additionalProperties: false`. An object beside a combinator
+/// (`properties` and `oneOf` in one schema: serde's `flatten` of an enum) gets
+/// `unevaluatedProperties: false` instead, which in 2020-12 sees the members the matching branch
+/// declares; its branches are only part of the value, so they stay open. An object beside a
+/// `$ref` that [`inline_partial_refs`] could not merge is closed the same way.
 fn close_objects(schema: &mut Value, whole: bool) {
     let Value::Object(map) = schema else { return };
     let has_combinator = COMBINATORS.iter().any(|key| map.contains_key(*key));
     let has_properties = map.contains_key("properties");
     let partial = has_combinator || map.contains_key("$ref");
-    if whole && has_properties && !partial && !map.contains_key("additionalProperties") {
-        map.insert("additionalProperties".into(), Value::Bool(false));
+    if whole
+        && has_properties
+        && !map.contains_key("additionalProperties")
+        && !map.contains_key("unevaluatedProperties")
+    {
+        let keyword = if partial {
+            "unevaluatedProperties"
+        } else {
+            "additionalProperties"
+        };
+        map.insert(keyword.into(), Value::Bool(false));
     }
     for (key, child) in map.iter_mut() {
         match key.as_str() {
@@ -349,7 +362,125 @@ fn close_objects(schema: &mut Value, whole: bool) {
     }
 }
 
+/// Keywords of a definition that [`inline_partial_refs`] can merge into the object that refers
+/// to it.
+const MERGEABLE: [&str; 6] = [
+    "type",
+    "properties",
+    "required",
+    "description",
+    "title",
+    "additionalProperties",
+];
+
+/// Replaces `{"$ref": "#/$defs/S", "properties": {..}}` (schemars' newtype variant of an
+/// internally tagged enum: the tag beside the wrapped struct) by one object with the members of
+/// both. The definition itself is closed wherever it is used on its own, and a closed `S` would
+/// refuse the tag; the merged object is closed as a whole instead. Definitions that are not
+/// plain structs are left referenced (and [`close_objects`] closes the pair with
+/// `unevaluatedProperties`).
+fn inline_partial_refs(schema: &mut Value) {
+    let Some(defs) = schema.get("$defs").cloned() else {
+        return;
+    };
+    inline_refs_in(schema, &defs, 0);
+}
+
+fn inline_refs_in(schema: &mut Value, defs: &Value, depth: usize) {
+    // Generated schemas are shallow; this only bounds hostile `JsonSchema` impls.
+    if depth > 128 {
+        return;
+    }
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties")
+                && let Some(Value::String(reference)) = map.get("$ref")
+                && let Some(target) = reference
+                    .strip_prefix("#/$defs/")
+                    .and_then(|name| defs.get(name))
+                    .and_then(Value::as_object)
+                && let Some(merged) = merged_object(map, target)
+            {
+                *map = merged;
+            }
+            map.values_mut()
+                .for_each(|child| inline_refs_in(child, defs, depth + 1));
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|child| inline_refs_in(child, defs, depth + 1)),
+        _ => {}
+    }
+}
+
+/// `node` (a `$ref` to `target` plus properties) as one object, or None when the two cannot be
+/// merged without changing meaning.
+fn merged_object(
+    node: &Map<String, Value>,
+    target: &Map<String, Value>,
+) -> Option<Map<String, Value>> {
+    let plain = target.keys().all(|key| MERGEABLE.contains(&key.as_str()))
+        && target.get("type").is_none_or(|t| t == "object")
+        && target
+            .get("additionalProperties")
+            .is_none_or(|a| a == &Value::Bool(false));
+    if !plain {
+        return None;
+    }
+    let mut merged = node.clone();
+    merged.remove("$ref");
+    if merged.get("type").is_some_and(|t| t != "object") {
+        return None;
+    }
+    merged.insert("type".into(), Value::from("object"));
+    let mut properties = match target.get("properties") {
+        Some(Value::Object(properties)) => properties.clone(),
+        None => Map::new(),
+        Some(_) => return None,
+    };
+    let Some(Value::Object(own)) = node.get("properties") else {
+        return None;
+    };
+    for (name, property) in own {
+        if properties.insert(name.clone(), property.clone()).is_some() {
+            return None;
+        }
+    }
+    merged.insert("properties".into(), Value::Object(properties));
+    let mut required: Vec<Value> = Vec::new();
+    for list in [target.get("required"), node.get("required")]
+        .into_iter()
+        .flatten()
+    {
+        let Value::Array(names) = list else {
+            return None;
+        };
+        for name in names {
+            if !required.contains(name) {
+                required.push(name.clone());
+            }
+        }
+    }
+    if !required.is_empty() {
+        merged.insert("required".into(), Value::Array(required));
+    }
+    for annotation in ["description", "title"] {
+        if !merged.contains_key(annotation)
+            && let Some(text) = target.get(annotation)
+        {
+            merged.insert(annotation.into(), text.clone());
+        }
+    }
+    Some(merged)
+}
+
 fn describe_kind(schema: &Value) -> String {
+    let combinator = COMBINATORS.iter().find(|key| schema.get(**key).is_some());
+    if let (Some(Value::String(t)), Some(combinator)) = (schema.get("type"), combinator) {
+        return format!(
+            "a JSON {t} combined with `{combinator}` (an enum flattened into the arguments), which a provider cannot take at the top level; put the enum in a named field"
+        );
+    }
     match schema.get("type") {
         Some(Value::String(t)) => format!("a JSON {t}"),
         Some(other) => format!("of type {other}"),

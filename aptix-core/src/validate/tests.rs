@@ -167,3 +167,146 @@ fn duplicate_members_are_refused_by_every_layer() {
         rejection.message
     );
 }
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct OpenUrl {
+    /// The page to open.
+    page: Page,
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct Page {
+    /// An https URL.
+    #[schemars(regex(pattern = "^https://"))]
+    url: String,
+    #[serde(flatten)]
+    mode: Mode,
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+enum Mode {
+    Tab,
+    Window {
+        /// Width in pixels.
+        width: u32,
+    },
+}
+
+/// Fault 11: an object beside a combinator (a flattened enum) is closed too: unknown members
+/// are refused, also when the arguments are read as a `Value` (a client tool's payload).
+#[test]
+fn objects_beside_combinators_are_closed() {
+    let validator = validator::<OpenUrl>();
+    let good = r#"{"page":{"url":"https://example.com","mode":"tab"}}"#;
+    assert!(validator.parse::<OpenUrl>(good).is_ok());
+    assert!(validator.parse::<Value>(good).is_ok());
+    let window = r#"{"page":{"url":"https://example.com","mode":"window","width":800}}"#;
+    assert!(validator.parse::<OpenUrl>(window).is_ok());
+    for bad in [
+        r#"{"page":{"url":"https://example.com","mode":"tab","onload":"javascript:alert(1)"}}"#,
+        r#"{"page":{"__proto__":{"admin":true},"url":"https://example.com","mode":"tab"}}"#,
+        // A member of another variant.
+        r#"{"page":{"url":"https://example.com","mode":"tab","width":800}}"#,
+    ] {
+        let rejection = validator.parse::<Value>(bad).expect_err(bad);
+        assert_eq!(rejection.code, ErrorCode::InvalidArguments, "{bad}");
+        assert!(validator.parse::<OpenUrl>(bad).is_err(), "{bad}");
+    }
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct Draw {
+    /// What to draw.
+    shape: Shape,
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Shape {
+    Circle(Circle),
+    Square {
+        /// Side length.
+        side: f64,
+    },
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct Circle {
+    /// Radius.
+    r: f64,
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct TwoCircles {
+    /// A shape.
+    shape: Shape,
+    /// A plain circle, whose definition the variant shares.
+    plain: Circle,
+}
+
+/// Fault 12: an internally tagged newtype variant validates (the tag is not "additional" to the
+/// struct it wraps), and stays closed.
+#[test]
+fn internally_tagged_newtype_variants_validate() {
+    let draw = validator::<Draw>();
+    assert_eq!(
+        draw.parse::<Draw>(r#"{"shape":{"kind":"circle","r":1.5}}"#),
+        Ok(Draw {
+            shape: Shape::Circle(Circle { r: 1.5 })
+        })
+    );
+    assert!(
+        draw
+            .parse::<Draw>(r#"{"shape":{"kind":"square","side":2}}"#)
+            .is_ok()
+    );
+    assert!(
+        draw
+            .parse::<Value>(r#"{"shape":{"kind":"circle","r":1.5,"extra":1}}"#)
+            .is_err()
+    );
+    // The shared definition stays closed where it is used on its own.
+    let validator = validator::<TwoCircles>();
+    let good = r#"{"shape":{"kind":"circle","r":1},"plain":{"r":2}}"#;
+    assert!(validator.parse::<Value>(good).is_ok());
+    let tagged_plain = r#"{"shape":{"kind":"circle","r":1},"plain":{"r":2,"kind":"circle"}}"#;
+    assert!(validator.parse::<Value>(tagged_plain).is_err());
+}
+
+/// Faults 11 and 12 in the provider dialects: the closed combined object keeps its meaning in
+/// each, or is refused.
+#[test]
+fn dialects_keep_combined_objects_closed() {
+    use crate::schema::dialect::{Dialect, lower};
+    let page = canonical_parameters::<OpenUrl>();
+    for dialect in [Dialect::Anthropic, Dialect::Mcp] {
+        let lowered = lower(dialect, "open_url", "Opens a page.", &page).expect("lowers");
+        assert!(lowered.to_string().contains(r#""unevaluatedProperties":false"#));
+    }
+    // OpenAI strict has no `unevaluatedProperties`: each variant becomes one closed object.
+    let openai = lower(Dialect::OpenAiStrict, "open_url", "Opens a page.", &page).expect("lowers");
+    let variants = openai["parameters"]["$defs"]["Page"]["anyOf"]
+        .as_array()
+        .expect("one closed object per variant");
+    assert_eq!(variants.len(), 2);
+    for variant in variants {
+        assert_eq!(variant["additionalProperties"], Value::Bool(false));
+        assert!(variant["properties"].get("url").is_some(), "{variant}");
+        assert!(variant["properties"].get("mode").is_some(), "{variant}");
+    }
+    assert!(!openai.to_string().contains("unevaluatedProperties"));
+    // Gemini cannot close objects at all; the executor still does.
+    let gemini = lower(Dialect::Gemini, "open_url", "Opens a page.", &page).expect("lowers");
+    assert!(!gemini.to_string().contains("unevaluatedProperties"));
+    // The tagged newtype variant is one plain closed object everywhere.
+    let draw = canonical_parameters::<Draw>();
+    for dialect in [
+        Dialect::OpenAiStrict,
+        Dialect::Anthropic,
+        Dialect::Gemini,
+        Dialect::Mcp,
+    ] {
+        lower(dialect, "draw", "Draws.", &draw).expect("lowers");
+    }
+}
