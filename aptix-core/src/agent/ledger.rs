@@ -203,6 +203,22 @@ impl Agent {
                 // Shown to the approver with other arguments than the call
                 // carries: the approval is not for this call.
                 tracing::error!(tool = %call.name, tool_call_id = %call.id, "an approval recorded for other arguments than the call's; the call is not run");
+                if approval.state == CallState::Pending {
+                    // Nobody may approve it any more: it answers nothing.
+                    ledger
+                        .durable
+                        .store
+                        .transition(
+                            &conversation.id,
+                            &call.id,
+                            Step::Approval,
+                            CallState::Pending,
+                            CallState::Cancelled,
+                            None,
+                            now_ms(),
+                        )
+                        .await?;
+                }
                 return Ok(error(ErrorCode::Denied, not_this_call_message(&call.name)));
             }
             let (arguments, changed) = match resolution {
