@@ -83,6 +83,44 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+/// Which values of a tool's arguments and result events and logs may show.
+///
+/// The pointers (RFC 6901, e.g. `/card/number`) apply to the arguments and
+/// to the result alike; a pointer covers the value it points at and
+/// everything under it. Whatever is hidden reads `"[redacted]"`. This
+/// governs what this process shows (agent events, suspended payloads in
+/// events, error envelopes in events); the tool, the model and whoever
+/// must act on a suspended call (an approver, a client) see the real values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Redaction {
+    /// Neither key was declared: everything is shown. A tool whose
+    /// argument or output fields look secret cannot stay undeclared (see
+    /// [`crate::agent::redact::undeclared_secrets`]).
+    Undeclared,
+    /// `redact = [...]`: everything is shown except these values.
+    /// `redact = []` declares that nothing in the tool is secret.
+    Deny(&'static [&'static str]),
+    /// `log_fields = [...]`: only these values are shown; everything else
+    /// is hidden, including fields added to the tool later.
+    Allow(&'static [&'static str]),
+}
+
+impl Redaction {
+    /// Whether the tool declared a policy (`redact` or `log_fields`).
+    pub const fn is_declared(self) -> bool {
+        !matches!(self, Redaction::Undeclared)
+    }
+
+    /// Whether anything is hidden: a non-empty `redact`, or any `log_fields`.
+    pub const fn hides_anything(self) -> bool {
+        match self {
+            Redaction::Undeclared => false,
+            Redaction::Deny(pointers) => !pointers.is_empty(),
+            Redaction::Allow(_) => true,
+        }
+    }
+}
+
 /// Where a tool was declared, so that catalog errors can point at source code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SourceLocation {
@@ -117,10 +155,10 @@ pub trait Tool: Send + Sync + 'static {
     const TIMEOUT: Option<Duration>;
     /// Where the tool was declared.
     const SOURCE: SourceLocation;
-    /// JSON pointers (e.g. `/password`) into the arguments and the result
-    /// whose values never reach events or logs: they show `"[redacted]"`
-    /// there, while the tool and the model see the real value.
-    const REDACT: &'static [&'static str] = &[];
+    /// Which values of the arguments and the result may reach events and
+    /// logs (`redact = [...]` or `log_fields = [...]`); the tool and the
+    /// model always see the real values.
+    const REDACTION: Redaction = Redaction::Undeclared;
     /// How long a suspended call (waiting for an approval, a client or a
     /// person) may wait before it resolves to a `timeout` error; `None`
     /// uses the agent's default.

@@ -8,6 +8,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, ItemStruct, LitStr, ReturnType, Type};
 
 use crate::parse::{self, Attr, Key, Parsed, Target};
+use crate::secret;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Executor {
@@ -32,7 +33,7 @@ pub struct Tool {
     pub approval: Approval,
     pub output: Option<Type>,
     pub timeout: Option<(u64, u32)>,
-    pub redact: Vec<LitStr>,
+    pub redaction: Redaction,
     pub suspend_timeout: Option<(u64, u32)>,
     pub idempotent: bool,
     pub title: Option<String>,
@@ -40,6 +41,13 @@ pub struct Tool {
     pub destructive: Option<bool>,
     pub open_world: Option<bool>,
     pub form: Form,
+}
+
+/// `redact = [...]`, `log_fields = [...]`, or neither.
+pub enum Redaction {
+    Undeclared,
+    Deny(Vec<LitStr>),
+    Allow(Vec<LitStr>),
 }
 
 pub enum Form {
@@ -159,15 +167,7 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             errors.push(key.value.span(), why);
         }
     }
-    let redact = attr
-        .redact
-        .as_ref()
-        .map_or_else(Vec::new, |key| key.value.clone());
-    for pointer in &redact {
-        if let Err(why) = check_pointer(&pointer.value()) {
-            errors.push(pointer.span(), why);
-        }
-    }
+    let redaction = check_redaction(&attr, &mut errors);
     let timeout =
         attr.timeout
             .as_ref()
@@ -295,6 +295,7 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
                 }
             }
             check_struct_output_rules(executor, &attr, &item, &mut errors);
+            check_secret_fields(&attr, &item, &mut errors);
             check_struct(item, &mut errors)
         }
     };
@@ -320,7 +321,7 @@ pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
             approval,
             output: attr.output.map(|key| key.value),
             timeout,
-            redact,
+            redaction,
             suspend_timeout,
             idempotent,
             title,
@@ -681,6 +682,156 @@ pub fn parse_duration(key: &str, text: &str) -> Result<(u64, u32), String> {
         u64::try_from(total_ms / 1000).map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
     let nanos = u32::try_from((total_ms % 1000) * 1_000_000).unwrap_or(0);
     Ok((secs, nanos))
+}
+
+/// `redact` and `log_fields`: one of them at most, with valid pointers.
+fn check_redaction(attr: &Attr, errors: &mut Errors) -> Redaction {
+    for key in [&attr.redact, &attr.log_fields].into_iter().flatten() {
+        for pointer in &key.value {
+            if let Err(why) = check_pointer(&pointer.value()) {
+                errors.push(pointer.span(), why);
+            }
+        }
+    }
+    match (&attr.redact, &attr.log_fields) {
+        (Some(_), Some(log_fields)) => {
+            errors.push(
+                log_fields.key.span(),
+                "`redact` and `log_fields` cannot be used together: `redact` lists the values to hide (everything else is shown), `log_fields` the values to show (everything else is hidden); keep one",
+            );
+            Redaction::Undeclared
+        }
+        (Some(redact), None) => Redaction::Deny(redact.value.clone()),
+        (None, Some(log_fields)) => Redaction::Allow(log_fields.value.clone()),
+        (None, None) => Redaction::Undeclared,
+    }
+}
+
+/// A struct-form tool that declares neither `redact` nor `log_fields` may
+/// not have a field whose name looks secret: its value would be shown in
+/// events. (The function form's arguments type is declared elsewhere, out
+/// of the macro's sight; the catalog checks it, and nested and output
+/// fields of both forms, when it is built.)
+fn check_secret_fields(attr: &Attr, item: &ItemStruct, errors: &mut Errors) {
+    if attr.redact.is_some()
+        || attr.log_fields.is_some()
+        || !attr.surely_missing("redact")
+        || !attr.surely_missing("log_fields")
+    {
+        return;
+    }
+    let syn::Fields::Named(fields) = &item.fields else {
+        return;
+    };
+    let rename_all = serde_value(&item.attrs, "rename_all");
+    for field in &fields.named {
+        let Some(ident) = &field.ident else { continue };
+        if is_bool(&field.ty)
+            || has_serde_flag(&field.attrs, &["flatten", "skip", "skip_deserializing"])
+        {
+            continue;
+        }
+        let rust_name = ident.to_string();
+        let rust_name = rust_name
+            .strip_prefix("r#")
+            .unwrap_or(&rust_name)
+            .to_owned();
+        let json_name = serde_value(&field.attrs, "rename")
+            .unwrap_or_else(|| rename(&rust_name, rename_all.as_deref()));
+        if secret::looks_secret(&rust_name) || secret::looks_secret(&json_name) {
+            let pointer = format!("/{}", json_name.replace('~', "~0").replace('/', "~1"));
+            errors.push(
+                ident.span(),
+                format!(
+                    "field `{rust_name}` looks like a secret, and this tool declares neither `redact` nor `log_fields`, so its value would be shown in agent events: add `redact = [\"{pointer}\"]` to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret"
+                ),
+            );
+        }
+    }
+}
+
+fn is_bool(ty: &Type) -> bool {
+    matches!(ty, Type::Path(path) if path.qself.is_none() && path.path.is_ident("bool"))
+}
+
+/// `#[serde(key = "value")]` among `attrs`, e.g. `rename`.
+fn serde_value(attrs: &[syn::Attribute], key: &str) -> Option<String> {
+    let mut found = None;
+    for attr in attrs.iter().filter(|attr| attr.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident(key) {
+                if let Ok(value) = meta.value().and_then(|value| value.parse::<LitStr>()) {
+                    found = Some(value.value());
+                }
+            } else if meta.input.peek(syn::Token![=]) {
+                let _ = meta.value().and_then(|value| value.parse::<syn::Expr>());
+            } else if meta.input.peek(syn::token::Paren) {
+                let _ = meta.parse_nested_meta(|nested| {
+                    if nested.input.peek(syn::Token![=]) {
+                        let _ = nested.value().and_then(|value| value.parse::<syn::Expr>());
+                    }
+                    Ok(())
+                });
+            }
+            Ok(())
+        });
+    }
+    found
+}
+
+/// Whether `#[serde(flag)]` is among `attrs` for any of `flags`.
+fn has_serde_flag(attrs: &[syn::Attribute], flags: &[&str]) -> bool {
+    let mut found = false;
+    for attr in attrs.iter().filter(|attr| attr.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            if flags.iter().any(|flag| meta.path.is_ident(flag)) {
+                found = true;
+            }
+            if meta.input.peek(syn::Token![=]) {
+                let _ = meta.value().and_then(|value| value.parse::<syn::Expr>());
+            } else if meta.input.peek(syn::token::Paren) {
+                let _ = meta.parse_nested_meta(|nested| {
+                    if nested.input.peek(syn::Token![=]) {
+                        let _ = nested.value().and_then(|value| value.parse::<syn::Expr>());
+                    }
+                    Ok(())
+                });
+            }
+            Ok(())
+        });
+    }
+    found
+}
+
+/// A snake_case field name as serde's `rename_all` spells it.
+fn rename(name: &str, rule: Option<&str>) -> String {
+    let parts: Vec<&str> = name.split('_').filter(|part| !part.is_empty()).collect();
+    let capitalized = |part: &&str| {
+        let mut chars = part.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_uppercase().chain(chars).collect()
+        })
+    };
+    match rule {
+        Some("lowercase") => name.to_lowercase(),
+        Some("UPPERCASE") => name.to_uppercase(),
+        Some("PascalCase") => parts.iter().map(capitalized).collect(),
+        Some("camelCase") => parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                if i == 0 {
+                    (*part).to_owned()
+                } else {
+                    capitalized(part)
+                }
+            })
+            .collect(),
+        Some("SCREAMING_SNAKE_CASE") => name.to_uppercase(),
+        Some("kebab-case") => name.replace('_', "-"),
+        Some("SCREAMING-KEBAB-CASE") => name.replace('_', "-").to_uppercase(),
+        _ => name.to_owned(),
+    }
 }
 
 /// A JSON pointer (RFC 6901) into the arguments or the result: `/a/0/b`,

@@ -11,7 +11,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{GenericArgument, Ident, PathArguments, Type};
 
-use crate::check::{Approval, Executor, Form, Tool};
+use crate::check::{Approval, Executor, Form, Redaction, Tool};
 
 pub fn expand(tool: &Tool) -> TokenStream {
     let rt = runtime(Span::call_site());
@@ -52,9 +52,19 @@ pub fn expand(tool: &Tool) -> TokenStream {
         .open_world
         .map(|value| quote!(const OPEN_WORLD: bool = #value;));
     let unique = unique_name_guard(tool);
-    let redact = &tool.redact;
+    // `Redaction` is named through the public `tool` module: the const's
+    // type must be written out, and `__private` does not re-export it.
+    let redaction = match &tool.redaction {
+        Redaction::Undeclared => TokenStream::new(),
+        Redaction::Deny(pointers) => quote! {
+            const REDACTION: ::aptix::tool::Redaction = ::aptix::tool::Redaction::Deny(&[#(#pointers),*]);
+        },
+        Redaction::Allow(pointers) => quote! {
+            const REDACTION: ::aptix::tool::Redaction = ::aptix::tool::Redaction::Allow(&[#(#pointers),*]);
+        },
+    };
     let common = quote! {
-        const REDACT: &'static [&'static str] = &[#(#redact),*];
+        #redaction
         const NAME: &'static str = #name;
         const USAGE: &'static str = #usage;
         const DESCRIPTION: &'static str = #description;

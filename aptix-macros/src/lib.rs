@@ -13,6 +13,7 @@ mod check;
 mod expand;
 mod fallback;
 mod parse;
+mod secret;
 
 use proc_macro::TokenStream;
 

@@ -26,6 +26,7 @@ pub struct Attr {
     pub output: Option<Key<Type>>,
     pub timeout: Option<Key<LitStr>>,
     pub redact: Option<Key<Vec<LitStr>>>,
+    pub log_fields: Option<Key<Vec<LitStr>>>,
     pub suspend_timeout: Option<Key<LitStr>>,
     pub idempotent: Option<Key<LitBool>>,
     pub title: Option<Key<LitStr>>,
@@ -85,6 +86,7 @@ pub const KEYS: &[&str] = &[
     "output",
     "timeout",
     "redact",
+    "log_fields",
     "suspend_timeout",
     "idempotent",
     "title",
@@ -215,8 +217,10 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.approval, key.clone(), value)),
             "output" => parse_value(&key, &value, type_value)
                 .and_then(|value| set(&mut attr.output, key.clone(), value)),
-            "redact" => parse_value(&key, &value, pointer_list)
+            "redact" => parse_value(&key, &value, |input| pointer_list(input, &key))
                 .and_then(|value| set(&mut attr.redact, key.clone(), value)),
+            "log_fields" => parse_value(&key, &value, |input| pointer_list(input, &key))
+                .and_then(|value| set(&mut attr.log_fields, key.clone(), value)),
             "idempotent" | "read_only" | "destructive" | "open_world" => {
                 parse_value(&key, &value, |input| bool_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
@@ -298,17 +302,22 @@ fn parse_value<T>(
     whole.parse2(tokens.clone())
 }
 
-/// `redact = ["/password", "/card/number"]`: a list of string literals.
-fn pointer_list(input: ParseStream) -> syn::Result<Vec<LitStr>> {
+/// `redact = ["/password", "/card/number"]` or `log_fields = ["/city"]`:
+/// a list of string literals.
+fn pointer_list(input: ParseStream, key: &Ident) -> syn::Result<Vec<LitStr>> {
+    let example = if key == "log_fields" {
+        "`log_fields = [\"/city\", \"/order/id\"]`"
+    } else {
+        "`redact = [\"/password\", \"/card/number\"]`"
+    };
+    let message = format!("`{key}` takes a list of JSON pointers: {example}");
+    if !input.peek(syn::token::Bracket) {
+        return Err(syn::Error::new_spanned(rest(input), message));
+    }
     let content;
     let brackets = syn::bracketed!(content in input);
     let pointers = syn::punctuated::Punctuated::<LitStr, Token![,]>::parse_terminated(&content)
-        .map_err(|_| {
-            syn::Error::new(
-                brackets.span.join(),
-                "`redact` takes a list of JSON pointers: `redact = [\"/password\", \"/card/number\"]`",
-            )
-        })?;
+        .map_err(|_| syn::Error::new(brackets.span.join(), &message))?;
     Ok(pointers.into_iter().collect())
 }
 

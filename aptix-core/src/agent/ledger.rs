@@ -125,11 +125,12 @@ impl Agent {
                         is_error: !result.ok,
                     });
                 }
-                CallResult::Suspended(awaiting) => waiting.push(SuspendedCall {
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
+                CallResult::Suspended(awaiting) => waiting.push(SuspendedCall::new(
+                    call.id.clone(),
+                    call.name.clone(),
                     awaiting,
-                }),
+                    self.redactions(&call.name),
+                )),
             }
         }
         Ok((events, waiting))

@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
-use crate::envelope::{Envelope, EnvelopeIds};
+use crate::envelope::{Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Executor, Outcome, ToolCall};
 use crate::model::assembly::{AssembledCall, CallStatus, TurnAssembler, TurnLimits};
@@ -38,6 +38,7 @@ use crate::model::{
 };
 use crate::schema::{Dialect, DialectError, ToolDefinition};
 use crate::store::Store;
+use crate::tool::Redaction;
 use crate::tool::ExecutorKind;
 use durable::{Durable, DurableSettings};
 use ledger::{Ledger, ResultText};
@@ -99,14 +100,66 @@ pub enum Input {
 }
 
 /// A call a run stopped for.
-#[derive(Debug, Clone)]
+///
+/// Like every event, it shows the tool's declared secrets as
+/// `"[redacted]"` (in `awaiting.payload` and in its `Debug`); whoever must
+/// act on the call (the approver, the client) gets the real payload from
+/// [`SuspendedCall::payload`] or [`SuspendedCall::unredacted_awaiting`]
+/// (durable runs also from [`Agent::pending`]).
+#[derive(Clone)]
 pub struct SuspendedCall {
     /// The call's id.
     pub tool_call_id: String,
     /// The tool's name.
     pub name: String,
-    /// Who it waits for, and the prepared payload.
+    /// Who it waits for, and the prepared payload with the tool's declared
+    /// secrets redacted: safe to print and log, not to act on.
     pub awaiting: Awaiting,
+    /// The real payload.
+    payload: JsonText,
+}
+
+impl SuspendedCall {
+    pub(crate) fn new(
+        tool_call_id: String,
+        name: String,
+        mut awaiting: Awaiting,
+        redaction: Redaction,
+    ) -> Self {
+        let shown = redact::redacted_payload(&awaiting.payload, redaction);
+        let payload = std::mem::replace(&mut awaiting.payload, shown);
+        SuspendedCall {
+            tool_call_id,
+            name,
+            awaiting,
+            payload,
+        }
+    }
+
+    /// The real payload, secrets included: what the approver must see or
+    /// the client must execute. Do not log it.
+    pub fn payload(&self) -> &JsonText {
+        &self.payload
+    }
+
+    /// `awaiting` with the real payload: what to act on (e.g. to hand to
+    /// [`Executor::execute_approved`] once approved). Do not log it.
+    pub fn unredacted_awaiting(&self) -> Awaiting {
+        Awaiting {
+            payload: self.payload.clone(),
+            ..self.awaiting.clone()
+        }
+    }
+}
+
+impl std::fmt::Debug for SuspendedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SuspendedCall")
+            .field("tool_call_id", &self.tool_call_id)
+            .field("name", &self.name)
+            .field("awaiting", &self.awaiting)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a run ended.
@@ -716,11 +769,10 @@ impl Agent {
                                 is_error: !result.ok,
                             });
                         }
-                        CallResult::Suspended(awaiting) => suspended.push(SuspendedCall {
-                            tool_call_id: done.id,
-                            name: done.name,
-                            awaiting,
-                        }),
+                        CallResult::Suspended(awaiting) => {
+                            let redaction = self.redactions(&done.name);
+                            suspended.push(SuspendedCall::new(done.id, done.name, awaiting, redaction));
+                        }
                     }
                 }
                 drop(executed);
@@ -751,13 +803,12 @@ impl Agent {
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }
 
-    pub(crate) fn redactions(&self, name: &str) -> &'static [&'static str] {
+    pub(crate) fn redactions(&self, name: &str) -> Redaction {
         self.inner
             .executor
             .catalog()
             .get(name)
-            .map(|definition| definition.redact())
-            .unwrap_or(&[])
+            .map_or(Redaction::Undeclared, |definition| definition.redaction())
     }
 
     /// The time limit of a call of `name`, kept from outside its task.

@@ -1,17 +1,40 @@
 //! Redaction of declared secrets in what events and logs show.
+//!
+//! A tool declares its policy with `redact = [...]` (hide these values) or
+//! `log_fields = [...]` (show only these values); see [`Redaction`]. The
+//! policy applies to everything this crate puts in an [`AgentEvent`]:
+//! the arguments of `ToolCallStart`, the result *and the error* of a
+//! `ToolCallResult` envelope (validation messages quote the values they
+//! refuse), and the payloads of `Done { Suspended }`.
+//!
+//! [`AgentEvent`]: super::AgentEvent
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::envelope::JsonText;
+use crate::schema::ToolDefinition;
+use crate::tool::{Redaction, SourceLocation};
 
 /// What a redacted value reads as.
 pub const REDACTED: &str = "[redacted]";
 
-/// Replaces the value at each JSON pointer in `pointers` with `"[redacted]"`.
-/// Pointers that lead nowhere are ignored: a field that is absent has
-/// nothing to hide.
-pub fn redact(value: &mut Value, pointers: &[&str]) {
-    for pointer in pointers {
-        if let Some(target) = value.pointer_mut(pointer) {
-            *target = Value::String(REDACTED.to_owned());
+/// Applies `redaction` to `value` (arguments or a result): under `Deny`
+/// the values at the pointers become `"[redacted]"` (pointers that lead
+/// nowhere are ignored: a field that is absent has nothing to hide); under
+/// `Allow` every value not at or under a listed pointer does.
+pub fn redact(value: &mut Value, redaction: Redaction) {
+    match redaction {
+        Redaction::Undeclared => {}
+        Redaction::Deny(pointers) => {
+            for pointer in pointers {
+                if let Some(target) = value.pointer_mut(pointer) {
+                    *target = Value::String(REDACTED.to_owned());
+                }
+            }
+        }
+        Redaction::Allow(pointers) => {
+            let allowed: Vec<Vec<String>> = pointers.iter().map(|p| tokens(p)).collect();
+            keep_allowed(value, &mut Vec::new(), &allowed);
         }
     }
 }
@@ -19,24 +42,488 @@ pub fn redact(value: &mut Value, pointers: &[&str]) {
 /// The arguments text as a value for events: parsed and redacted when it is
 /// JSON, and when it is not, shown as text only if nothing is declared
 /// secret (unparseable text could hold the secret anywhere).
-pub fn redacted_arguments(raw: &str, pointers: &[&str]) -> Value {
+pub fn redacted_arguments(raw: &str, redaction: Redaction) -> Value {
     match serde_json::from_str::<Value>(raw) {
         Ok(mut value) => {
-            redact(&mut value, pointers);
+            redact(&mut value, redaction);
             value
         }
-        Err(_) if pointers.is_empty() => Value::String(raw.to_owned()),
+        Err(_) if !redaction.hides_anything() => Value::String(raw.to_owned()),
         Err(_) => Value::String(REDACTED.to_owned()),
     }
 }
 
-/// An envelope's JSON with the result's secrets redacted.
-pub fn redacted_envelope(mut envelope: Value, pointers: &[&str]) -> Value {
+/// An envelope's JSON for events: the result redacted, and the error
+/// stripped of every quoted value the policy hides.
+///
+/// The model still gets the full message (it sent the values); only what
+/// events show changes. Messages are rewritten from the error's structured
+/// `details` (each violation's JSON path): a violation at, under or above
+/// a hidden value (a message about an object may quote its members) shows
+/// `"[redacted]"` instead of its text, and the `invalid_json` excerpt of
+/// the raw arguments is dropped. When the message cannot be matched with
+/// its details, the whole message is replaced: this fails closed.
+pub fn redacted_envelope(mut envelope: Value, redaction: Redaction) -> Value {
     if let Some(result) = envelope.get_mut("result") {
-        redact(result, pointers);
+        redact(result, redaction);
+    }
+    if redaction.hides_anything()
+        && let Some(Value::Object(error)) = envelope.get_mut("error")
+    {
+        redact_error(error, redaction);
     }
     envelope
 }
+
+/// A suspended call's payload for events: unchanged when nothing is
+/// hidden, otherwise parsed and redacted (an unparseable payload is hidden
+/// whole).
+pub(crate) fn redacted_payload(payload: &JsonText, redaction: Redaction) -> JsonText {
+    if !redaction.hides_anything() {
+        return payload.clone();
+    }
+    let value = match serde_json::from_str::<Value>(payload.as_str()) {
+        Ok(mut value) => {
+            redact(&mut value, redaction);
+            value
+        }
+        Err(_) => Value::String(REDACTED.to_owned()),
+    };
+    // Serializing a `Value` cannot fail; if it did, nothing is shown.
+    serde_json::value::to_raw_value(&value)
+        .or_else(|_| serde_json::value::RawValue::from_string(format!("\"{REDACTED}\"")))
+        .map_or_else(
+            |_| JsonText::from(serde_json::value::RawValue::NULL.to_owned()),
+            JsonText::from,
+        )
+}
+
+fn redact_error(error: &mut Map<String, Value>, redaction: Redaction) {
+    let code = error
+        .get("code")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if code == "invalid_json" {
+        // The message quotes the raw text before the error; the details
+        // (offset and serde_json's reason) quote nothing.
+        let (offset, reason) = match error.get("details") {
+            Some(details) => (
+                details.get("offset").and_then(Value::as_u64),
+                details.get("reason").and_then(Value::as_str),
+            ),
+            None => (None, None),
+        };
+        let message = match (reason, offset) {
+            (Some(reason), Some(offset)) => format!(
+                "The arguments are not valid JSON: {reason} at character {offset} ({REDACTED} excerpt). Send one JSON object with the tool's parameters."
+            ),
+            _ => format!(
+                "The arguments are not valid JSON ({REDACTED} excerpt). Send one JSON object with the tool's parameters."
+            ),
+        };
+        error.insert("message".into(), Value::String(message));
+        return;
+    }
+    let Some(Value::Array(details)) = error.get_mut("details") else {
+        return;
+    };
+    let mut hidden = Vec::new();
+    for detail in details.iter_mut() {
+        let Some(Value::String(path)) = detail.get("path") else {
+            continue;
+        };
+        if shows_path(path, redaction) {
+            continue;
+        }
+        if let Some(Value::String(text)) = detail.get_mut("message") {
+            hidden.push(std::mem::replace(text, REDACTED.to_owned()));
+        }
+    }
+    if hidden.is_empty() {
+        return;
+    }
+    let paths = details_paths(error).join(", ");
+    let Some(Value::String(message)) = error.get_mut("message") else {
+        return;
+    };
+    let mut rewritten = message.clone();
+    let mut matched = true;
+    for text in &hidden {
+        if text.is_empty() || !rewritten.contains(text.as_str()) {
+            matched = false;
+            break;
+        }
+        rewritten = rewritten.replace(text.as_str(), REDACTED);
+    }
+    *message = if matched {
+        rewritten
+    } else {
+        format!(
+            "The values do not match the tool's schema ({REDACTED}: the tool declares secrets); see the paths in `details`: {paths}"
+        )
+    };
+}
+
+fn details_paths(error: &Map<String, Value>) -> Vec<String> {
+    match error.get("details") {
+        Some(Value::Array(details)) => details
+            .iter()
+            .filter_map(|detail| detail.get("path").and_then(Value::as_str))
+            .map(|path| {
+                if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path.to_owned()
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a violation at `path` may be quoted: under `Deny`, when it is
+/// neither at, under nor above a hidden pointer; under `Allow`, when it is
+/// at or under a shown one. A path with an unknown segment is never shown.
+fn shows_path(path: &str, redaction: Redaction) -> bool {
+    let path = tokens(path);
+    if path.iter().any(|segment| segment == "?") {
+        return false;
+    }
+    match redaction {
+        Redaction::Undeclared => true,
+        Redaction::Deny(pointers) => pointers.iter().all(|pointer| {
+            let pointer = tokens(pointer);
+            !pointer.starts_with(&path) && !path.starts_with(&pointer)
+        }),
+        Redaction::Allow(pointers) => pointers
+            .iter()
+            .any(|pointer| path.starts_with(&tokens(pointer))),
+    }
+}
+
+/// `/a~1b/0` → `["a/b", "0"]`; the empty pointer (the whole value) → `[]`.
+fn tokens(pointer: &str) -> Vec<String> {
+    if pointer.is_empty() {
+        return Vec::new();
+    }
+    pointer
+        .strip_prefix('/')
+        .unwrap_or(pointer)
+        .split('/')
+        .map(|token| token.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// Keeps what is at or under an allowed pointer, descends into what is on
+/// the way to one, and hides everything else. Member names on the way stay
+/// (they are the schema's field names), their values do not.
+fn keep_allowed(value: &mut Value, path: &mut Vec<String>, allowed: &[Vec<String>]) {
+    if allowed.iter().any(|pointer| path.starts_with(pointer)) {
+        return;
+    }
+    let on_the_way = allowed
+        .iter()
+        .any(|pointer| pointer.len() > path.len() && pointer.starts_with(path));
+    match value {
+        Value::Object(members) if on_the_way => {
+            for (name, member) in members.iter_mut() {
+                path.push(name.clone());
+                keep_allowed(member, path, allowed);
+                path.pop();
+            }
+        }
+        Value::Array(items) if on_the_way => {
+            for (index, item) in items.iter_mut().enumerate() {
+                path.push(index.to_string());
+                keep_allowed(item, path, allowed);
+                path.pop();
+            }
+        }
+        other => *other = Value::String(REDACTED.to_owned()),
+    }
+}
+
+/// A field whose name looks secret in a tool that declares no redaction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tool `{tool}` ({source_location}): {side} field `{pointer}` looks like a secret, and the tool declares neither `redact` nor `log_fields`, so its value would be shown in agent events; add `redact = [\"{pointer}\"]` to #[agent_tool] to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret"
+)]
+pub struct UndeclaredSecret {
+    /// The tool's name.
+    pub tool: String,
+    /// `argument` or `output`.
+    pub side: &'static str,
+    /// Where the field is: a JSON pointer to it, or to the array it is in
+    /// (a pointer names one element; hiding the array hides them all).
+    pub pointer: String,
+    /// Where the tool was declared.
+    pub source_location: String,
+}
+
+/// The argument and output fields of `definition` whose names look secret
+/// (see [`looks_secret`]) when the tool declares neither `redact` nor
+/// `log_fields`; empty otherwise. Nested fields are included (through
+/// `$defs` and `$ref`), boolean fields are not (a flag holds no secret).
+///
+/// The macro reports the top-level fields of a struct-form tool at compile
+/// time; this covers what it cannot see: the arguments type of the
+/// function form, nested types, and output types.
+pub fn undeclared_secrets(definition: &ToolDefinition) -> Vec<UndeclaredSecret> {
+    if definition.redaction().is_declared() {
+        return Vec::new();
+    }
+    let source: SourceLocation = definition.source();
+    let mut found = Vec::new();
+    for (side, schema) in [
+        ("argument", definition.parameters()),
+        ("output", definition.output_schema()),
+    ] {
+        let mut pointers = Vec::new();
+        secret_fields(schema, schema, &mut String::new(), None, 0, &mut pointers);
+        for pointer in pointers {
+            let problem = UndeclaredSecret {
+                tool: definition.name().to_owned(),
+                side,
+                pointer,
+                source_location: source.to_string(),
+            };
+            if !found.contains(&problem) {
+                found.push(problem);
+            }
+        }
+    }
+    found
+}
+
+/// Walks `schema` (resolving local `$ref`s against `root`), pushing the
+/// pointer of every secret-looking field; `array` is the pointer of the
+/// innermost enclosing array, reported instead of an element's field.
+fn secret_fields(
+    schema: &Value,
+    root: &Value,
+    path: &mut String,
+    array: Option<&str>,
+    depth: usize,
+    found: &mut Vec<String>,
+) {
+    // Recursive types refer back to themselves; their fields repeat.
+    if depth > 16 {
+        return;
+    }
+    let Value::Object(schema) = schema else {
+        return;
+    };
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        let target = if reference == "#" {
+            Some(root)
+        } else {
+            reference
+                .strip_prefix("#/$defs/")
+                .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))
+        };
+        if let Some(target) = target {
+            secret_fields(target, root, path, array, depth + 1, found);
+        }
+    }
+    if let Some(Value::Object(properties)) = schema.get("properties") {
+        for (name, property) in properties {
+            let before = path.len();
+            path.push('/');
+            path.push_str(&name.replace('~', "~0").replace('/', "~1"));
+            if looks_secret(name) && !is_boolean(property, root) {
+                found.push(array.map_or_else(|| path.clone(), str::to_owned));
+            }
+            secret_fields(property, root, path, array, depth + 1, found);
+            path.truncate(before);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            for branch in branches {
+                secret_fields(branch, root, path, array, depth + 1, found);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = schema.get(key) {
+            let here = path.clone();
+            let array = if key == "items" {
+                Some(array.unwrap_or(here.as_str()))
+            } else {
+                array
+            };
+            let mut inner_path = format!("{here}/0");
+            secret_fields(inner, root, &mut inner_path, array, depth + 1, found);
+        }
+    }
+    if let Some(Value::Array(items)) = schema.get("prefixItems") {
+        for (index, item) in items.iter().enumerate() {
+            let mut inner_path = format!("{path}/{index}");
+            secret_fields(item, root, &mut inner_path, array, depth + 1, found);
+        }
+    }
+}
+
+fn is_boolean(schema: &Value, root: &Value) -> bool {
+    let schema = match schema.get("$ref").and_then(Value::as_str) {
+        Some(reference) => match reference
+            .strip_prefix("#/$defs/")
+            .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))
+        {
+            Some(target) => target,
+            None => return false,
+        },
+        None => schema,
+    };
+    match schema.get("type") {
+        Some(Value::String(kind)) => kind == "boolean",
+        Some(Value::Array(kinds)) => kinds.iter().all(|kind| kind == "boolean" || kind == "null"),
+        _ => false,
+    }
+}
+
+/// Words that name a secret wherever they appear in a field name.
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "pwd",
+    "secret",
+    "secrets",
+    "apikey",
+    "apikeys",
+    "privatekey",
+    "credential",
+    "credentials",
+    "authorization",
+    "bearer",
+    "otp",
+    "cvv",
+    "cvc",
+];
+
+/// Words before `key`/`keys` that make it a secret key (`api_key`,
+/// `privateKey`); a bare `key` is usually a lookup key.
+const KEY_QUALIFIERS: &[&str] = &[
+    "api",
+    "private",
+    "access",
+    "signing",
+    "encryption",
+    "master",
+    "session",
+    "ssh",
+];
+
+/// Words after `auth` that make it the credential (`auth_header`).
+const AUTH_CREDENTIALS: &[&str] = &["header", "key", "code", "string", "value"];
+
+/// Words after `token` that make it a measure or a kind, not a credential
+/// (`token_count`, `token_type`).
+const TOKEN_MEASURES: &[&str] = &[
+    "count", "counts", "limit", "limits", "budget", "usage", "len", "length", "type", "kind", "id",
+    "ids", "index", "estimate", "cost", "size", "total",
+];
+
+/// Words before `token` that make it a cursor or a count, not a
+/// credential (`page_token`, `max_token`).
+const TOKEN_NOT_CREDENTIAL: &[&str] = &[
+    "page",
+    "pagination",
+    "continuation",
+    "sync",
+    "cancellation",
+    "next",
+    "max",
+    "min",
+    "num",
+    "stop",
+    "end",
+    "start",
+];
+
+/// Words before a plural `tokens` that make them credentials
+/// (`access_tokens`); a bare `tokens` counts model tokens.
+const TOKENS_CREDENTIAL: &[&str] = &[
+    "access", "refresh", "auth", "api", "bearer", "session", "id", "csrf", "oauth",
+];
+
+/// Whether a field called `name` looks like it holds a secret. The name is
+/// split into words (snake_case, camelCase, kebab-case, SCREAMING_CASE);
+/// it looks secret when a word is one of `password`, `passwd`,
+/// `passphrase`, `passcode`, `pwd`, `secret(s)`, `apikey(s)`,
+/// `privatekey`, `credential(s)`, `authorization`, `bearer`, `otp`, `cvv`,
+/// `cvc`; or `key(s)` follows `api`, `private`, `access`, `signing`,
+/// `encryption`, `master`, `session` or `ssh`; or `auth` ends the name or
+/// precedes `header`, `key`, `code`, `string` or `value`; or `token` is a
+/// whole word not followed by a measure (`count`, `limit`, `type`, `id`,
+/// ...) nor preceded by `page`, `next`, `continuation`, `max`, ...; or
+/// `tokens` follows `access`, `refresh`, `auth`, `api`, `id`, ... So
+/// `access_token` and `apiKey` look secret; `max_tokens`, `token_count`,
+/// `page_token` and `sort_key` do not.
+///
+/// The macro applies the same rule (`aptix-macros/src/secret.rs`); a test
+/// keeps the two equal.
+pub fn looks_secret(name: &str) -> bool {
+    let words = words(name);
+    let at = |index: Option<usize>| index.and_then(|i| words.get(i)).map(String::as_str);
+    words.iter().enumerate().any(|(i, word)| {
+        let before = at(i.checked_sub(1));
+        let after = at(Some(i + 1));
+        match word.as_str() {
+            word if SECRET_WORDS.contains(&word) => true,
+            "key" | "keys" => before.is_some_and(|b| KEY_QUALIFIERS.contains(&b)),
+            "auth" => after.is_none_or(|a| AUTH_CREDENTIALS.contains(&a)),
+            "token" => {
+                !after.is_some_and(|a| TOKEN_MEASURES.contains(&a))
+                    && !before.is_some_and(|b| TOKEN_NOT_CREDENTIAL.contains(&b))
+            }
+            "tokens" => before.is_some_and(|b| TOKENS_CREDENTIAL.contains(&b)),
+            _ => false,
+        }
+    })
+}
+
+/// `x-apiKey_2` → `["x", "api", "key", "2"]`: words split at non-alphanumeric
+/// characters, at lower-to-upper and letter-to-digit changes, and before the
+/// last capital of an acronym (`APIKey` → `api`, `key`); lowercased.
+fn words(name: &str) -> Vec<String> {
+    let chars: Vec<char> = name.chars().collect();
+    let mut words = Vec::new();
+    let mut current = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_alphanumeric() {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        if let (false, Some(&prev)) = (
+            current.is_empty(),
+            i.checked_sub(1).and_then(|p| chars.get(p)),
+        ) {
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = (c.is_uppercase() && (prev.is_lowercase() || prev.is_numeric()))
+                || (c.is_uppercase() && prev.is_uppercase() && next_lower)
+                || (c.is_numeric() != prev.is_numeric());
+            if boundary {
+                words.push(std::mem::take(&mut current));
+            }
+        }
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+/// The macro's copy of the name rule, compiled here to compare.
+#[cfg(test)]
+#[path = "../../../aptix-macros/src/secret.rs"]
+#[allow(dead_code)]
+mod macro_rule;
 
 #[cfg(test)]
 mod tests {
@@ -47,7 +534,10 @@ mod tests {
     fn redacts_nested_pointers_and_ignores_missing_ones() {
         let mut value =
             json!({ "user": { "password": "hunter2", "name": "ada" }, "keys": ["k1", "k2"] });
-        redact(&mut value, &["/user/password", "/keys/1", "/absent"]);
+        redact(
+            &mut value,
+            Redaction::Deny(&["/user/password", "/keys/1", "/absent"]),
+        );
         assert_eq!(
             value,
             json!({ "user": { "password": REDACTED, "name": "ada" }, "keys": ["k1", REDACTED] })
@@ -55,11 +545,185 @@ mod tests {
     }
 
     #[test]
+    fn an_allowlist_shows_only_the_listed_values() {
+        let mut value = json!({
+            "city": "Paris",
+            "street": "1 rue de Rivoli",
+            "order": { "id": 7, "card": "4111" },
+            "items": [{ "sku": "a", "note": "x" }],
+            "tags": ["t1"]
+        });
+        redact(
+            &mut value,
+            Redaction::Allow(&["/city", "/order/id", "/items/0/sku", "/absent/x"]),
+        );
+        assert_eq!(
+            value,
+            json!({
+                "city": "Paris",
+                "street": REDACTED,
+                "order": { "id": 7, "card": REDACTED },
+                "items": [{ "sku": "a", "note": REDACTED }],
+                "tags": REDACTED
+            })
+        );
+        let mut scalar = json!("secret");
+        redact(&mut scalar, Redaction::Allow(&["/city"]));
+        assert_eq!(scalar, json!(REDACTED));
+    }
+
+    #[test]
     fn unparseable_arguments_are_hidden_whole_when_anything_is_secret() {
         assert_eq!(
-            redacted_arguments("{\"password\": \"hun", &["/password"]),
+            redacted_arguments("{\"password\": \"hun", Redaction::Deny(&["/password"])),
             json!(REDACTED)
         );
-        assert_eq!(redacted_arguments("{\"x\": 1", &[]), json!("{\"x\": 1"));
+        assert_eq!(
+            redacted_arguments("{\"city\": \"Par", Redaction::Allow(&["/city"])),
+            json!(REDACTED)
+        );
+        assert_eq!(
+            redacted_arguments("{\"x\": 1", Redaction::Deny(&[])),
+            json!("{\"x\": 1")
+        );
+        assert_eq!(
+            redacted_arguments("{\"x\": 1", Redaction::Undeclared),
+            json!("{\"x\": 1")
+        );
+    }
+
+    #[test]
+    fn violations_at_under_or_above_a_secret_are_hidden() {
+        let deny = Redaction::Deny(&["/card/number"]);
+        for (path, shown) in [
+            ("/card/number", false),
+            ("/card/number/0", false),
+            ("/card", false),
+            ("", false),
+            ("/card/expiry", true),
+            ("/user", true),
+            ("/card/?", false),
+        ] {
+            assert_eq!(shows_path(path, deny), shown, "{path}");
+        }
+        let allow = Redaction::Allow(&["/city"]);
+        for (path, shown) in [
+            ("/city", true),
+            ("/city/0", true),
+            ("", false),
+            ("/street", false),
+        ] {
+            assert_eq!(shows_path(path, allow), shown, "{path}");
+        }
+    }
+
+    #[test]
+    fn error_messages_lose_the_values_they_quote() {
+        let envelope = json!({
+            "ok": false,
+            "error": {
+                "code": "invalid_arguments",
+                "message": "The arguments do not match:\n- at /password: \"hunter2\" is shorter than 12 characters\n- at /user: 5 is not of type \"string\"\nFix it.",
+                "details": [
+                    { "path": "/password", "message": "\"hunter2\" is shorter than 12 characters" },
+                    { "path": "/user", "message": "5 is not of type \"string\"" }
+                ]
+            }
+        });
+        let shown = redacted_envelope(envelope, Redaction::Deny(&["/password"]));
+        let text = shown.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("- at /password: [redacted]"), "{text}");
+        assert!(text.contains("5 is not of type"), "{text}");
+
+        // A message that does not repeat its details verbatim is replaced.
+        let envelope = json!({
+            "ok": false,
+            "error": {
+                "code": "invalid_arguments",
+                "message": "at /password: \"hunter2…\" is too short",
+                "details": [{ "path": "/password", "message": "\"hunter2\" is too short" }]
+            }
+        });
+        let text = redacted_envelope(envelope, Redaction::Deny(&["/password"])).to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("/password"), "{text}");
+
+        let envelope = json!({
+            "ok": false,
+            "error": {
+                "code": "invalid_json",
+                "message": "The arguments are not valid JSON: EOF while parsing a string at character 30 of 30 (after `…\"password\":\"horse battery`).",
+                "details": { "offset": 30, "reason": "EOF while parsing a string" }
+            }
+        });
+        let text = redacted_envelope(envelope.clone(), Redaction::Allow(&["/user"])).to_string();
+        assert!(!text.contains("horse"), "{text}");
+        assert!(
+            text.contains("EOF while parsing a string at character 30"),
+            "{text}"
+        );
+        // Nothing declared secret: the excerpt helps whoever reads the events.
+        let text = redacted_envelope(envelope, Redaction::Deny(&[])).to_string();
+        assert!(text.contains("horse"), "{text}");
+    }
+
+    #[test]
+    fn suspended_payloads_are_redacted_only_when_something_is_hidden() {
+        let payload = JsonText::from_serialize(&json!({ "token": "tok_1", "service": "b" }))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            redacted_payload(&payload, Redaction::Deny(&["/token"])).to_value(),
+            json!({ "token": REDACTED, "service": "b" })
+        );
+        assert_eq!(
+            redacted_payload(&payload, Redaction::Undeclared).as_str(),
+            payload.as_str()
+        );
+    }
+
+    #[test]
+    fn the_name_rule_is_the_macros() {
+        let names = [
+            "password",
+            "userPassword",
+            "api_key",
+            "APIKey",
+            "x-api-key",
+            "apikey",
+            "token",
+            "access_token",
+            "max_tokens",
+            "tokens",
+            "token_count",
+            "page_token",
+            "nextPageToken",
+            "key",
+            "sort_key",
+            "private_key",
+            "auth",
+            "auth_method",
+            "author",
+            "secret",
+            "client_secret",
+            "credentials",
+            "otp",
+            "city",
+            "tokenizer",
+            "OAuth2Token",
+            "refresh_tokens",
+            "passage",
+            "bearer",
+            "ssh_key",
+            "auth_header",
+        ];
+        for name in names {
+            assert_eq!(
+                looks_secret(name),
+                macro_rule::looks_secret(name),
+                "the two rules disagree on {name}"
+            );
+        }
+        assert!(looks_secret("access_token") && !looks_secret("max_tokens"));
     }
 }

@@ -20,7 +20,8 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::tool::{
-    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolOutputSchema,
+    Annotations, Approval, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs,
+    ToolOutputSchema,
 };
 use crate::validate::ArgsValidator;
 
@@ -80,7 +81,7 @@ pub struct ToolDefinition {
     approval: Approval,
     timeout: Option<Duration>,
     source: SourceLocation,
-    redact: &'static [&'static str],
+    redaction: Redaction,
     suspend_timeout: Option<Duration>,
     idempotent: bool,
     title: Option<&'static str>,
@@ -117,7 +118,7 @@ impl ToolDefinition {
             approval: T::APPROVAL,
             timeout: T::TIMEOUT,
             source: T::SOURCE,
-            redact: T::REDACT,
+            redaction: T::REDACTION,
             suspend_timeout: T::SUSPEND_TIMEOUT,
             idempotent: T::IDEMPOTENT,
             title: T::TITLE,
@@ -190,9 +191,9 @@ impl ToolDefinition {
         self.source
     }
 
-    /// JSON pointers whose values are hidden from events and logs.
-    pub fn redact(&self) -> &'static [&'static str] {
-        self.redact
+    /// Which values of its arguments and result events and logs may show.
+    pub fn redaction(&self) -> Redaction {
+        self.redaction
     }
 
     /// The Rust type of its arguments.
