@@ -48,6 +48,28 @@ async fn place_order(args: Order) -> Result<Confirmation, ToolError> {
     })
 }
 
+/// A batch whose items have an optional member: the model may send `null` for it (OpenAI
+/// strict mode makes every optional member required and nullable).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Batch {
+    /// The items.
+    pub items: Vec<Item>,
+}
+
+/// One item of a batch.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Item {
+    /// A count.
+    #[serde(default)]
+    pub a: u32,
+}
+
+/// Sums a batch.
+#[agent_tool(name = "sum_batch", usage = "Benchmark tool.")]
+async fn sum_batch(args: Batch) -> Result<u64, ToolError> {
+    Ok(args.items.iter().map(|item| u64::from(item.a)).sum())
+}
+
 fn dispatch(c: &mut Criterion) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -59,6 +81,7 @@ fn dispatch(c: &mut Criterion) {
     let catalog = Catalog::builder()
         .tool::<HelloWorldTool>()
         .tool::<PlaceOrderTool>()
+        .tool::<SumBatchTool>()
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
     let executor = Executor::new(catalog);
@@ -112,6 +135,22 @@ fn dispatch(c: &mut Criterion) {
             black_box(execution.into_envelope().map(|e| e.into_json_string()))
         });
     });
+    group.finish();
+
+    // `null` for an optional member takes the exact path (a `Value`, jsonschema, the nulls
+    // stripped, jsonschema again); the same document with values is the baseline.
+    let batch = |member: &str| format!(r#"{{"items":[{}]}}"#, vec![member; 1000].join(","));
+    let valued_call = ToolCall::new("call_3", "sum_batch", batch(r#"{"a":1}"#));
+    let nulls_call = ToolCall::new("call_4", "sum_batch", batch(r#"{"a":null}"#));
+    let mut group = c.benchmark_group("validation/1000 items, optional member");
+    for (name, call) in [("baseline: values", &valued_call), ("nulls", &nulls_call)] {
+        group.bench_function(name, |b| {
+            b.to_async(&runtime).iter(|| async {
+                let execution = executor.execute(black_box(call), &ctx).await;
+                black_box(execution.into_envelope().map(|e| e.into_json_string()))
+            });
+        });
+    }
     group.finish();
 }
 

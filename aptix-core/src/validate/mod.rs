@@ -6,8 +6,9 @@
 //! raw text against the compiled schema without building a
 //! `serde_json::Value`, then a typed parse follows. Anything neither can
 //! vouch for goes down the full path: parse to a `Value`, validate with `jsonschema`, and
-//! collect every violation with its JSON path, so the model can fix all its
-//! mistakes in one retry.
+//! list the violations with their JSON paths (the first [`MAX_VIOLATIONS`], and a count of the
+//! rest), so the model can fix its mistakes in one retry without a huge document becoming a
+//! huge message. A member name repeated in one object is refused by every layer.
 
 pub mod fast;
 pub mod fused;
@@ -27,7 +28,7 @@ use fast::FastValidator;
 use fused::FusedValidator;
 
 /// Most violations one rejection lists; the rest are only counted.
-pub(crate) const MAX_VIOLATIONS: usize = 20;
+pub const MAX_VIOLATIONS: usize = 20;
 
 #[cfg(test)]
 thread_local! {
@@ -56,7 +57,8 @@ impl std::fmt::Debug for ArgsValidator {
 pub struct Rejection {
     /// `invalid_json`, `not_object` or `invalid_arguments`.
     pub code: ErrorCode,
-    /// A message for the model: every problem, each with where and what was expected.
+    /// A message for the model: the problems (at most [`MAX_VIOLATIONS`], then a count), each
+    /// with where and what was expected.
     pub message: String,
     /// The same problems, structured: `[{"path": "/x", "message": "..."}]`.
     pub details: Option<Value>,
@@ -105,7 +107,7 @@ impl ArgsValidator {
         self.parse_full(raw)
     }
 
-    /// The full path: one `Value` parse, every violation reported.
+    /// The full path: one `Value` parse, the violations reported.
     fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
         let mut value = parse_value(raw)?;
         if !value.is_object() {
