@@ -546,7 +546,7 @@ impl<const DECLARED: bool> aptix::ToolFn for Vault<DECLARED> {
 #[test]
 fn undeclared_secret_fields_are_found_in_nested_and_output_types() {
     use aptix::Tool;
-    use aptix::agent::redact::undeclared_secrets;
+    use aptix::secrets::undeclared_secrets;
 
     let definition = Vault::<false>::definition().unwrap_or_else(|e| panic!("{e}"));
     let found = undeclared_secrets(definition);
@@ -586,7 +586,6 @@ fn undeclared_secret_fields_are_found_in_nested_and_output_types() {
 /// `Catalog::build` refuses such a tool. Needs the one call in
 /// `CatalogBuilder::build` described in the notes of this change.
 #[test]
-#[ignore = "needs `CatalogProblem::UndeclaredSecret` and its check in `CatalogBuilder::build` (catalog.rs)"]
 fn the_catalog_refuses_a_tool_with_undeclared_secret_fields() {
     let error = match Catalog::builder().tool::<Vault<false>>().build() {
         Ok(catalog) => panic!("expected an error, got {catalog:?}"),

@@ -108,6 +108,10 @@ pub enum CatalogProblem {
         /// Where the tool was declared.
         location: SourceLocation,
     },
+    /// A field looks secret and the tool declares neither `redact` nor
+    /// `log_fields`, so its value would be shown in agent events.
+    #[error(transparent)]
+    UndeclaredSecret(#[from] crate::secrets::UndeclaredSecret),
     /// `Catalog::linked` found nothing.
     #[error(
         "no tools are linked into this binary: declare tools with #[agent_tool], and name crates that declare them (`aptix::link_tools!(my_tools);`) so the linker keeps them"
@@ -353,6 +357,11 @@ fn check_declaration(definition: &ToolDefinition, problems: &mut Vec<CatalogProb
             });
         }
     }
+    problems.extend(
+        crate::secrets::undeclared_secrets(definition)
+            .into_iter()
+            .map(CatalogProblem::UndeclaredSecret),
+    );
 }
 
 /// Everything of a definition a model or a client sees: the canonical

@@ -30,6 +30,7 @@ pub mod executor;
 pub mod mcp;
 pub mod model;
 pub mod schema;
+pub mod secrets;
 pub mod store;
 pub mod tool;
 pub mod validate;
@@ -46,8 +47,8 @@ pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    Annotations, Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput,
-    ToolOutputSchema,
+    Annotations, Approval, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs, ToolFn,
+    ToolOutput, ToolOutputSchema,
 };
 
 #[doc(hidden)]

@@ -95,7 +95,7 @@ pub struct Annotations {
 pub enum Redaction {
     /// Neither key was declared: everything is shown. A tool whose
     /// argument or output fields look secret cannot stay undeclared (see
-    /// [`crate::agent::redact::undeclared_secrets`]).
+    /// [`crate::secrets::undeclared_secrets`]).
     Undeclared,
     /// `redact = [...]`: everything is shown except these values.
     /// `redact = []` declares that nothing in the tool is secret.
