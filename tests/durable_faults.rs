@@ -168,6 +168,12 @@ struct FaultyStore {
     /// Once a `transition` to `Resolved` succeeds, fails the next `calls`.
     fail_calls_after_resolution: AtomicBool,
     fail_next_calls: AtomicBool,
+    /// When nonzero, the save that many saves from now fails (before it
+    /// reaches the store).
+    fail_save_number: AtomicUsize,
+    /// The next this many `insert_call`s are applied, then reported as
+    /// failed (a lost acknowledgement).
+    lose_insert_acks: AtomicUsize,
     /// When set, the store-wide lists (what a sweep reads) show only the
     /// conversations whose id starts with it: a sweep in one test then
     /// leaves other tests' conversations on a shared PostgreSQL alone.
@@ -192,6 +198,8 @@ impl FaultyStore {
             fail_transitions: AtomicUsize::new(0),
             fail_calls_after_resolution: AtomicBool::new(false),
             fail_next_calls: AtomicBool::new(false),
+            fail_save_number: AtomicUsize::new(0),
+            lose_insert_acks: AtomicUsize::new(0),
             scope: None,
         })
     }
@@ -202,6 +210,8 @@ impl FaultyStore {
             fail_transitions: AtomicUsize::new(0),
             fail_calls_after_resolution: AtomicBool::new(false),
             fail_next_calls: AtomicBool::new(false),
+            fail_save_number: AtomicUsize::new(0),
+            lose_insert_acks: AtomicUsize::new(0),
             scope: Some(prefix.to_owned()),
         })
     }
@@ -253,6 +263,13 @@ impl Store for FaultyStore {
         status: ConversationStatus,
         lease_until: i64,
     ) -> StoreFuture<'a, ()> {
+        let due = self
+            .fail_save_number
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            == Ok(1);
+        if due {
+            return injected();
+        }
         self.inner
             .save_conversation(conversation, owner, status, lease_until)
     }
@@ -283,6 +300,12 @@ impl Store for FaultyStore {
     }
 
     fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
+        if Self::take(&self.lose_insert_acks) {
+            return Box::pin(async move {
+                self.inner.insert_call(record).await?;
+                Err(StoreError::backend(Injected))
+            });
+        }
         self.inner.insert_call(record)
     }
 
@@ -541,6 +564,8 @@ on_every_store!(
     stale_retry_resumes_a_conversation_nobody_resumed,
     sweep_resumes_a_resolved_conversation_nobody_resumed,
     store_error_after_a_tool_ran_is_not_reported_as_not_run,
+    failed_save_after_the_model_turn_leaves_no_unanswered_call,
+    lost_insert_acknowledgement_leaves_no_orphan_wait,
     approval_with_changed_arguments_is_visible_to_the_model,
     client_approval_with_changed_arguments_is_visible_to_the_model,
 );
@@ -1058,6 +1083,152 @@ async fn store_error_after_a_tool_ran_is_not_reported_as_not_run(backend: Backen
             assert_eq!(record.state, CallState::Done, "{record:?}");
         }
     }
+}
+
+/// Every call of the transcript has exactly one result (by id).
+fn assert_every_call_answered_once(messages: &[Message], what: &str) {
+    let calls: Vec<&str> = messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .map(|call| call.id.as_str())
+        .collect();
+    for id in calls {
+        let results = messages
+            .iter()
+            .filter(|message| matches!(message, Message::Tool { tool_call_id, .. } if tool_call_id == id))
+            .count();
+        assert_eq!(
+            results, 1,
+            "{what}: the call {id} has {results} results: {messages:#?}"
+        );
+    }
+}
+
+/// The save right after the model's turn fails: the run ends
+/// `StoreFailed`, and the conversation must not be left idle with a call
+/// that never ran and never gets a result; `ensure_started` continues it.
+async fn failed_save_after_the_model_turn_leaves_no_unanswered_call(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner);
+    let id = format!("turnsave-{}", uuid());
+    let (agent, _) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new().tool_call("e1", "send_email", r#"{"to":"alice"}"#),
+            answer("Sent."),
+        ],
+        true,
+    );
+    // The run saves before the model turn (1), then after it (2).
+    faulty.fail_save_number.store(2, Ordering::SeqCst);
+    let events = send(&agent, &id, "email alice").await;
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::Done {
+                reason: DoneReason::StoreFailed(_),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(runs_of(&id, "send_email"), Vec::<Value>::new());
+    let stored = agent
+        .conversation(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no conversation"));
+    assert_ne!(
+        stored.status,
+        ConversationStatus::Idle,
+        "saved idle after the failed save: {:#?}",
+        stored.conversation.messages
+    );
+    let revived = agent
+        .ensure_started(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(revived, aptix::agent::Revival::Resumed);
+    let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
+    assert_eq!(runs_of(&id, "send_email"), vec![json!({"to": "alice"})]);
+    assert_every_call_answered_once(&conversation.messages, "after ensure_started");
+    let results = tool_results(&conversation.messages);
+    assert_eq!(
+        results[0].1["result"],
+        json!("sent to alice"),
+        "{results:?}"
+    );
+}
+
+/// An `insert_call` that was applied but reported failed: the row read
+/// back decides, so a wait is suspended (not left pending for a call the
+/// model was told failed) and an execution runs (not left `executing`
+/// for a call the model was told did not run).
+async fn lost_insert_acknowledgement_leaves_no_orphan_wait(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner.clone());
+    let id = format!("lostack-{}", uuid());
+    let (agent, model) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":5}"#),
+            answer("Charged."),
+            ScriptedTurn::new().tool_call("e1", "send_email", r#"{"to":"bob"}"#),
+            answer("Sent."),
+        ],
+        true,
+    );
+    faulty.lose_insert_acks.store(1, Ordering::SeqCst);
+    let events = send(&agent, &id, "charge 5").await;
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::Done {
+                reason: DoneReason::Suspended(_),
+                ..
+            }
+        )),
+        "the approval wait was written, but the run did not suspend on it: {events:?}"
+    );
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    agent
+        .resolve(&id, "c1", Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
+    assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 5})]);
+    assert_every_call_answered_once(&conversation.messages, "charge");
+
+    faulty.lose_insert_acks.store(1, Ordering::SeqCst);
+    send(&agent, &id, "email bob").await;
+    assert_eq!(runs_of(&id, "send_email"), vec![json!({"to": "bob"})]);
+    let requests = model.requests();
+    let last = requests
+        .last()
+        .unwrap_or_else(|| panic!("no model request"));
+    let results = tool_results(&last.messages);
+    assert_eq!(
+        results.last().map(|result| &result.1["result"]),
+        Some(&json!("sent to bob")),
+        "{results:?}"
+    );
+    let record = inner
+        .call(&id, "e1", Step::Execution)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no execution record"));
+    assert_eq!(record.state, CallState::Done, "{record:?}");
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(pending.is_empty(), "{pending:?}");
 }
 
 // ---------------------------------------------------------------------------

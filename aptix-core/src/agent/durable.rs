@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::ledger::Ledger;
+use super::ledger::{Ledger, has_unanswered_calls};
 use super::{Agent, AgentEvent, AgentStream, Conversation, DoneReason, Input};
 use crate::envelope::EnvelopeIds;
 use crate::model::{Message, Usage};
@@ -316,7 +316,9 @@ pub enum Revival {
     },
     /// The next step runs now, in the background.
     Resumed,
-    /// Another process holds the conversation and its lease is valid.
+    /// A run holds the conversation (another process's, with a valid
+    /// lease, or one of this process that is ending); it is resumed in the
+    /// background once that run ends or its lease runs out.
     Busy,
     /// Nothing to do: the conversation waits for user input.
     Idle,
@@ -547,7 +549,17 @@ impl Agent {
                 self.resume_in_background(conversation_id);
                 Ok(Revival::Busy)
             }
-            _ => self.resume_if_ready(conversation_id).await,
+            _ => {
+                let revival = self.resume_if_ready(conversation_id).await?;
+                if revival == Revival::Busy {
+                    // Held by a run of this process that may be past the
+                    // point where it looks for resolutions, or claimed by
+                    // another process just now: resumed when that run ends
+                    // or its lease runs out, as after a resolution.
+                    self.resume_in_background(conversation_id);
+                }
+                Ok(revival)
+            }
         }
     }
 
@@ -872,12 +884,25 @@ impl Agent {
                     }
                     reason
                 };
-                let status = if matches!(reason, DoneReason::Suspended(_)) {
-                    ConversationStatus::Suspended
-                } else {
-                    ConversationStatus::Idle
+                // A run the store stopped is not over, nor is one that left
+                // calls of its last turn unanswered (the save right after the
+                // model's turn failed, before any of them was recorded): it is
+                // saved running with its lease given up, so that
+                // `ensure_started`, a sweep or the next `send` settles those
+                // calls and goes on. Saved idle, its calls would never get a
+                // result.
+                let status = match &reason {
+                    DoneReason::Suspended(_) => ConversationStatus::Suspended,
+                    DoneReason::StoreFailed(_) => ConversationStatus::Running,
+                    _ if has_unanswered_calls(&conversation) => ConversationStatus::Running,
+                    _ => ConversationStatus::Idle,
                 };
-                if let Err(error) = durable.save(&conversation, status).await {
+                let lease_until = if status == ConversationStatus::Running {
+                    now_ms()
+                } else {
+                    durable.lease_until()
+                };
+                if let Err(error) = durable.store.save_conversation(&conversation, &durable.owner, status, lease_until).await {
                     drop(heartbeat.take());
                     drop(active.take());
                     yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };

@@ -5,6 +5,7 @@
 //! interrupted (re-run only when the tool is idempotent).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -17,7 +18,7 @@ use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, Json
 use crate::error::ErrorCode;
 use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
 use crate::model::{AssistantToolCall, Message};
-use crate::store::{CallRecord, CallState, Step, StoreError};
+use crate::store::{CallRecord, CallState, Step, Store, StoreError};
 use crate::tool::{Approval, ExecutorKind};
 
 /// The ledger a durable run writes through. Copied into the run loop.
@@ -491,7 +492,7 @@ impl Agent {
                 created_at: now,
                 updated_at: now,
             };
-            if !store.insert_call(&record).await? {
+            if !insert_or_confirm(store, &record).await? {
                 // Recorded before: the model reused an id, or another
                 // process got here first. Never run it a second time.
                 let existing = store
@@ -652,7 +653,7 @@ impl Agent {
                     created_at: now,
                     updated_at: now,
                 };
-                if !durable.store.insert_call(&record).await? {
+                if !insert_or_confirm(&durable.store, &record).await? {
                     // Another call of the conversation holds this id's wait:
                     // its approval or answer must never settle this call,
                     // so this one is refused, not suspended.
@@ -687,36 +688,112 @@ const CLOSE_RETRIES: [Duration; 3] = [
 /// Keeps trying to close an execution row whose tool ran, so that a store
 /// that recovers ends up holding the result.
 fn close_in_background(
-    store: std::sync::Arc<dyn crate::store::Store>,
+    store: Arc<dyn Store>,
     conversation_id: String,
     tool_call_id: String,
     envelope: Option<String>,
 ) {
     tokio::spawn(async move {
-        let mut delay = Duration::from_secs(1);
-        for _ in 0..12 {
-            tokio::time::sleep(delay).await;
-            match store
-                .transition(
-                    &conversation_id,
-                    &tool_call_id,
-                    Step::Execution,
-                    CallState::Executing,
-                    CallState::Done,
-                    envelope.as_deref(),
-                    now_ms(),
-                )
-                .await
-            {
-                Ok(_) => return,
-                Err(error) => {
-                    tracing::warn!(%error, %conversation_id, %tool_call_id, "still cannot close the ledger row of a call that ran");
-                }
-            }
-            delay = (delay * 2).min(Duration::from_secs(60));
+        let closed = retry_transition(
+            &store,
+            &conversation_id,
+            &tool_call_id,
+            Step::Execution,
+            (CallState::Executing, CallState::Done),
+            envelope.as_deref(),
+        )
+        .await;
+        if !closed {
+            tracing::error!(%conversation_id, %tool_call_id, "gave up closing the ledger row of a call that ran; it stays `executing`");
         }
-        tracing::error!(%conversation_id, %tool_call_id, "gave up closing the ledger row of a call that ran; it stays `executing`");
     });
+}
+
+/// Moves a row from one state to another, retrying store errors with
+/// backoff (1 s doubling up to a minute, 12 attempts). Returns whether
+/// the store answered (the row moved, or was not in `from`).
+async fn retry_transition(
+    store: &Arc<dyn Store>,
+    conversation_id: &str,
+    tool_call_id: &str,
+    step: Step,
+    (from, to): (CallState, CallState),
+    outcome: Option<&str>,
+) -> bool {
+    let mut delay = Duration::from_secs(1);
+    for _ in 0..12 {
+        tokio::time::sleep(delay).await;
+        match store
+            .transition(
+                conversation_id,
+                tool_call_id,
+                step,
+                from,
+                to,
+                outcome,
+                now_ms(),
+            )
+            .await
+        {
+            Ok(_) => return true,
+            Err(error) => {
+                tracing::warn!(%error, %conversation_id, %tool_call_id, %step, "still cannot update a ledger row");
+            }
+        }
+        delay = (delay * 2).min(Duration::from_secs(60));
+    }
+    false
+}
+
+/// Inserts a ledger row, telling a lost acknowledgement from a failure: a
+/// store error may come after the row was written, and then the row, read
+/// back, decides. `Ok(true)`: the row is in the store; `Ok(false)`: another
+/// call's row holds the id and step; `Err`: it was not recorded. When even
+/// the read back fails, the row (if it was written after all) is withdrawn
+/// in the background: the call is reported as not run, so nothing may wait
+/// or run for it.
+async fn insert_or_confirm(
+    store: &Arc<dyn Store>,
+    record: &CallRecord,
+) -> Result<bool, StoreError> {
+    let error = match store.insert_call(record).await {
+        Ok(inserted) => return Ok(inserted),
+        Err(error) => error,
+    };
+    let conversation_id = &record.conversation_id;
+    let tool_call_id = &record.tool_call_id;
+    match store.call(conversation_id, tool_call_id, record.step).await {
+        Ok(Some(found))
+            if found.tool == record.tool
+                && found.created_at == record.created_at
+                && same_arguments(&found.arguments, &record.arguments) =>
+        {
+            tracing::warn!(%error, %conversation_id, %tool_call_id, step = %record.step, "the store reported an error, but the ledger row was written; going on with it");
+            Ok(true)
+        }
+        Ok(Some(_)) => Ok(false),
+        Ok(None) => Err(error),
+        Err(read_error) => {
+            tracing::warn!(%error, %read_error, %conversation_id, %tool_call_id, step = %record.step, "cannot tell whether the ledger row was written; withdrawing it in the background");
+            let store = store.clone();
+            let record = record.clone();
+            tokio::spawn(async move {
+                let answered = retry_transition(
+                    &store,
+                    &record.conversation_id,
+                    &record.tool_call_id,
+                    record.step,
+                    (record.state, CallState::Cancelled),
+                    None,
+                )
+                .await;
+                if !answered {
+                    tracing::error!(conversation_id = %record.conversation_id, tool_call_id = %record.tool_call_id, step = %record.step, "gave up withdrawing a ledger row that may have been written for a call reported as not run");
+                }
+            });
+            Err(error)
+        }
+    }
 }
 
 /// How a call passes its approval gate.
@@ -796,6 +873,11 @@ fn interrupted_message(tool: &str) -> String {
     format!(
         "The call to `{tool}` was interrupted (the process running it stopped) and was not run again, because the tool is not declared idempotent. It may or may not have taken effect; check before calling it again."
     )
+}
+
+/// Whether calls of the last assistant turn have no result yet.
+pub(crate) fn has_unanswered_calls(conversation: &Conversation) -> bool {
+    !unanswered_calls(conversation).is_empty()
 }
 
 /// The calls of the last assistant turn that have no result yet, in order.
