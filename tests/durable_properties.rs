@@ -1475,13 +1475,11 @@ fn property(backend: Backend) {
 }
 
 #[test]
-#[ignore = "open findings of h6-properties (see a_failed_save_after_the_model_turn_leaves_no_unanswered_call, a_lost_insert_acknowledgement_leaves_no_orphan_wait, and ensure_started answering Busy beside a finishing run of its own process); un-ignore once fixed"]
 fn durable_agent_keeps_its_invariants_on_memory_store() {
     property(Backend::Memory);
 }
 
 #[test]
-#[ignore = "open findings of h6-properties (see a_failed_save_after_the_model_turn_leaves_no_unanswered_call, a_lost_insert_acknowledgement_leaves_no_orphan_wait, and ensure_started answering Busy beside a finishing run of its own process); un-ignore once fixed"]
 fn durable_agent_keeps_its_invariants_on_sqlite_store() {
     property(Backend::Sqlite);
 }
@@ -1637,7 +1635,6 @@ fn secrets_reach_no_event_and_no_log() {
 /// ends `StoreFailed` and the conversation is saved idle with a call that
 /// never ran and has no result.
 #[test]
-#[ignore = "open finding of h6-properties: a run that ends StoreFailed after the model's turn saves the conversation idle with unanswered calls"]
 fn a_failed_save_after_the_model_turn_leaves_no_unanswered_call() {
     minimal(vec![
         Op::Turn(vec![call(Kind::Auto, 0, false)]),
@@ -1654,7 +1651,6 @@ fn a_failed_save_after_the_model_turn_leaves_no_unanswered_call() {
 /// Found by the property: a wait recorded whose acknowledgement was lost
 /// stays pending for a call the model was told failed.
 #[test]
-#[ignore = "open finding of h6-properties: a wait whose insert was applied but reported failed stays pending for a call the model was told failed"]
 fn a_lost_insert_acknowledgement_leaves_no_orphan_wait() {
     minimal(vec![
         Op::Turn(vec![call(Kind::Token, 0, false)]),
