@@ -38,8 +38,8 @@ use crate::model::{
 };
 use crate::schema::{Dialect, DialectError, ToolDefinition};
 use crate::store::Store;
-use crate::tool::Redaction;
 use crate::tool::ExecutorKind;
+use crate::tool::Redaction;
 use durable::{Durable, DurableSettings};
 use ledger::{Ledger, ResultText};
 
