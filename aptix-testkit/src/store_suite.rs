@@ -74,6 +74,7 @@ pub fn cases() -> Vec<(&'static str, Case)> {
         by_ref!(final_states_do_not_move),
         by_ref!(set_deadline_only_pending),
         by_ref!(due_calls_filter_order_limit),
+        by_ref!(suspended_without_pending_lists_settled_waits),
         by_ref!(transcript_round_trip),
         shared!(concurrent_transition_one_winner),
         shared!(concurrent_claim_one_winner),
@@ -1372,6 +1373,137 @@ pub async fn due_calls_filter_order_limit(store: &dyn Store, prefix: &str) {
 // ------------------------------------------------------------ transcripts
 
 /// A transcript with every kind of message and awkward text.
+/// `suspended_without_pending` lists exactly the `Suspended`
+/// conversations with no `Pending` entry (every wait resolved or expired,
+/// or none recorded), oldest change first, at most `limit`; never a
+/// running or idle one, and never one with a wait still pending.
+pub async fn suspended_without_pending_lists_settled_waits(store: &dyn Store, prefix: &str) {
+    use ConversationStatus::{Idle, Running, Suspended};
+    let [waiting, resolved, empty, running, idle] =
+        ["waiting", "resolved", "empty", "running", "idle"].map(|name| format!("{prefix}-{name}"));
+    let ours = |all: Vec<String>| -> Vec<String> {
+        all.into_iter()
+            .filter(|id| id.starts_with(prefix))
+            .collect()
+    };
+    for (id, status) in [
+        (&waiting, Suspended),
+        (&resolved, Suspended),
+        (&empty, Suspended),
+        (&running, Running),
+        (&idle, Idle),
+    ] {
+        create(store, &conversation(id, "settled?")).await;
+        some(
+            ok(store.claim_conversation(id, "o", 1, 100).await, "claim"),
+            "claim",
+        );
+        ok(
+            store
+                .save_conversation(&conversation(id, "settled?"), "o", status, 0)
+                .await,
+            "save",
+        );
+    }
+    for id in [&waiting, &resolved, &running] {
+        insert(
+            store,
+            &record(id, "call_1", Step::Approval, CallState::Pending, 100, None),
+        )
+        .await;
+    }
+    assert!(ok(
+        store
+            .transition(
+                &resolved,
+                "call_1",
+                Step::Approval,
+                CallState::Pending,
+                CallState::Resolved,
+                Some("{}"),
+                200
+            )
+            .await,
+        "transition",
+    ));
+    ok(
+        store
+            .transition(
+                &running,
+                "call_1",
+                Step::Approval,
+                CallState::Pending,
+                CallState::Resolved,
+                Some("{}"),
+                200,
+            )
+            .await,
+        "transition",
+    );
+    let listed = ours(ok(
+        store.suspended_without_pending(usize::MAX).await,
+        "list",
+    ));
+    assert_eq!(
+        listed,
+        [resolved.as_str(), empty.as_str()],
+        "only suspended conversations with nothing pending"
+    );
+    // Its last wait expires: listed, by its conversation's change.
+    assert!(ok(
+        store
+            .transition(
+                &waiting,
+                "call_1",
+                Step::Approval,
+                CallState::Pending,
+                CallState::Expired,
+                None,
+                300
+            )
+            .await,
+        "transition",
+    ));
+    let listed = ours(ok(
+        store.suspended_without_pending(usize::MAX).await,
+        "list",
+    ));
+    assert_eq!(
+        listed,
+        [waiting.as_str(), resolved.as_str(), empty.as_str()],
+        "oldest change first"
+    );
+    // A second wait of the same conversation, pending: not listed again.
+    insert(
+        store,
+        &record(
+            &waiting,
+            "call_2",
+            Step::Client,
+            CallState::Pending,
+            400,
+            None,
+        ),
+    )
+    .await;
+    let listed = ours(ok(
+        store.suspended_without_pending(usize::MAX).await,
+        "list",
+    ));
+    assert_eq!(listed, [resolved.as_str(), empty.as_str()]);
+    assert!(
+        ok(store.suspended_without_pending(0).await, "list").is_empty(),
+        "limit 0 lists nothing"
+    );
+    let all = ok(store.suspended_without_pending(usize::MAX).await, "list");
+    let one = ok(store.suspended_without_pending(1).await, "list");
+    assert!(one.len() <= 1, "limit 1: {one:?}");
+    assert!(
+        one.iter().all(|id| all.contains(id)) || !all.iter().any(|id| id.starts_with(prefix)),
+        "a limited list is part of the full one: {one:?}"
+    );
+}
+
 pub fn awkward_transcript() -> Vec<Message> {
     let awkward = "ünïcödé — 中文 — עברית — 👩‍💻🚀 — e\u{301} — 𝄞 — \
                    \"quotes\" \\back\\slash\\ \n\ttab\r\n — nul:\u{0} — del:\u{7f} — \
