@@ -9,7 +9,10 @@
 //! - a resolution made while the suspending run's stream is still read;
 //! - store errors after a resolution's compare-and-swap, and after a tool
 //!   ran (a `Store` wrapper below fails chosen operations);
-//! - approvals with changed arguments are visible to the model.
+//! - approvals with changed arguments are visible to the model;
+//! - found by tests/durable_properties.rs: a failed save right after the
+//!   model's turn, an `insert_call` applied but reported failed, and
+//!   `ensure_started` called beside an ending run of its own process.
 //!
 //! Agents here run no deadline worker unless a test says so: tests share
 //! one PostgreSQL, and a worker sweeps every conversation in it.
@@ -174,6 +177,11 @@ struct FaultyStore {
     /// The next this many `insert_call`s are applied, then reported as
     /// failed (a lost acknowledgement).
     lose_insert_acks: AtomicUsize,
+    /// When armed, the first `calls` after a save as `Suspended` reads the
+    /// ledger, signals `.0`, and answers only once `.1` is signalled: a run
+    /// is held just after its last look for resolutions.
+    hold_after_suspend: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
+    hold_next_calls: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
     /// When set, the store-wide lists (what a sweep reads) show only the
     /// conversations whose id starts with it: a sweep in one test then
     /// leaves other tests' conversations on a shared PostgreSQL alone.
@@ -200,6 +208,8 @@ impl FaultyStore {
             fail_next_calls: AtomicBool::new(false),
             fail_save_number: AtomicUsize::new(0),
             lose_insert_acks: AtomicUsize::new(0),
+            hold_after_suspend: Mutex::new(None),
+            hold_next_calls: Mutex::new(None),
             scope: None,
         })
     }
@@ -212,6 +222,8 @@ impl FaultyStore {
             fail_next_calls: AtomicBool::new(false),
             fail_save_number: AtomicUsize::new(0),
             lose_insert_acks: AtomicUsize::new(0),
+            hold_after_suspend: Mutex::new(None),
+            hold_next_calls: Mutex::new(None),
             scope: Some(prefix.to_owned()),
         })
     }
@@ -227,6 +239,12 @@ impl FaultyStore {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn injected<'a, T: Send + 'a>() -> StoreFuture<'a, T> {
@@ -269,6 +287,12 @@ impl Store for FaultyStore {
             == Ok(1);
         if due {
             return injected();
+        }
+        if status == ConversationStatus::Suspended {
+            let hold = lock(&self.hold_after_suspend).take();
+            if hold.is_some() {
+                *lock(&self.hold_next_calls) = hold;
+            }
         }
         self.inner
             .save_conversation(conversation, owner, status, lease_until)
@@ -321,6 +345,14 @@ impl Store for FaultyStore {
     fn calls<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<CallRecord>> {
         if self.fail_next_calls.swap(false, Ordering::SeqCst) {
             return injected();
+        }
+        if let Some((reached, release)) = lock(&self.hold_next_calls).take() {
+            return Box::pin(async move {
+                let calls = self.inner.calls(conversation_id).await;
+                reached.notify_one();
+                release.notified().await;
+                calls
+            });
         }
         self.inner.calls(conversation_id)
     }
@@ -566,6 +598,7 @@ on_every_store!(
     store_error_after_a_tool_ran_is_not_reported_as_not_run,
     failed_save_after_the_model_turn_leaves_no_unanswered_call,
     lost_insert_acknowledgement_leaves_no_orphan_wait,
+    ensure_started_beside_an_ending_run_resumes_once_it_ends,
     approval_with_changed_arguments_is_visible_to_the_model,
     client_approval_with_changed_arguments_is_visible_to_the_model,
 );
@@ -1229,6 +1262,51 @@ async fn lost_insert_acknowledgement_leaves_no_orphan_wait(backend: Backend) {
     assert_eq!(record.state, CallState::Done, "{record:?}");
     let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
     assert!(pending.is_empty(), "{pending:?}");
+}
+
+/// With `resume_on_resolve(false)`, `ensure_started` is what resumes. A
+/// run of this process has suspended and is past its last look for
+/// resolutions when the call is resolved and `ensure_started` is called:
+/// it answers `Busy`, and the conversation must resume once that run ends.
+async fn ensure_started_beside_an_ending_run_resumes_once_it_ends(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner);
+    let id = format!("busy-{}", uuid());
+    let (agent, _) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":7}"#),
+            answer("Charged."),
+        ],
+        false,
+    );
+    let reached = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    *lock(&faulty.hold_after_suspend) = Some((reached.clone(), release.clone()));
+    let run = {
+        let agent = agent.clone();
+        let id = id.clone();
+        tokio::spawn(async move { send(&agent, &id, "charge 7").await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), reached.notified())
+        .await
+        .unwrap_or_else(|_| panic!("the run never looked for resolutions after suspending"));
+    agent
+        .resolve(&id, "c1", Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let revived = agent
+        .ensure_started(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(revived, aptix::agent::Revival::Busy);
+    release.notify_one();
+    run.await.unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
+    assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 7})]);
+    assert_every_call_answered_once(&conversation.messages, "after the run ended");
 }
 
 // ---------------------------------------------------------------------------
