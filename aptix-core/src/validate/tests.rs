@@ -257,13 +257,11 @@ fn internally_tagged_newtype_variants_validate() {
         })
     );
     assert!(
-        draw
-            .parse::<Draw>(r#"{"shape":{"kind":"square","side":2}}"#)
+        draw.parse::<Draw>(r#"{"shape":{"kind":"square","side":2}}"#)
             .is_ok()
     );
     assert!(
-        draw
-            .parse::<Value>(r#"{"shape":{"kind":"circle","r":1.5,"extra":1}}"#)
+        draw.parse::<Value>(r#"{"shape":{"kind":"circle","r":1.5,"extra":1}}"#)
             .is_err()
     );
     // The shared definition stays closed where it is used on its own.
@@ -282,7 +280,11 @@ fn dialects_keep_combined_objects_closed() {
     let page = canonical_parameters::<OpenUrl>();
     for dialect in [Dialect::Anthropic, Dialect::Mcp] {
         let lowered = lower(dialect, "open_url", "Opens a page.", &page).expect("lowers");
-        assert!(lowered.to_string().contains(r#""unevaluatedProperties":false"#));
+        assert!(
+            lowered
+                .to_string()
+                .contains(r#""unevaluatedProperties":false"#)
+        );
     }
     // OpenAI strict has no `unevaluatedProperties`: each variant becomes one closed object.
     let openai = lower(Dialect::OpenAiStrict, "open_url", "Opens a page.", &page).expect("lowers");
