@@ -45,6 +45,13 @@ async fn blocker(args: Millis) -> Result<&'static str, ToolError> {
     Err(ToolError::failed("quick never ran while this call blocked"))
 }
 
+/// Sleeps without blocking its thread.
+#[agent_tool(name = "napper", usage = "Test tool.")]
+async fn napper(args: Millis) -> Result<u64, ToolError> {
+    tokio::time::sleep(Duration::from_millis(args.millis)).await;
+    Ok(args.millis)
+}
+
 /// Returns at once.
 #[agent_tool(name = "quick", usage = "Test tool.")]
 async fn quick(_args: Millis) -> Result<&'static str, ToolError> {
@@ -309,4 +316,32 @@ fn a_provider_tool_is_refused_for_a_model_that_cannot_host_it() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(agent.executor().catalog().get("web_search").is_some());
+}
+
+/// The limit kept from outside a call's task is the executor's: lifting it
+/// with `configure_executor` lifts both (it used to stay at `tool_timeout`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("n", "napper", r#"{"millis":1000}"#),
+            ScriptedTurn::new().text("done"),
+        ]))
+        .catalog(
+            Catalog::builder()
+                .tool::<NapperTool>()
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .tool_timeout(Duration::from_millis(50))
+        .configure_executor(|executor| executor.with_default_timeout(None))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("napper");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("go".into()))
+        .collect()
+        .await;
+    let results = results(&events);
+    assert_eq!(results[0].1["ok"], json!(true), "{:?}", results[0].1);
 }

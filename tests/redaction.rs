@@ -598,3 +598,58 @@ fn the_catalog_refuses_a_tool_with_undeclared_secret_fields() {
     assert!(error.contains("output field `/access_token`"), "{error}");
     assert!(Catalog::builder().tool::<Vault<true>>().build().is_ok());
 }
+
+/// A client result that breaks the declared output is refused with a
+/// message naming the call; for a tool that declares secrets, that message
+/// (it travels in the `Done` event) must not quote the refused value, and
+/// neither may the log line about it.
+#[tokio::test]
+async fn a_refused_client_result_does_not_quote_a_secret() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let agent = agent(vec![ScriptedTurn::new().tool_call(
+        "s1",
+        "client_sign_in",
+        r#"{"account":"ada","otp":"OTP-771"}"#,
+    )]);
+    let mut conversation = Conversation::new("refused-client-result");
+    let first: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("sign in".into()))
+        .collect()
+        .await;
+    suspended(&first);
+    let ids = aptix::EnvelopeIds {
+        tool_call_id: "s1".into(),
+        conversation_id: Some("refused-client-result".into()),
+        session_id: None,
+    };
+    let secret = "SESSION-SECRET-5150";
+    let bad = aptix::Envelope::ok(
+        ids,
+        aptix::JsonText::from_serialize(&json!({ "session": [secret] }))
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let second: Vec<AgentEvent> = agent
+        .run(
+            &mut conversation,
+            Input::ToolResults(vec![("s1".into(), bad)]),
+        )
+        .collect()
+        .await;
+    let refused = second.iter().any(|event| {
+        matches!(
+            event,
+            AgentEvent::Done {
+                reason: DoneReason::InvalidToolResults(message),
+                ..
+            } if message.contains("s1") && message.contains("client_sign_in")
+        )
+    });
+    assert!(refused, "expected the result to be refused: {second:?}");
+    assert_never_shown(&second, &captured.text(), &[secret]);
+}

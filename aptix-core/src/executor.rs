@@ -176,6 +176,11 @@ impl Executor {
         self
     }
 
+    /// The time limit for tools that declare none (`None`: no limit).
+    pub fn default_timeout(&self) -> Option<Duration> {
+        self.default_timeout
+    }
+
     /// The catalog the executor dispatches to.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog

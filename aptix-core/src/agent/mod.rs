@@ -818,7 +818,7 @@ impl Agent {
             .catalog()
             .get(name)
             .and_then(ToolDefinition::timeout)
-            .or(self.inner.settings.tool_timeout)
+            .or(self.inner.executor.default_timeout())
     }
 
     /// Runs one call of a turn in a task of its own, so that a tool that
@@ -945,9 +945,18 @@ impl Agent {
             })?;
             if let Some(result) = envelope.result() {
                 definition.check_output(&result.to_value()).map_err(|problem| {
-                    format!(
-                        "the result for call `{tool_call_id}` does not match the output of `{name}`: {problem}"
-                    )
+                    // The message travels in the `Done` event and the log:
+                    // violations quote the refused values, so a tool that
+                    // hides anything gets none of them.
+                    if definition.redaction().hides_anything() {
+                        format!(
+                            "the result for call `{tool_call_id}` does not match the output of `{name}` (the violations are not shown because the tool declares secrets; `ToolDefinition::check_output` lists them)"
+                        )
+                    } else {
+                        format!(
+                            "the result for call `{tool_call_id}` does not match the output of `{name}`: {problem}"
+                        )
+                    }
                 })?;
             }
         }
