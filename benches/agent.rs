@@ -229,6 +229,7 @@ fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
         Message::Assistant {
             content: String::new(),
             tool_calls: calls,
+            thinking: Vec::new(),
         },
     ];
     messages.extend(results);

@@ -321,6 +321,7 @@ async fn a_dangling_call_is_repaired_before_the_next_request() {
             name: "nap".into(),
             arguments: "{}".into(),
         }],
+        thinking: Vec::new(),
     });
     let events = run(&agent, &mut conversation, Input::Continue).await;
     assert!(matches!(done(&events), DoneReason::Completed));
@@ -585,6 +586,7 @@ async fn colliding_tool_call_ids_each_get_their_own_result() {
         expected.push(Message::Assistant {
             content: "Sent three.".into(),
             tool_calls: vec![],
+            thinking: Vec::new(),
         });
         expected
     });

@@ -516,6 +516,7 @@ async fn request_shape() -> TestResult {
                         arguments: "{\"text\":\"unfinish".into(),
                     },
                 ],
+                thinking: Vec::new(),
             },
             Message::Tool {
                 tool_call_id: "toolu_a".into(),
@@ -534,6 +535,7 @@ async fn request_shape() -> TestResult {
             Message::Assistant {
                 content: String::new(),
                 tool_calls: vec![],
+                thinking: Vec::new(),
             },
             Message::Assistant {
                 content: String::new(),
@@ -542,6 +544,7 @@ async fn request_shape() -> TestResult {
                     name: "get_weather".into(),
                     arguments: "{\"city\":\"Oslo\"}".into(),
                 }],
+                thinking: Vec::new(),
             },
             Message::Tool {
                 tool_call_id: "toolu_c".into(),
@@ -756,4 +759,129 @@ async fn a_bad_base_url_is_a_config_error() {
         matches!(items.as_slice(), [Err(ModelError::Config(_))]),
         "{items:?}"
     );
+}
+
+/// Arguments of `get_weather`.
+#[derive(Debug, aptix::prelude::Deserialize, aptix::prelude::JsonSchema)]
+pub struct WeatherArgs {
+    /// The city.
+    pub city: String,
+}
+
+/// The weather in a city.
+#[aptix::prelude::agent_tool(
+    name = "get_weather",
+    usage = "Call when the user asks about the weather."
+)]
+async fn get_weather(args: WeatherArgs) -> Result<String, aptix::prelude::ToolError> {
+    Ok(format!("Sunny in {}", args.city))
+}
+
+fn thinking_agent(
+    server: &MockAnthropicServer,
+) -> Result<aptix::Agent, Box<dyn std::error::Error>> {
+    Ok(aptix::Agent::builder()
+        .model(model_for(server))
+        .catalog(aptix::Catalog::linked()?)
+        .max_iterations(4)
+        .build()?)
+}
+
+/// Signatures are base64: `+`, `/` and `=` must come back as they were.
+const SIGNATURE: &str = "EqQBCkgIARABGAIiQL+/yXp9=";
+const REDACTED: &str = "EmwKAhgBEgy3va3pZ+/Qq7W4ksJ==";
+
+/// The thinking pieces, with an escape and a character outside ASCII, so
+/// that anything but the joined text sent back as it came shows.
+const THINKING: [&str; 3] = [
+    "The user wants ",
+    "the \"weather\" in Paris",
+    " — ask the tool.",
+];
+
+fn thinking_blocks() -> Vec<Value> {
+    vec![
+        json!({ "type": "thinking", "thinking": THINKING.concat(), "signature": SIGNATURE }),
+        json!({ "type": "redacted_thinking", "data": REDACTED }),
+    ]
+}
+
+#[tokio::test]
+async fn thinking_blocks_go_back_unchanged_before_the_tool_use() -> TestResult {
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .thinking(&THINKING, SIGNATURE)
+            .redacted_thinking(REDACTED)
+            .text("Checking.")
+            .tool_use("toolu_w", "get_weather", &["{\"city\":", "\"Paris\"}"])
+            .into_response(),
+        AnthropicTurn::new().text("Sunny.").into_response(),
+    ])
+    .await?;
+    let agent = thinking_agent(&server)?;
+    let mut conversation = aptix::Conversation::new("thinking-tools");
+    let events: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(agent.run(
+        &mut conversation,
+        aptix::Input::User("Weather in Paris?".into()),
+    ))
+    .await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(aptix::AgentEvent::Done {
+                reason: aptix::DoneReason::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let mut expected = thinking_blocks();
+    expected.push(json!({ "type": "text", "text": "Checking." }));
+    expected.push(json!({
+        "type": "tool_use",
+        "id": "toolu_w",
+        "name": "get_weather",
+        "input": { "city": "Paris" },
+    }));
+    assert_eq!(
+        requests[1].body["messages"][1],
+        json!({ "role": "assistant", "content": expected })
+    );
+    assert_eq!(
+        requests[1].body["messages"][2]["content"][0]["tool_use_id"],
+        "toolu_w"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn thinking_in_a_turn_without_tools_is_kept() -> TestResult {
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .thinking(&THINKING, SIGNATURE)
+            .redacted_thinking(REDACTED)
+            .text("Hello.")
+            .into_response(),
+        AnthropicTurn::new().text("Again.").into_response(),
+    ])
+    .await?;
+    let agent = thinking_agent(&server)?;
+    let mut conversation = aptix::Conversation::new("thinking-text");
+    for input in ["Hi", "Once more"] {
+        let _: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(
+            agent.run(&mut conversation, aptix::Input::User(input.into())),
+        )
+        .await;
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let mut expected = thinking_blocks();
+    expected.push(json!({ "type": "text", "text": "Hello." }));
+    assert_eq!(
+        requests[1].body["messages"][1],
+        json!({ "role": "assistant", "content": expected })
+    );
+    Ok(())
 }

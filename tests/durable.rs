@@ -855,6 +855,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
                 arguments: r#"{"cents":12}"#.into(),
             },
         ],
+        thinking: Vec::new(),
     });
     assert!(
         store

@@ -691,6 +691,7 @@ async fn colliding_turn(
                 arguments: arguments.to_string(),
             })
             .collect(),
+        thinking: Vec::new(),
     });
     assert!(
         store
@@ -831,6 +832,7 @@ async fn ledger_refuses_an_approval_of_other_arguments(backend: Backend) {
             name: "charge".into(),
             arguments: r#"{"cents":99999}"#.into(),
         }],
+        thinking: Vec::new(),
     });
     assert!(
         store

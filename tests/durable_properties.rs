@@ -1411,6 +1411,7 @@ fn show(messages: &[Message]) -> String {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => format!(
                 "assistant {content:?} {:?}",
                 tool_calls

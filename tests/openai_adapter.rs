@@ -579,6 +579,7 @@ fn transcript() -> Vec<Message> {
                 name: "lookup_weather".into(),
                 arguments: "{\"city\":\"Zürich\",\"days\":null}".into(),
             }],
+            thinking: Vec::new(),
         },
         Message::Tool {
             tool_call_id: "call_1".into(),
@@ -589,6 +590,7 @@ fn transcript() -> Vec<Message> {
         Message::Assistant {
             content: "It is sunny.".into(),
             tool_calls: Vec::new(),
+            thinking: Vec::new(),
         },
         Message::user("And tomorrow?"),
     ]

@@ -41,6 +41,11 @@ enum Block {
         name: String,
         chunks: Vec<String>,
     },
+    Thinking {
+        chunks: Vec<String>,
+        signature: String,
+    },
+    RedactedThinking(String),
 }
 
 /// One streamed assistant turn in Anthropic's format.
@@ -85,6 +90,23 @@ impl AnthropicTurn {
         self.blocks.push(Block::Text(
             chunks.iter().map(|chunk| (*chunk).to_owned()).collect(),
         ));
+        self
+    }
+
+    /// An extended-thinking block: one `thinking_delta` per chunk, then its
+    /// `signature` as one `signature_delta`, as Anthropic streams it.
+    pub fn thinking(mut self, chunks: &[&str], signature: &str) -> Self {
+        self.blocks.push(Block::Thinking {
+            chunks: chunks.iter().map(|chunk| (*chunk).to_owned()).collect(),
+            signature: signature.into(),
+        });
+        self
+    }
+
+    /// A `redacted_thinking` block: its opaque `data` arrives whole in
+    /// `content_block_start`, with no deltas.
+    pub fn redacted_thinking(mut self, data: &str) -> Self {
+        self.blocks.push(Block::RedactedThinking(data.into()));
         self
     }
 
@@ -191,6 +213,45 @@ impl AnthropicTurn {
                     }
                     for chunk in chunks {
                         frames.push(input_json_delta(index, chunk));
+                    }
+                }
+                Block::Thinking { chunks, signature } => {
+                    frames.push(frame(
+                        "content_block_start",
+                        &format!(
+                            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"thinking","thinking":"","signature":""}}}}"#
+                        ),
+                    ));
+                    if index == 0 && self.ping {
+                        frames.push(ping_frame());
+                    }
+                    for chunk in chunks {
+                        frames.push(frame(
+                            "content_block_delta",
+                            &format!(
+                                r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"thinking_delta","thinking":{}}}}}"#,
+                                string(chunk)
+                            ),
+                        ));
+                    }
+                    frames.push(frame(
+                        "content_block_delta",
+                        &format!(
+                            r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"signature_delta","signature":{}}}}}"#,
+                            string(signature)
+                        ),
+                    ));
+                }
+                Block::RedactedThinking(data) => {
+                    frames.push(frame(
+                        "content_block_start",
+                        &format!(
+                            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"redacted_thinking","data":{}}}}}"#,
+                            string(data)
+                        ),
+                    ));
+                    if index == 0 && self.ping {
+                        frames.push(ping_frame());
                     }
                 }
             }

@@ -1526,6 +1526,7 @@ pub fn awkward_transcript() -> Vec<Message> {
                     arguments: "{not json at all".to_owned(),
                 },
             ],
+            thinking: Vec::new(),
         },
         Message::Tool {
             tool_call_id: "call_ü1".to_owned(),
@@ -1542,6 +1543,7 @@ pub fn awkward_transcript() -> Vec<Message> {
         Message::Assistant {
             content: format!("Done. {awkward}"),
             tool_calls: Vec::new(),
+            thinking: Vec::new(),
         },
         Message::user("x".repeat(64 * 1024) + "🏁"),
     ]

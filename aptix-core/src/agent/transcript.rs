@@ -39,6 +39,7 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
             Message::Assistant {
                 content,
                 tool_calls,
+                thinking,
             } => {
                 let mut results: Vec<Option<Message>> = Vec::new();
                 while let Some(Message::Tool { .. }) = input.peek() {
@@ -66,6 +67,7 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
                 repaired.push(Message::Assistant {
                     content,
                     tool_calls,
+                    thinking,
                 });
                 for (id, name) in &calls {
                     while next < taken.len() && taken[next] {
@@ -192,10 +194,7 @@ mod tests {
     }
 
     fn assistant(ids: &[&str]) -> Message {
-        Message::Assistant {
-            content: String::new(),
-            tool_calls: ids.iter().map(|id| call(id)).collect(),
-        }
+        Message::assistant(String::new(), ids.iter().map(|id| call(id)).collect())
     }
 
     fn ids_of(messages: &[Message]) -> Vec<String> {
@@ -227,10 +226,7 @@ mod tests {
             assistant(&["a", "b"]),
             result("a", "1"),
             result("b", "2"),
-            Message::Assistant {
-                content: "done".into(),
-                tool_calls: vec![],
-            },
+            Message::assistant("done", vec![]),
         ];
         let before = messages.clone();
         assert_eq!(repair(&mut messages, None), 0);

@@ -18,6 +18,9 @@
 //! | `content_block_start` (tool_use) | `ToolCallDelta { index, id, name, arguments: "" }` |
 //! | `content_block_delta` (text_delta) | `TextDelta` |
 //! | `content_block_delta` (input_json_delta) | `ToolCallDelta { index, arguments }` |
+//! | `content_block_start` (thinking) | `ThinkingDelta::Text` with its initial text (and `Signature`, if any) |
+//! | `content_block_start` (redacted_thinking) | `ThinkingDelta::Redacted { index, data }` |
+//! | `content_block_delta` (thinking_delta / signature_delta) | `ThinkingDelta::Text` / `Signature` |
 //! | `content_block_stop` | `"{}"` for a tool_use block that got no input at all |
 //! | `message_delta` | remembers `stop_reason` and `usage.output_tokens` |
 //! | `message_stop` | the one `Finish { reason, usage }`; reading stops here |
@@ -38,7 +41,7 @@ use tracing::Instrument;
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
-    ToolCallDelta, ToolChoice, Usage,
+    ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, Usage,
 };
 use crate::schema::Dialect;
 
@@ -365,8 +368,32 @@ impl Decoder {
                             arguments: input,
                         }));
                     }
-                    // thinking, redacted_thinking, server_tool_use and the
-                    // results of server tools are not the client's to run.
+                    // Opened even when empty, so that a block whose text
+                    // never streams is still sent back.
+                    Some("thinking") => {
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Text {
+                            index,
+                            text: string_at(block, "thinking").unwrap_or_default(),
+                        }));
+                        if let Some(signature) =
+                            string_at(block, "signature").filter(|s| !s.is_empty())
+                        {
+                            out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Signature {
+                                index,
+                                signature,
+                            }));
+                        }
+                    }
+                    Some("redacted_thinking") => {
+                        let data = string_at(block, "data")
+                            .ok_or_else(|| protocol("redacted_thinking without data"))?;
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Redacted {
+                            index,
+                            data,
+                        }));
+                    }
+                    // server_tool_use and the results of server tools are
+                    // not the client's to run.
                     _ => {}
                 }
             }
@@ -404,7 +431,27 @@ impl Decoder {
                             arguments: partial.to_owned(),
                         }));
                     }
-                    // thinking_delta, signature_delta, citations_delta.
+                    Some("thinking_delta") => {
+                        let text = delta
+                            .get("thinking")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| protocol("thinking_delta without thinking"))?;
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Text {
+                            index,
+                            text: text.to_owned(),
+                        }));
+                    }
+                    Some("signature_delta") => {
+                        let signature = delta
+                            .get("signature")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| protocol("signature_delta without signature"))?;
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Signature {
+                            index,
+                            signature: signature.to_owned(),
+                        }));
+                    }
+                    // citations_delta.
                     _ => {}
                 }
             }
@@ -553,8 +600,12 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
+                thinking,
             } => {
-                let mut blocks = Vec::new();
+                // Thinking first, as the model wrote it: Anthropic requires
+                // a tool-using turn's thinking back unchanged before its
+                // tool_use blocks.
+                let mut blocks: Vec<Value> = thinking.iter().map(thinking_block).collect();
                 if !content.is_empty() {
                     blocks.push(json!({ "type": "text", "text": content }));
                 }
@@ -593,6 +644,18 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
     out.into_iter()
         .map(|(role, content)| json!({ "role": role, "content": content }))
         .collect()
+}
+
+fn thinking_block(block: &ThinkingBlock) -> Value {
+    match block {
+        ThinkingBlock::Thinking {
+            thinking,
+            signature,
+        } => json!({ "type": "thinking", "thinking": thinking, "signature": signature }),
+        ThinkingBlock::RedactedThinking { data } => {
+            json!({ "type": "redacted_thinking", "data": data })
+        }
+    }
 }
 
 fn is_tool_result(block: &Value) -> bool {
@@ -668,6 +731,10 @@ mod tests {
             r#"{"index":18446744073709551615,"content_block":{"type":"tool_use","id":5,"name":null}}"#,
             r#"{"index":0,"delta":{"type":"input_json_delta","partial_json":7}}"#,
             r#"{"index":0,"delta":{"type":"text_delta"}}"#,
+            r#"{"index":0,"delta":{"type":"thinking_delta"}}"#,
+            r#"{"index":0,"delta":{"type":"signature_delta","signature":1}}"#,
+            r#"{"index":0,"content_block":{"type":"thinking","thinking":5,"signature":null}}"#,
+            r#"{"index":0,"content_block":{"type":"redacted_thinking"}}"#,
             r#"{"message":{"usage":{"input_tokens":18446744073709551615,"cache_creation_input_tokens":18446744073709551615,"cache_read_input_tokens":18446744073709551615}}}"#,
             r#"{"error":null}"#,
             r#"{"type":"message_stop"}"#,

@@ -8,7 +8,9 @@
 
 use std::collections::HashMap;
 
-use super::{FinishReason, ModelError, ModelEvent, ToolCallDelta, Usage};
+use super::{
+    FinishReason, ModelError, ModelEvent, ThinkingBlock, ThinkingDelta, ToolCallDelta, Usage,
+};
 
 /// Whether a call can be executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +43,9 @@ pub struct AssembledTurn {
     pub text: String,
     /// The tool calls, in the model's order.
     pub tool_calls: Vec<AssembledCall>,
+    /// The thinking blocks, in the model's order, to be sent back as they
+    /// came.
+    pub thinking: Vec<ThinkingBlock>,
     /// Why the model stopped.
     pub finish_reason: FinishReason,
     /// Tokens used, when reported.
@@ -116,6 +121,9 @@ pub struct TurnAssembler {
     calls: Vec<PartialCall>,
     /// Stream index → position in `calls` of the call open at that index.
     open: HashMap<usize, usize>,
+    thinking: Vec<ThinkingBlock>,
+    /// Stream index → position in `thinking` of the block open at that index.
+    open_thinking: HashMap<usize, usize>,
     finish: Option<(FinishReason, Option<Usage>)>,
     /// Bytes counted against [`TurnLimits::turn_bytes`] so far.
     held: usize,
@@ -154,6 +162,7 @@ impl TurnAssembler {
                 self.count(text.len()).map(|()| self.text.push_str(&text))
             }
             ModelEvent::ToolCallDelta(delta) => self.push_call(delta),
+            ModelEvent::ThinkingDelta(delta) => self.push_thinking(delta),
             ModelEvent::Finish { reason, usage } => {
                 self.finish = Some((reason, usage));
                 Ok(())
@@ -178,6 +187,50 @@ impl TurnAssembler {
             return Err(TurnLimitExceeded::TurnBytes(self.limits.turn_bytes));
         }
         self.held = held;
+        Ok(())
+    }
+
+    /// Thinking counts against [`TurnLimits::turn_bytes`] like text: it is
+    /// kept in the transcript and sent back with every later request.
+    fn push_thinking(&mut self, delta: ThinkingDelta) -> Result<(), TurnLimitExceeded> {
+        let (index, piece, signature) = match delta {
+            ThinkingDelta::Redacted { index, data } => {
+                self.count(CALL_OVERHEAD + data.len())?;
+                self.thinking.push(ThinkingBlock::RedactedThinking { data });
+                self.open_thinking.insert(index, self.thinking.len() - 1);
+                return Ok(());
+            }
+            ThinkingDelta::Text { index, text } => (index, text, false),
+            ThinkingDelta::Signature { index, signature } => (index, signature, true),
+        };
+        let open =
+            self.open_thinking.get(&index).copied().filter(|&position| {
+                matches!(self.thinking[position], ThinkingBlock::Thinking { .. })
+            });
+        let overhead = if open.is_some() { 0 } else { CALL_OVERHEAD };
+        self.count(overhead + piece.len())?;
+        let position = match open {
+            Some(position) => position,
+            None => {
+                self.thinking.push(ThinkingBlock::Thinking {
+                    thinking: String::new(),
+                    signature: String::new(),
+                });
+                self.open_thinking.insert(index, self.thinking.len() - 1);
+                self.thinking.len() - 1
+            }
+        };
+        if let ThinkingBlock::Thinking {
+            thinking,
+            signature: signed,
+        } = &mut self.thinking[position]
+        {
+            if signature {
+                signed.push_str(&piece);
+            } else {
+                thinking.push_str(&piece);
+            }
+        }
         Ok(())
     }
 
@@ -267,6 +320,7 @@ impl TurnAssembler {
         Ok(AssembledTurn {
             text: self.text,
             tool_calls,
+            thinking: self.thinking,
             finish_reason,
             usage,
         })
@@ -400,6 +454,84 @@ mod tests {
         assert!(turn.tool_calls[0].id.starts_with("call_"));
         assert_eq!(turn.tool_calls[0].status, CallStatus::Unnamed);
         Ok(())
+    }
+
+    fn thinking(delta: ThinkingDelta) -> ModelEvent {
+        ModelEvent::ThinkingDelta(delta)
+    }
+
+    #[test]
+    fn thinking_blocks_are_joined_per_index_in_order() -> Result<(), ModelError> {
+        let turn = assemble(vec![
+            thinking(ThinkingDelta::Text {
+                index: 0,
+                text: String::new(),
+            }),
+            thinking(ThinkingDelta::Text {
+                index: 0,
+                text: "first ".into(),
+            }),
+            thinking(ThinkingDelta::Text {
+                index: 0,
+                text: "thought".into(),
+            }),
+            thinking(ThinkingDelta::Signature {
+                index: 0,
+                signature: "sig".into(),
+            }),
+            thinking(ThinkingDelta::Redacted {
+                index: 1,
+                data: "opaque".into(),
+            }),
+            // A block with no text at all is kept too.
+            thinking(ThinkingDelta::Signature {
+                index: 2,
+                signature: "s2".into(),
+            }),
+            ModelEvent::TextDelta("Hi.".into()),
+            finish(FinishReason::Stop),
+        ])?;
+        assert_eq!(
+            turn.thinking,
+            vec![
+                ThinkingBlock::Thinking {
+                    thinking: "first thought".into(),
+                    signature: "sig".into(),
+                },
+                ThinkingBlock::RedactedThinking {
+                    data: "opaque".into(),
+                },
+                ThinkingBlock::Thinking {
+                    thinking: String::new(),
+                    signature: "s2".into(),
+                },
+            ]
+        );
+        assert_eq!(turn.text, "Hi.");
+        Ok(())
+    }
+
+    #[test]
+    fn thinking_counts_against_the_turn_limit() {
+        let mut assembler = TurnAssembler::with_limits(TurnLimits {
+            turn_bytes: 1000,
+            argument_bytes: 1000,
+        });
+        let mut result = Ok(());
+        for _ in 0..100 {
+            result = assembler.push(thinking(ThinkingDelta::Text {
+                index: 0,
+                text: "x".repeat(100),
+            }));
+            if result.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(result, Err(ModelError::Protocol(_))));
+        assert_eq!(
+            assembler.limit_exceeded(),
+            Some(&TurnLimitExceeded::TurnBytes(1000))
+        );
     }
 
     #[test]

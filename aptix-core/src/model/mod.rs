@@ -40,6 +40,12 @@ pub enum Message {
         /// The tool calls, in the model's order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<AssistantToolCall>,
+        /// The model's extended-thinking blocks, in its order. Anthropic
+        /// rejects the request after a tool-using turn unless they come back
+        /// unchanged, so they are kept with the turn; other providers never
+        /// see them. Absent in conversations stored before they were kept.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<ThinkingBlock>,
     },
     /// The result of one tool call.
     Tool {
@@ -68,6 +74,66 @@ impl Message {
             content: content.into(),
         }
     }
+
+    /// An assistant message without thinking blocks.
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<AssistantToolCall>) -> Self {
+        Message::Assistant {
+            content: content.into(),
+            tool_calls,
+            thinking: Vec::new(),
+        }
+    }
+}
+
+/// One block of a model's extended thinking, kept as the provider sent it.
+///
+/// Serialized exactly as Anthropic's content block (`{"type":"thinking",
+/// "thinking":…,"signature":…}` or `{"type":"redacted_thinking","data":…}`),
+/// which is also how it is stored with the conversation. The signature and
+/// the redacted data are opaque: they are only ever sent back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ThinkingBlock {
+    /// Thinking the model shows.
+    Thinking {
+        /// The thinking text.
+        thinking: String,
+        /// The provider's signature over the text.
+        signature: String,
+    },
+    /// Thinking the provider encrypted.
+    RedactedThinking {
+        /// The encrypted thinking.
+        data: String,
+    },
+}
+
+/// A piece of a thinking block as it streams in, keyed by the block's
+/// `index` in the turn like [`ToolCallDelta`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThinkingDelta {
+    /// More thinking text; opens a [`ThinkingBlock::Thinking`] at `index`
+    /// if none is open there.
+    Text {
+        /// Which block of the turn this belongs to.
+        index: usize,
+        /// The next piece of the text.
+        text: String,
+    },
+    /// More of the signature of the thinking block at `index`.
+    Signature {
+        /// Which block of the turn this belongs to.
+        index: usize,
+        /// The next piece of the signature.
+        signature: String,
+    },
+    /// A whole [`ThinkingBlock::RedactedThinking`].
+    Redacted {
+        /// Which block of the turn this is.
+        index: usize,
+        /// The encrypted thinking.
+        data: String,
+    },
 }
 
 /// A tool call as it stands in the transcript.
@@ -167,6 +233,8 @@ pub enum ModelEvent {
     TextDelta(String),
     /// More of a tool call.
     ToolCallDelta(ToolCallDelta),
+    /// More of a thinking block.
+    ThinkingDelta(ThinkingDelta),
     /// The end of the turn. Always the last event of a complete stream.
     Finish {
         /// Why the model stopped.
@@ -225,5 +293,72 @@ pub trait ChatModel: Send + Sync {
     fn hosts_tool(&self, name: &str) -> bool {
         let _ = name;
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_conversation_stored_before_thinking_was_kept_still_reads() -> Result<(), serde_json::Error>
+    {
+        let stored = r#"{"id":"c1","session_id":null,"messages":[
+            {"role":"user","content":"hi"},
+            {"role":"assistant","content":"","tool_calls":[{"id":"a","name":"t","arguments":"{}"}]},
+            {"role":"tool","tool_call_id":"a","name":"t","content":"{}","is_error":false},
+            {"role":"assistant","content":"done"}
+        ]}"#;
+        let conversation: crate::agent::Conversation = serde_json::from_str(stored)?;
+        assert_eq!(
+            conversation.messages[1],
+            Message::assistant(
+                "",
+                vec![AssistantToolCall {
+                    id: "a".into(),
+                    name: "t".into(),
+                    arguments: "{}".into(),
+                }],
+            )
+        );
+        assert_eq!(conversation.messages[3], Message::assistant("done", vec![]));
+        // And a message without thinking is written as before.
+        assert_eq!(
+            serde_json::to_value(&conversation.messages[3])?,
+            json!({ "role": "assistant", "content": "done" })
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn thinking_blocks_round_trip_in_anthropic_form() -> Result<(), serde_json::Error> {
+        let message = Message::Assistant {
+            content: String::new(),
+            tool_calls: Vec::new(),
+            thinking: vec![
+                ThinkingBlock::Thinking {
+                    thinking: "a \"quoted\" thought — ü".into(),
+                    signature: "Eq+/=".into(),
+                },
+                ThinkingBlock::RedactedThinking {
+                    data: "Em+/==".into(),
+                },
+            ],
+        };
+        let value = serde_json::to_value(&message)?;
+        assert_eq!(
+            value,
+            json!({
+                "role": "assistant",
+                "content": "",
+                "thinking": [
+                    { "type": "thinking", "thinking": "a \"quoted\" thought — ü", "signature": "Eq+/=" },
+                    { "type": "redacted_thinking", "data": "Em+/==" },
+                ],
+            })
+        );
+        assert_eq!(serde_json::from_value::<Message>(value)?, message);
+        Ok(())
     }
 }

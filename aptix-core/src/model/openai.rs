@@ -324,9 +324,12 @@ fn message_json(message: &Message) -> Value {
     match message {
         Message::System { content } => json!({ "role": "system", "content": content }),
         Message::User { content } => json!({ "role": "user", "content": content }),
+        // Thinking blocks are Anthropic's; Chat Completions has no place
+        // for them.
         Message::Assistant {
             content,
             tool_calls,
+            thinking: _,
         } => {
             // `content` is always a string: llama.cpp rejects `null`, and
             // OpenAI accepts "" beside tool calls.
@@ -830,18 +833,15 @@ mod tests {
         let model = OpenAiChat::new("m");
         let body = model.request_body(&request(
             vec![
-                Message::Assistant {
-                    content: String::new(),
-                    tool_calls: vec![AssistantToolCall {
+                Message::assistant(
+                    "",
+                    vec![AssistantToolCall {
                         id: "c".into(),
                         name: "x".into(),
                         arguments: "{}".into(),
                     }],
-                },
-                Message::Assistant {
-                    content: "done".into(),
-                    tool_calls: Vec::new(),
-                },
+                ),
+                Message::assistant("done", Vec::new()),
             ],
             vec![json!({"type":"function","name":"x","description":"d","parameters":{"type":"object"},"strict":true})],
         ));
@@ -850,6 +850,50 @@ mod tests {
         assert_eq!(
             body["tools"][0],
             json!({"type":"function","function":{"name":"x","description":"d","parameters":{"type":"object"},"strict":true}})
+        );
+    }
+
+    #[test]
+    fn thinking_blocks_are_never_sent() {
+        let model = OpenAiChat::new("m");
+        let body = model.request_body(&request(
+            vec![
+                Message::user("hi"),
+                Message::Assistant {
+                    content: "Checking.".into(),
+                    tool_calls: vec![AssistantToolCall {
+                        id: "c".into(),
+                        name: "x".into(),
+                        arguments: "{}".into(),
+                    }],
+                    thinking: vec![
+                        crate::model::ThinkingBlock::Thinking {
+                            thinking: "secret reasoning".into(),
+                            signature: "sig-value".into(),
+                        },
+                        crate::model::ThinkingBlock::RedactedThinking {
+                            data: "redacted-data".into(),
+                        },
+                    ],
+                },
+            ],
+            Vec::new(),
+        ));
+        let text = body.to_string();
+        for needle in ["thinking", "secret reasoning", "sig-value", "redacted-data"] {
+            assert!(!text.contains(needle), "`{needle}` in {text}");
+        }
+        assert_eq!(
+            body["messages"][1],
+            json!({
+                "role": "assistant",
+                "content": "Checking.",
+                "tool_calls": [{
+                    "id": "c",
+                    "type": "function",
+                    "function": { "name": "x", "arguments": "{}" },
+                }],
+            })
         );
     }
 
