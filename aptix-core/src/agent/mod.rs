@@ -721,6 +721,7 @@ impl Agent {
                             arguments: call.arguments.clone(),
                         })
                         .collect(),
+                    thinking: std::mem::take(&mut turn.thinking),
                 });
                 if turn.tool_calls.is_empty() {
                     reason = DoneReason::Completed;
