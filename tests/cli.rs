@@ -558,3 +558,48 @@ async fn mcp_is_a_subcommand_with_an_address_option() {
         bad.result
     );
 }
+
+/// What `vault_put` was given, by the test that calls it.
+static VAULT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Arguments of `vault_put`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct VaultPut {
+    /// The secret to keep.
+    pub secret: String,
+}
+
+/// Keeps a secret.
+#[aptix::agent_tool(
+    name = "vault_put",
+    usage = "Test tool.",
+    approval = requires_approval,
+    redact = ["/secret"]
+)]
+async fn vault_put(args: VaultPut) -> Result<&'static str, aptix::ToolError> {
+    if let Ok(mut kept) = VAULT.lock() {
+        kept.push(args.secret);
+    }
+    Ok("kept")
+}
+
+/// The approval prompt may hide a declared secret, but the approved call
+/// runs with the real arguments, not with `"[redacted]"`.
+#[tokio::test]
+async fn chat_runs_an_approved_call_with_its_real_arguments() {
+    let catalog = Catalog::builder()
+        .tool::<VaultPutTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let model = Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call("call_vault", "vault_put", r#"{"secret":"s3cr3t-42"}"#),
+        ScriptedTurn::new().text("Kept."),
+    ]));
+    let cli = Cli::new(catalog).shared_model(model.clone());
+    let run = invoke(&cli, &["chat", "--offline"], "Keep it\ny\n").await;
+    assert_eq!(run.code(), ExitCode::SUCCESS, "{}", run.stdout);
+    assert!(!run.stdout.contains("s3cr3t-42"), "{}", run.stdout);
+    let kept = VAULT.lock().map(|kept| kept.clone()).unwrap_or_default();
+    assert_eq!(kept, ["s3cr3t-42"]);
+    assert_eq!(tool_results(&model)[0]["ok"], true);
+}

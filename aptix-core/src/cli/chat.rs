@@ -250,14 +250,16 @@ async fn settle(
 ) -> Result<Envelope, CliError> {
     let name = call.name.as_str();
     let id = call.tool_call_id.as_str();
-    let mut awaiting: Awaiting = call.awaiting.clone();
+    // The call runs with the real payload; the terminal shows it redacted
+    // like every event (what is typed here may be recorded).
+    let mut awaiting: Awaiting = call.unredacted_awaiting();
     loop {
         match awaiting.reason {
             AwaitReason::Approval => {
                 writeln!(
                     stdout,
                     "  ? {name}({}) needs your approval",
-                    awaiting.payload
+                    shown_payload(agent, name, &awaiting)
                 )?;
                 if !confirm(stdin, stdout, "  Approve? [y/N] ")? {
                     return Ok(Envelope::error(
@@ -288,6 +290,19 @@ async fn settle(
     }
 }
 
+/// A suspended call's payload as the terminal shows it: redacted by the
+/// tool's declared policy.
+fn shown_payload(agent: &Agent, name: &str, awaiting: &Awaiting) -> crate::envelope::JsonText {
+    let redaction = agent
+        .executor()
+        .catalog()
+        .get(name)
+        .map_or(crate::tool::Redaction::Undeclared, |definition| {
+            definition.redaction()
+        });
+    crate::agent::redact::redacted_payload(&awaiting.payload, redaction)
+}
+
 /// Asks the person at the terminal for a client's or person's result, until
 /// it is valid JSON that fits the tool's declared output; an empty line or
 /// end of input refuses the call.
@@ -305,7 +320,11 @@ fn answer(
     } else {
         "a client's result"
     };
-    writeln!(stdout, "  ? {name}({}) waits for {who}", awaiting.payload)?;
+    writeln!(
+        stdout,
+        "  ? {name}({}) waits for {who}",
+        shown_payload(agent, name, awaiting)
+    )?;
     let definition = agent.executor().catalog().get(name);
     loop {
         write!(stdout, "  Result as JSON (empty line: refuse): ")?;
