@@ -177,6 +177,9 @@ struct FaultyStore {
     /// The next this many `insert_call`s are applied, then reported as
     /// failed (a lost acknowledgement).
     lose_insert_acks: AtomicUsize,
+    /// Fails the next this many `insert_call`s (before they reach the
+    /// store: nothing is written).
+    fail_inserts: AtomicUsize,
     /// When armed, the first `calls` after a save as `Suspended` reads the
     /// ledger, signals `.0`, and answers only once `.1` is signalled: a run
     /// is held just after its last look for resolutions.
@@ -208,6 +211,7 @@ impl FaultyStore {
             fail_next_calls: AtomicBool::new(false),
             fail_save_number: AtomicUsize::new(0),
             lose_insert_acks: AtomicUsize::new(0),
+            fail_inserts: AtomicUsize::new(0),
             hold_after_suspend: Mutex::new(None),
             hold_next_calls: Mutex::new(None),
             scope: None,
@@ -222,6 +226,7 @@ impl FaultyStore {
             fail_next_calls: AtomicBool::new(false),
             fail_save_number: AtomicUsize::new(0),
             lose_insert_acks: AtomicUsize::new(0),
+            fail_inserts: AtomicUsize::new(0),
             hold_after_suspend: Mutex::new(None),
             hold_next_calls: Mutex::new(None),
             scope: Some(prefix.to_owned()),
@@ -324,6 +329,9 @@ impl Store for FaultyStore {
     }
 
     fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
+        if Self::take(&self.fail_inserts) {
+            return injected();
+        }
         if Self::take(&self.lose_insert_acks) {
             return Box::pin(async move {
                 self.inner.insert_call(record).await?;
@@ -599,6 +607,7 @@ on_every_store!(
     failed_save_after_the_model_turn_leaves_no_unanswered_call,
     lost_insert_acknowledgement_leaves_no_orphan_wait,
     ensure_started_beside_an_ending_run_resumes_once_it_ends,
+    store_error_in_a_resumed_run_is_retried,
     approval_with_changed_arguments_is_visible_to_the_model,
     client_approval_with_changed_arguments_is_visible_to_the_model,
 );
@@ -1309,6 +1318,39 @@ async fn ensure_started_beside_an_ending_run_resumes_once_it_ends(backend: Backe
     let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
     assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 7})]);
     assert_every_call_answered_once(&conversation.messages, "after the run ended");
+}
+
+/// A run resumed after a resolution is stopped by a store error (the
+/// approved call's execution cannot be recorded): it is resumed again,
+/// not left running until a sweep notices its lease ran out.
+async fn store_error_in_a_resumed_run_is_retried(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner);
+    let id = format!("retry-{}", uuid());
+    let (agent, _) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":9}"#),
+            answer("Charged."),
+        ],
+        true,
+    );
+    send(&agent, &id, "charge 9").await;
+    faulty.fail_inserts.store(1, Ordering::SeqCst);
+    agent
+        .resolve(&id, "c1", Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
+    assert_eq!(
+        faulty.fail_inserts.load(Ordering::SeqCst),
+        0,
+        "no insert failed"
+    );
+    assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 9})]);
+    assert_every_call_answered_once(&conversation.messages, "after the retry");
 }
 
 // ---------------------------------------------------------------------------

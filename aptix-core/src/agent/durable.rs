@@ -550,7 +550,7 @@ impl Agent {
                 Ok(Revival::Busy)
             }
             _ => {
-                let revival = self.resume_if_ready(conversation_id).await?;
+                let revival = self.resume_if_ready(conversation_id, 0).await?;
                 if revival == Revival::Busy {
                     // Held by a run of this process that may be past the
                     // point where it looks for resolutions, or claimed by
@@ -707,18 +707,25 @@ impl Agent {
     /// to run out and tries again: a live holder renews its lease and picks
     /// resolutions up itself when it saves, but a dead one never will.
     pub(crate) fn resume_in_background(&self, conversation_id: &str) {
+        self.resume_in_background_after(conversation_id, 0);
+    }
+
+    /// [`Agent::resume_in_background`], counting `failures` store errors
+    /// already met on the way (a resumed run the store stopped retries
+    /// with the same budget).
+    fn resume_in_background_after(&self, conversation_id: &str, failures: u32) {
         let agent = self.clone();
         let conversation_id = conversation_id.to_owned();
         tokio::spawn(async move {
             let Some(durable) = agent.durable() else {
                 return;
             };
-            let mut failures = 0u32;
+            let mut failures = failures;
             loop {
                 // Subscribed before trying, so that the end of a run of this
                 // process between the try and the wait is not missed.
                 let mut released = durable.released.subscribe();
-                let error = match agent.resume_if_ready(&conversation_id).await {
+                let error = match agent.resume_if_ready(&conversation_id, failures).await {
                     Ok(Revival::Busy) => None,
                     Ok(_) => return,
                     Err(error) => Some(error),
@@ -763,7 +770,16 @@ impl Agent {
         });
     }
 
-    async fn resume_if_ready(&self, conversation_id: &str) -> Result<Revival, DurableError> {
+    /// Resumes the conversation now if nothing is pending and nobody holds
+    /// it. A resumed run the store stops is resumed again (with backoff,
+    /// `failures` counting the store errors met so far, at most
+    /// `RESUME_RETRIES`), so a transient store error does not leave the
+    /// conversation to the next sweep.
+    async fn resume_if_ready(
+        &self,
+        conversation_id: &str,
+        failures: u32,
+    ) -> Result<Revival, DurableError> {
         let durable = self.durable().ok_or(DurableError::NoStore)?;
         match durable.store.load_conversation(conversation_id).await? {
             // Finished meanwhile (by the run that held it): nothing to do.
@@ -795,13 +811,32 @@ impl Agent {
             .drive(claimed.conversation, Input::Continue, run);
         let events = durable.events.clone();
         let conversation_id = conversation_id.to_owned();
+        let agent = self.clone();
         tokio::spawn(async move {
+            let mut store_failed = false;
             while let Some(event) = run.next().await {
+                store_failed = matches!(
+                    event,
+                    AgentEvent::Done {
+                        reason: DoneReason::StoreFailed(_),
+                        ..
+                    }
+                );
                 // Nobody listening is fine: the store has everything.
                 let _ = events.send(ConversationEvent {
                     conversation_id: conversation_id.clone(),
                     event,
                 });
+            }
+            drop(run);
+            if store_failed {
+                let failures = failures + 1;
+                if failures > RESUME_RETRIES {
+                    tracing::warn!(%conversation_id, "a resumed run stopped on store errors again; a sweep will continue it");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50 << failures)).await;
+                agent.resume_in_background_after(&conversation_id, failures);
             }
         });
         Ok(Revival::Resumed)
@@ -843,6 +878,7 @@ impl Agent {
                     Ok(settled) => settled,
                     Err(error) => {
                         drop(heartbeat.take());
+                        give_up_lease(durable, &conversation.id).await;
                         drop(active.take());
                         yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
                         return;
@@ -865,6 +901,7 @@ impl Agent {
                 } else {
                     if let Err(error) = durable.save(&conversation, ConversationStatus::Running).await {
                         drop(heartbeat.take());
+                        give_up_lease(durable, &conversation.id).await;
                         drop(active.take());
                         yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
                         return;
@@ -904,6 +941,7 @@ impl Agent {
                 };
                 if let Err(error) = durable.store.save_conversation(&conversation, &durable.owner, status, lease_until).await {
                     drop(heartbeat.take());
+                    give_up_lease(durable, &conversation.id).await;
                     drop(active.take());
                     yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
                     return;
@@ -948,6 +986,20 @@ impl Agent {
                 durable.lease_until(),
             )
             .await
+    }
+}
+
+/// After a store error ended a run: gives up the conversation's lease (it
+/// stays running, as saved last), so that a sweep or `ensure_started`
+/// continues it at once rather than after a whole lease. Best effort: a
+/// store that is down keeps the lease, which then runs out by itself.
+async fn give_up_lease(durable: &Durable, conversation_id: &str) {
+    if let Err(error) = durable
+        .store
+        .renew_lease(conversation_id, &durable.owner, now_ms())
+        .await
+    {
+        tracing::debug!(%conversation_id, %error, "could not give up the lease after a store error");
     }
 }
 
