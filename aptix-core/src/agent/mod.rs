@@ -330,8 +330,9 @@ impl AgentBuilder {
         self
     }
 
-    /// The most bytes one model turn may stream that are kept: its text and
-    /// every call's id, name and arguments (default 8 MiB). Past it the
+    /// The most bytes one model turn may stream that are kept: its text, its
+    /// thinking blocks and every call's id, name and arguments (default
+    /// 8 MiB). Past it the
     /// model call is ended and the run ends with
     /// [`DoneReason::LimitExceeded`], so a model stuck in a loop, or a
     /// hostile endpoint, cannot grow memory without bound.

@@ -83,7 +83,7 @@ impl std::fmt::Display for TurnLimitExceeded {
         match self {
             TurnLimitExceeded::TurnBytes(limit) => write!(
                 f,
-                "the model's turn went past {limit} bytes of text and tool calls (AgentBuilder::max_turn_bytes); the model call was ended"
+                "the model's turn went past {limit} bytes of text, thinking and tool calls (AgentBuilder::max_turn_bytes); the model call was ended"
             ),
             TurnLimitExceeded::ArgumentBytes { limit, tool } => write!(
                 f,
@@ -97,8 +97,9 @@ impl std::fmt::Display for TurnLimitExceeded {
 /// stream that never finishes stops growing at the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnLimits {
-    /// The most bytes kept for the turn: its text, and every call's id, name
-    /// and arguments (each call also counts a fixed overhead).
+    /// The most bytes kept for the turn: its text, its thinking blocks, and
+    /// every call's id, name and arguments (each call and each thinking
+    /// block also counts a fixed overhead).
     pub turn_bytes: usize,
     /// The most bytes of arguments of one call.
     pub argument_bytes: usize,
