@@ -9,7 +9,7 @@ use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::http::HttpPolicy;
 use aptix_core::model::{
     AssistantToolCall, ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent,
-    ModelStream, ToolChoice, Usage,
+    ModelStream, ThinkingBlock, ToolChoice, Usage,
 };
 use aptix_testkit::mock_anthropic::{
     AnthropicTurn, MockAnthropicServer, error_frame, error_response, frame, ping_frame,
@@ -436,7 +436,7 @@ async fn a_connection_closed_early_is_an_error_never_a_finish() -> TestResult {
 }
 
 #[tokio::test]
-async fn pings_unknown_events_thinking_and_trailing_bytes_are_ignored() -> TestResult {
+async fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kept() -> TestResult {
     let mut frames = vec![AnthropicTurn::new().frames()[0].clone(), ping_frame()];
     frames.push(frame(
         "content_block_start",
@@ -475,6 +475,13 @@ async fn pings_unknown_events_thinking_and_trailing_bytes_are_ignored() -> TestR
     let server = MockAnthropicServer::start([ScriptedResponse::sse(frames)]).await?;
     let turn = assemble(&model_for(&server), &ask("time?")).await?;
     assert_eq!(turn.text, "");
+    assert_eq!(
+        turn.thinking,
+        vec![ThinkingBlock::Thinking {
+            thinking: "hmm".into(),
+            signature: "abc".into(),
+        }]
+    );
     assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
     assert_eq!(turn.tool_calls.len(), 1);
     assert_eq!(turn.tool_calls[0].id, "toolu_now");
