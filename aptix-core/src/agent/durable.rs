@@ -650,7 +650,11 @@ impl Agent {
     pub fn spawn_deadline_worker(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
+            // The first sweep comes one period after the start, not at it:
+            // a process that has just started revives its conversations
+            // itself (`revive_all`, `ensure_started`), and a sweep at the
+            // same moment would only race it for the claim.
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticker.tick().await;
