@@ -1253,7 +1253,20 @@ async fn lost_insert_acknowledgement_leaves_no_orphan_wait(backend: Backend) {
     assert_every_call_answered_once(&conversation.messages, "charge");
 
     faulty.lose_insert_acks.store(1, Ordering::SeqCst);
-    send(&agent, &id, "email bob").await;
+    // The resumed run saved the conversation idle; it may not have let go
+    // of it in this process yet.
+    let started = Instant::now();
+    let stream = loop {
+        match agent.send(&id, Input::User("email bob".into())).await {
+            Err(aptix::agent::DurableError::Busy(_))
+                if started.elapsed() < Duration::from_secs(5) =>
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            sent => break sent.unwrap_or_else(|e| panic!("{e}")),
+        }
+    };
+    let _: Vec<AgentEvent> = stream.collect().await;
     assert_eq!(runs_of(&id, "send_email"), vec![json!({"to": "bob"})]);
     let requests = model.requests();
     let last = requests

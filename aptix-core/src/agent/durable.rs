@@ -41,7 +41,8 @@ pub const DEFAULT_CLIENT_GRACE: Duration = Duration::from_secs(10);
 /// another process may take it over.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
 /// How often a durable agent's own worker sweeps the store (see
-/// [`Agent::sweep_deadlines`]): short beside the default client grace, so
+/// [`Agent::sweep_deadlines`]), or every half lease if that is shorter:
+/// short beside the default client grace, so
 /// a headless client call fails close to its deadline, and long enough
 /// that the sweep's few reads stay negligible for the database.
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -128,7 +129,14 @@ impl Durable {
         let (events, _) = broadcast::channel(1024);
         let sweep_every = match settings.sweep_every {
             Some(every) => every,
-            None => settings.resume_on_resolve.then_some(DEFAULT_SWEEP_INTERVAL),
+            // Within half a lease: a conversation whose holder died is
+            // taken over soon after its lease runs out, also with short
+            // leases.
+            None => settings.resume_on_resolve.then_some(
+                DEFAULT_SWEEP_INTERVAL
+                    .min(settings.lease / 2)
+                    .max(Duration::from_millis(10)),
+            ),
         };
         Durable {
             store,
