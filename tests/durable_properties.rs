@@ -1230,6 +1230,12 @@ impl Harness {
                         Ok(Revival::Idle) if stored.status == ConversationStatus::Idle => {
                             // Idle with waits pending: checked above.
                         }
+                        // Between the read above and this call the deadline
+                        // worker resumed the conversation and its next turn
+                        // suspended on a new wait: read again. A conversation
+                        // that keeps answering this without a wait to resolve
+                        // fails below, after 40 rounds.
+                        Ok(Revival::Waiting { .. }) => continue,
                         other => {
                             if checked("reachable") {
                                 return fail(format!(

@@ -176,7 +176,10 @@ pub enum DoneReason {
     /// The model could not be reached or broke its protocol.
     ModelError(ModelError),
     /// The conversation store failed (durable runs only); what was saved
-    /// before stays, and [`Agent::ensure_started`] continues from there.
+    /// before stays, the conversation is left for another run to continue
+    /// (the deadline worker does so within a sweep, or call
+    /// [`Agent::ensure_started`]), and calls left unanswered are settled
+    /// before any new input.
     StoreFailed(String),
     /// A model turn went past a bound set on the builder (the message names
     /// it): the model call was ended and the turn is not kept.
@@ -432,7 +435,8 @@ impl AgentBuilder {
     /// How often this agent sweeps the store for deadlines that passed,
     /// conversations a dead process held, and resolved conversations that
     /// nobody resumed (see [`Agent::sweep_deadlines`]). Default: every
-    /// [`DEFAULT_SWEEP_INTERVAL`](durable::DEFAULT_SWEEP_INTERVAL) when
+    /// [`DEFAULT_SWEEP_INTERVAL`](durable::DEFAULT_SWEEP_INTERVAL), or every
+    /// half lease if that is shorter, when
     /// [`AgentBuilder::resume_on_resolve`] is on, none when it is off (a
     /// process that must not run model calls must not resume conversations
     /// either). `None` turns the worker off; the application then calls
@@ -1004,10 +1008,11 @@ impl Agent {
                         Ok(result) => result,
                         Err(error) => {
                             tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
+                            // The ledger's error means the call did not run.
                             finished(Envelope::error(
                                 ids(),
-                                ErrorCode::Internal,
-                                crate::error::INTERNAL_MESSAGE,
+                                ErrorCode::Failed,
+                                "This call was not run: the conversation store could not record it. Nothing happened; call the tool again if it is still needed.",
                             ))
                         }
                     }
