@@ -345,3 +345,50 @@ async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
     let results = results(&events);
     assert_eq!(results[0].1["ok"], json!(true), "{:?}", results[0].1);
 }
+
+/// In a durable run, a call stopped by the limit kept outside its task
+/// (its tool blocks its thread) has its ledger row closed with the
+/// `timeout` result, not left `executing` for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
+    use aptix::store::{CallState, MemoryStore, Store};
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("s", "stuck", r#"{"millis":1500}"#),
+            ScriptedTurn::new().text("done"),
+        ]))
+        .catalog(catalog())
+        .shared_store(store.clone())
+        .deadline_worker(None)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let events: Vec<AgentEvent> = agent
+        .send("stuck-durable", Input::User("go".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .collect()
+        .await;
+    let results = results(&events);
+    assert_eq!(
+        results[0].1["error"]["code"],
+        json!("timeout"),
+        "{events:?}"
+    );
+    // The close happens beside the run; give it a moment, bounded.
+    let mut rows = Vec::new();
+    for _ in 0..50 {
+        rows = store
+            .calls("stuck-durable")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        if rows.iter().all(|row| row.state != CallState::Executing) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        rows.iter().all(|row| row.state != CallState::Executing),
+        "a row stays executing: {rows:?}"
+    );
+}

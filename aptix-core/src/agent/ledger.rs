@@ -685,9 +685,10 @@ const CLOSE_RETRIES: [Duration; 3] = [
     Duration::from_millis(400),
 ];
 
-/// Keeps trying to close an execution row whose tool ran, so that a store
-/// that recovers ends up holding the result.
-fn close_in_background(
+/// Keeps trying to close an execution row whose call is answered (its tool
+/// ran, or was stopped from outside its task), so that a store that
+/// recovers ends up holding the result.
+pub(crate) fn close_in_background(
     store: Arc<dyn Store>,
     conversation_id: String,
     tool_call_id: String,

@@ -927,6 +927,18 @@ impl Agent {
                         humanize(limit)
                     ),
                 );
+                // The aborted task will never close its ledger row: close
+                // it here with the result the model gets. (Should the tool
+                // still finish in the poll it is stuck in, its own close
+                // finds the row settled and drops its result.)
+                if let Some(ledger) = ledger() {
+                    ledger::close_in_background(
+                        ledger.durable.store.clone(),
+                        conversation_id.to_owned(),
+                        id.clone(),
+                        Some(envelope.to_json_string()),
+                    );
+                }
                 finished(id, name, envelope)
             }
         }
