@@ -49,6 +49,8 @@
 //! [`Tool`] and [`ToolFn`]; the function itself stays callable as written.
 //! On a struct, the struct itself implements [`Tool`].
 
+#![forbid(unsafe_code)]
+
 pub use aptix_core::*;
 pub use aptix_macros::agent_tool;
 

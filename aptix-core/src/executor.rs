@@ -10,8 +10,6 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::marker::PhantomPinned;
-use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -750,118 +748,25 @@ impl<T: Tool> DynTool for SchemaOnlyTool<T> {
 /// What a tool run ends in.
 type RunResult = Result<JsonText, RunFailure>;
 
-/// The most bytes a tool's future may take to be stored inline. The future
-/// of `agent_hello_world` (validation, the function, serialization) takes
-/// 112; every byte here also makes the executor's own future bigger, and
-/// futures are copied as they are awaited, so it is not larger.
-const INLINE_FUTURE: usize = 128;
-
-/// Room for one future, aligned for anything but over-aligned types.
-#[repr(C, align(16))]
-struct InlineSlot(MaybeUninit<[u8; INLINE_FUTURE]>);
-
-/// The future of one type-erased tool run ([`DynTool::run`]).
-///
-/// Like a `Pin<Box<dyn Future + Send>>`, but a future of at most
-/// `INLINE_FUTURE` bytes (validation, a typical tool function and the
-/// serialization of its result) is stored inside this value instead of a
-/// new heap allocation: on the dispatch hot path, the allocation and its
-/// freeing cost as much as the rest of the executor's bookkeeping. Larger
-/// (or over-aligned) futures are boxed as before.
-pub struct RunFuture<'a> {
-    repr: Repr<'a>,
-    /// An inline future may point into itself once polled: never move it.
-    _pinned: PhantomPinned,
-    /// The auto traits and lifetime of the boxed form: `Send`, not `Sync`.
-    _like: PhantomData<BoxFuture<'a, RunResult>>,
-}
-
-enum Repr<'a> {
-    Inline {
-        slot: InlineSlot,
-        /// `poll_inline::<F>` for the `F` in `slot`.
-        poll: unsafe fn(*mut (), &mut Context<'_>) -> Poll<RunResult>,
-        /// `drop_inline::<F>` for the `F` in `slot`.
-        drop: unsafe fn(*mut ()),
-    },
-    Boxed(BoxFuture<'a, RunResult>),
-}
+/// The future of one type-erased tool run ([`DynTool::run`]): the tool's
+/// future, boxed. A boxed future is sound for every tool shape, including
+/// a body that borrows its own locals across an `.await`; storing small
+/// futures inline saved an allocation per call but needed `unsafe` code
+/// that broke the aliasing rules for exactly those bodies.
+pub struct RunFuture<'a>(BoxFuture<'a, RunResult>);
 
 impl<'a> RunFuture<'a> {
-    /// Erases `future`, inline when it fits.
+    /// Erases `future`.
     pub fn new<F: Future<Output = RunResult> + Send + 'a>(future: F) -> Self {
-        let repr = if size_of::<F>() <= size_of::<InlineSlot>()
-            && align_of::<F>() <= align_of::<InlineSlot>()
-        {
-            let mut slot = InlineSlot(MaybeUninit::uninit());
-            // SAFETY: the slot is large and aligned enough for an `F` (checked
-            // just above), and it is uninitialized, so nothing is overwritten.
-            // From here on the slot holds a live `F` until `Drop` drops it;
-            // `poll` and `drop` are the functions for exactly this `F`.
-            unsafe { slot.0.as_mut_ptr().cast::<F>().write(future) };
-            Repr::Inline {
-                slot,
-                poll: poll_inline::<F>,
-                drop: drop_inline::<F>,
-            }
-        } else {
-            Repr::Boxed(Box::pin(future))
-        };
-        RunFuture {
-            repr,
-            _pinned: PhantomPinned,
-            _like: PhantomData,
-        }
+        RunFuture(Box::pin(future))
     }
-}
-
-/// # Safety
-/// `slot` points to a live `F` that stays where it is until it is dropped.
-unsafe fn poll_inline<F: Future<Output = RunResult>>(
-    slot: *mut (),
-    cx: &mut Context<'_>,
-) -> Poll<RunResult> {
-    // SAFETY: the caller guarantees a live `F` that is never moved again:
-    // pinning it is sound.
-    let future = unsafe { Pin::new_unchecked(&mut *slot.cast::<F>()) };
-    future.poll(cx)
-}
-
-/// # Safety
-/// `slot` points to a live `F`, never used again afterwards.
-unsafe fn drop_inline<F>(slot: *mut ()) {
-    // SAFETY: the caller guarantees a live `F`, dropped exactly once.
-    unsafe { slot.cast::<F>().drop_in_place() }
 }
 
 impl Future for RunFuture<'_> {
     type Output = RunResult;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunResult> {
-        // SAFETY: nothing is moved out of `self`: the inline future is
-        // polled where it is (`RunFuture` is `!Unpin`, so a pinned one never
-        // moves again until it is dropped, and `Drop` drops the future in
-        // place).
-        let this = unsafe { self.get_unchecked_mut() };
-        match &mut this.repr {
-            Repr::Inline { slot, poll, .. } => {
-                // SAFETY: `new` put a live `F` in the slot and chose `poll`
-                // for it; it stays there, pinned, until `Drop`.
-                unsafe { poll(slot.0.as_mut_ptr().cast(), cx) }
-            }
-            Repr::Boxed(future) => future.as_mut().poll(cx),
-        }
-    }
-}
-
-impl Drop for RunFuture<'_> {
-    fn drop(&mut self) {
-        if let Repr::Inline { slot, drop, .. } = &mut self.repr {
-            // SAFETY: `new` put a live `F` in the slot and chose `drop` for
-            // it; this is the one place it is dropped, and the slot is not
-            // used afterwards.
-            unsafe { drop(slot.0.as_mut_ptr().cast()) }
-        }
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunResult> {
+        self.0.as_mut().poll(cx)
     }
 }
 
@@ -897,19 +802,14 @@ mod run_future_tests {
         }
     }
 
-    fn is_inline(future: &RunFuture<'_>) -> bool {
-        matches!(future.repr, Repr::Inline { .. })
-    }
-
     #[tokio::test]
-    async fn small_futures_run_inline_and_are_dropped_once() {
+    async fn futures_run_and_are_dropped_once() {
         let drops = AtomicUsize::new(0);
         let future = RunFuture::new(Probe {
             drops: &drops,
             polled: false,
             ballast: [7; 8],
         });
-        assert!(is_inline(&future));
         let result = future.await;
         assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("7"));
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -930,15 +830,30 @@ mod run_future_tests {
         assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
 
+    /// The shape the inline storage got wrong: a body that borrows its
+    /// own local across an `.await`, and writes through the borrow after.
     #[tokio::test]
-    async fn large_futures_are_boxed() {
-        let big = [1u8; 4 * INLINE_FUTURE];
+    async fn a_future_that_borrows_itself_across_an_await_runs() {
+        let future = RunFuture::new(async {
+            let mut local = [1u8; 8];
+            let first: &mut u8 = &mut local[0];
+            tokio::task::yield_now().await;
+            *first = first.wrapping_add(1);
+            JsonText::from_serialize(&local.iter().map(|&b| u32::from(b)).sum::<u32>())
+                .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
+        });
+        let result = future.await;
+        assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("9"));
+    }
+
+    #[tokio::test]
+    async fn large_futures_run() {
+        let big = [1u8; 512];
         let future = RunFuture::new(async move {
             tokio::task::yield_now().await;
             JsonText::from_serialize(&big.iter().map(|&b| u32::from(b)).sum::<u32>())
                 .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
         });
-        assert!(!is_inline(&future));
         let result = future.await;
         assert_eq!(
             result.ok().map(JsonText::into_string).as_deref(),

@@ -18,6 +18,8 @@
 //! | `mcp` | the catalog as an MCP server (feature `mcp`) |
 //! | `cli` (feature `cli`) | the developer CLI: `tools`, `schema`, `call`, `chat`, `mcp` |
 
+#![forbid(unsafe_code)]
+
 pub mod agent;
 pub mod catalog;
 #[cfg(feature = "cli")]

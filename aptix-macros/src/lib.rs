@@ -9,6 +9,8 @@
 //! [`fallback`] emits the errors together with the user's item and a stub,
 //! so the user sees the contract error and not a cascade of follow-ups.
 
+#![forbid(unsafe_code)]
+
 mod check;
 mod expand;
 mod fallback;

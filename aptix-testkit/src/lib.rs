@@ -12,6 +12,8 @@
 //! These helpers panic with a descriptive message on failure, as test
 //! assertions do.
 
+#![forbid(unsafe_code)]
+
 pub mod faulty_store;
 pub mod mock_anthropic;
 pub mod mock_openai;
