@@ -69,7 +69,7 @@ impl JsonText {
         bytes.extend_from_slice(OK_PREFIX.as_bytes());
         serde_json::to_writer(&mut bytes, value)?;
         // serde_json writes only UTF-8 and `OK_PREFIX` is ASCII, so this
-        // check never fails; it is kept rather than skipped with `unsafe`.
+        // check never fails; the crate forbids skipping it.
         let buf =
             String::from_utf8(bytes).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
         let end = buf.len();

@@ -749,10 +749,8 @@ impl<T: Tool> DynTool for SchemaOnlyTool<T> {
 type RunResult = Result<JsonText, RunFailure>;
 
 /// The future of one type-erased tool run ([`DynTool::run`]): the tool's
-/// future, boxed. A boxed future is sound for every tool shape, including
-/// a body that borrows its own locals across an `.await`; storing small
-/// futures inline saved an allocation per call but needed `unsafe` code
-/// that broke the aliasing rules for exactly those bodies.
+/// future, boxed, which is sound for every tool shape, including a body
+/// that borrows its own locals across an `.await`.
 pub struct RunFuture<'a>(BoxFuture<'a, RunResult>);
 
 impl<'a> RunFuture<'a> {
