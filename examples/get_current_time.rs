@@ -2,6 +2,9 @@
 //! with an optional, range-checked parameter.
 //!
 //! `cargo run --example get_current_time`
+// The tool types are `pub` as they would be in a library crate; here they
+// are also included as modules of tests and benches, where nothing re-exports them.
+#![allow(unreachable_pub)]
 
 use aptix::prelude::*;
 use time::format_description::well_known::Rfc3339;

@@ -3,6 +3,9 @@
 //! and sends a `Location` back.
 //!
 //! `cargo run --example get_location`
+// The tool types are `pub` as they would be in a library crate; here they
+// are also included as modules of tests and benches, where nothing re-exports them.
+#![allow(unreachable_pub)]
 
 use aptix::prelude::*;
 

@@ -1,6 +1,9 @@
 //! TUL-011's reference tool, `agent_hello_world`, run through the executor.
 //!
 //! `cargo run --example hello_world`
+// The tool types are `pub` as they would be in a library crate; here they
+// are also included as modules of tests and benches, where nothing re-exports them.
+#![allow(unreachable_pub)]
 
 use aptix::prelude::*;
 use aptix::{Catalog, Executor, ToolCall};

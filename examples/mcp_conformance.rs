@@ -240,9 +240,12 @@ pub struct TestElicitationSep1034Defaults {}
 #[serde(rename_all = "lowercase")]
 #[schemars(inline)]
 pub enum Status {
+    /// In use.
     #[default]
     Active,
+    /// Not in use.
     Inactive,
+    /// Waiting to be used.
     Pending,
 }
 

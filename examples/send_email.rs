@@ -2,6 +2,9 @@
 //! arguments and stops; the function runs only once a person approves.
 //!
 //! `cargo run --example send_email`
+// The tool types are `pub` as they would be in a library crate; here they
+// are also included as modules of tests and benches, where nothing re-exports them.
+#![allow(unreachable_pub)]
 
 use std::sync::Mutex;
 

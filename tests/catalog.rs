@@ -106,6 +106,7 @@ pub struct NoArgs {}
 /// other constant is the same in every probe.
 macro_rules! probe {
     ($ty:ident $(, $konst:ident : $kty:ty = $value:expr)*) => {
+        /// A hand-written probe tool.
         pub struct $ty;
 
         impl aptix::Tool for $ty {

@@ -17,6 +17,7 @@ async fn bare_string(args: String) -> Result<String, ToolError> {
 pub struct Sloppy {
     /// Documented.
     pub documented: String,
+    #[allow(missing_docs)] // the point of the test
     pub undocumented: String,
 }
 
@@ -36,6 +37,7 @@ pub struct Outer {
 /// Inner part.
 #[derive(Deserialize, JsonSchema)]
 pub struct Inner {
+    #[allow(missing_docs)] // the point of the test
     pub bare: u32,
 }
 
@@ -225,6 +227,7 @@ fn an_empty_link_list_explains_the_linker_trap() {
 /// catalog checks what the macro would have refused at compile time.
 macro_rules! hand_tool {
     ($ty:ident, $name:expr, $usage:expr, $description:expr) => {
+        /// A hand-written tool.
         pub struct $ty;
 
         impl aptix::Tool for $ty {

@@ -509,14 +509,14 @@ mod labels {
 
     /// Arguments of `tag_things`.
     #[derive(Deserialize, JsonSchema)]
-    pub struct TagArgs {
+    pub(crate) struct TagArgs {
         /// Free-form labels, any keys.
         pub labels: BTreeMap<String, String>,
     }
 
     /// Tags a thing with labels.
     #[agent_tool(name = "tag_things", usage = "Call to label a thing.")]
-    pub async fn tag_things(args: TagArgs) -> Result<usize, ToolError> {
+    pub(crate) async fn tag_things(args: TagArgs) -> Result<usize, ToolError> {
         Ok(args.labels.len())
     }
 }

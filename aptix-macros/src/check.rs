@@ -11,7 +11,7 @@ use crate::parse::{self, Attr, Key, Parsed, Target};
 use crate::secret;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Executor {
+pub(crate) enum Executor {
     Server,
     Client,
     Human,
@@ -19,38 +19,38 @@ pub enum Executor {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Approval {
+pub(crate) enum Approval {
     Auto,
     RequiresApproval,
 }
 
 /// A declaration that satisfies every rule the macro can check.
-pub struct Tool {
-    pub name: LitStr,
-    pub usage: String,
-    pub description: String,
-    pub executor: Executor,
-    pub approval: Approval,
-    pub output: Option<Type>,
-    pub timeout: Option<(u64, u32)>,
-    pub redaction: Redaction,
-    pub suspend_timeout: Option<(u64, u32)>,
-    pub idempotent: bool,
-    pub title: Option<String>,
-    pub read_only: Option<bool>,
-    pub destructive: Option<bool>,
-    pub open_world: Option<bool>,
-    pub form: Form,
+pub(crate) struct Tool {
+    pub(crate) name: LitStr,
+    pub(crate) usage: String,
+    pub(crate) description: String,
+    pub(crate) executor: Executor,
+    pub(crate) approval: Approval,
+    pub(crate) output: Option<Type>,
+    pub(crate) timeout: Option<(u64, u32)>,
+    pub(crate) redaction: Redaction,
+    pub(crate) suspend_timeout: Option<(u64, u32)>,
+    pub(crate) idempotent: bool,
+    pub(crate) title: Option<String>,
+    pub(crate) read_only: Option<bool>,
+    pub(crate) destructive: Option<bool>,
+    pub(crate) open_world: Option<bool>,
+    pub(crate) form: Form,
 }
 
 /// `redact = [...]`, `log_fields = [...]`, or neither.
-pub enum Redaction {
+pub(crate) enum Redaction {
     Undeclared,
     Deny(Vec<LitStr>),
     Allow(Vec<LitStr>),
 }
 
-pub enum Form {
+pub(crate) enum Form {
     /// An async function: `args` and `ret` are its parameter and return types.
     Fn {
         item: Box<ItemFn>,
@@ -65,12 +65,12 @@ pub enum Form {
 
 /// What fallback needs: the combined errors and, when known, the name of the
 /// type the user expects to exist.
-pub struct Failure {
-    pub error: syn::Error,
-    pub stub: Option<Stub>,
+pub(crate) struct Failure {
+    pub(crate) error: syn::Error,
+    pub(crate) stub: Option<Stub>,
 }
 
-pub enum Stub {
+pub(crate) enum Stub {
     /// Emit `vis struct Ident;` with a placeholder `Tool` impl.
     FnStruct { vis: syn::Visibility, ident: Ident },
     /// Emit a placeholder `Tool` impl for the user's struct (or enum).
@@ -92,7 +92,7 @@ impl Errors {
     }
 }
 
-pub fn check(parsed: Parsed) -> Result<Tool, Failure> {
+pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
     let Parsed {
         attr,
         target,
@@ -627,7 +627,7 @@ fn check_struct(item: Box<ItemStruct>, errors: &mut Errors) -> Option<Form> {
 }
 
 /// `hello_world` → `HelloWorldTool`.
-pub fn struct_ident_for(function: &Ident) -> Ident {
+pub(crate) fn struct_ident_for(function: &Ident) -> Ident {
     let raw = function.to_string();
     let raw = raw.strip_prefix("r#").unwrap_or(&raw);
     let mut pascal = String::with_capacity(raw.len() + 4);
@@ -642,7 +642,7 @@ pub fn struct_ident_for(function: &Ident) -> Ident {
 }
 
 /// `"30s"`, `"500ms"`, `"2m"`, `"1h"`, `"1m30s"` → (seconds, nanoseconds).
-pub fn parse_duration(key: &str, text: &str) -> Result<(u64, u32), String> {
+pub(crate) fn parse_duration(key: &str, text: &str) -> Result<(u64, u32), String> {
     let usage = "write the time limit as a number and a unit: \"500ms\", \"30s\", \"2m\", \"1h\" or combined, \"1m30s\"";
     let text = text.trim();
     if text.is_empty() {

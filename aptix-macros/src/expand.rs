@@ -13,7 +13,7 @@ use syn::{GenericArgument, Ident, PathArguments, Type};
 
 use crate::check::{Approval, Executor, Form, Redaction, Tool};
 
-pub fn expand(tool: &Tool) -> TokenStream {
+pub(crate) fn expand(tool: &Tool) -> TokenStream {
     let rt = runtime(Span::call_site());
     let name = &tool.name;
     let usage = &tool.usage;
@@ -314,7 +314,7 @@ fn unique_name_guard(tool: &Tool) -> TokenStream {
 /// `[A-Za-z0-9_-]`; without `-` the name is used as it is, and a name with
 /// `-` gets another prefix, `_` for each `-` and the `-` positions appended
 /// (`get-weather` → `agent_tool_hyphenated_named_get_weather__hyphens_at_3`).
-pub fn guard_name(name: &str) -> String {
+pub(crate) fn guard_name(name: &str) -> String {
     if !name.contains('-') {
         return format!("agent_tool_named_{name}");
     }

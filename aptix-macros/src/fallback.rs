@@ -13,7 +13,7 @@ use quote::quote;
 
 use crate::check::{Failure, Stub};
 
-pub fn fallback(failure: Failure, item: TokenStream) -> TokenStream {
+pub(crate) fn fallback(failure: Failure, item: TokenStream) -> TokenStream {
     let errors = failure.error.into_compile_error();
     let rt = quote!(::aptix::__private);
     let stub_impl = |ident: &syn::Ident| {

@@ -10,49 +10,49 @@ use syn::parse::{ParseStream, Parser};
 use syn::{Ident, Item, ItemFn, ItemStruct, LitBool, LitStr, Token, Type};
 
 /// One `key = value` of the attribute, with the key's span for errors.
-pub struct Key<T> {
-    pub key: Ident,
-    pub value: T,
+pub(crate) struct Key<T> {
+    pub(crate) key: Ident,
+    pub(crate) value: T,
 }
 
 /// The attribute's keys as written. Each is `None` when absent.
 #[derive(Default)]
-pub struct Attr {
-    pub name: Option<Key<LitStr>>,
-    pub usage: Option<Key<LitStr>>,
-    pub description: Option<Key<LitStr>>,
-    pub executor: Option<Key<Ident>>,
-    pub approval: Option<Key<Ident>>,
-    pub output: Option<Key<Type>>,
-    pub timeout: Option<Key<LitStr>>,
-    pub redact: Option<Key<Vec<LitStr>>>,
-    pub log_fields: Option<Key<Vec<LitStr>>>,
-    pub suspend_timeout: Option<Key<LitStr>>,
-    pub idempotent: Option<Key<LitBool>>,
-    pub title: Option<Key<LitStr>>,
-    pub read_only: Option<Key<LitBool>>,
-    pub destructive: Option<Key<LitBool>>,
-    pub open_world: Option<Key<LitBool>>,
+pub(crate) struct Attr {
+    pub(crate) name: Option<Key<LitStr>>,
+    pub(crate) usage: Option<Key<LitStr>>,
+    pub(crate) description: Option<Key<LitStr>>,
+    pub(crate) executor: Option<Key<Ident>>,
+    pub(crate) approval: Option<Key<Ident>>,
+    pub(crate) output: Option<Key<Type>>,
+    pub(crate) timeout: Option<Key<LitStr>>,
+    pub(crate) redact: Option<Key<Vec<LitStr>>>,
+    pub(crate) log_fields: Option<Key<Vec<LitStr>>>,
+    pub(crate) suspend_timeout: Option<Key<LitStr>>,
+    pub(crate) idempotent: Option<Key<LitBool>>,
+    pub(crate) title: Option<Key<LitStr>>,
+    pub(crate) read_only: Option<Key<LitBool>>,
+    pub(crate) destructive: Option<Key<LitBool>>,
+    pub(crate) open_world: Option<Key<LitBool>>,
     /// Keys that were written but whose value could not be read; already
     /// reported, so `check` must not also call them missing.
-    pub unreadable: Vec<String>,
+    pub(crate) unreadable: Vec<String>,
     /// False when the attribute had a syntax error that may have hidden
     /// keys; `check` then reports no key as missing.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// The attribute's tokens, to point at when a key is missing.
-    pub tokens: TokenStream,
+    pub(crate) tokens: TokenStream,
 }
 
 impl Attr {
     /// Whether a "missing `key`" error is certain: the key is absent, and
     /// not merely unreadable or lost to a syntax error.
-    pub fn surely_missing(&self, key: &str) -> bool {
+    pub(crate) fn surely_missing(&self, key: &str) -> bool {
         self.complete && !self.unreadable.iter().any(|k| k == key)
     }
 
     /// Where to report a missing key: the attribute's arguments, or the
     /// whole attribute when it has none.
-    pub fn missing_key_error(&self, message: impl std::fmt::Display) -> syn::Error {
+    pub(crate) fn missing_key_error(&self, message: impl std::fmt::Display) -> syn::Error {
         if self.tokens.is_empty() {
             syn::Error::new(Span::call_site(), message)
         } else {
@@ -62,7 +62,7 @@ impl Attr {
 }
 
 /// The item the attribute is on.
-pub enum Target {
+pub(crate) enum Target {
     Fn(Box<ItemFn>),
     Struct(Box<ItemStruct>),
     /// Any other item: rejected, but when it is a non-generic type (an enum,
@@ -71,13 +71,13 @@ pub enum Target {
 }
 
 /// Everything parsed, plus the errors found while parsing.
-pub struct Parsed {
-    pub attr: Attr,
-    pub target: Option<Target>,
-    pub errors: Vec<syn::Error>,
+pub(crate) struct Parsed {
+    pub(crate) attr: Attr,
+    pub(crate) target: Option<Target>,
+    pub(crate) errors: Vec<syn::Error>,
 }
 
-pub const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "name",
     "usage",
     "description",
@@ -95,7 +95,7 @@ pub const KEYS: &[&str] = &[
     "open_world",
 ];
 
-pub fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
+pub(crate) fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
     let mut errors = Vec::new();
     let mut parsed_attr = Attr {
         complete: true,
@@ -440,7 +440,7 @@ fn skip_value(input: ParseStream) {
 }
 
 /// The doc comment of an item, joined and trimmed; `None` if empty.
-pub fn doc_comment(attrs: &[syn::Attribute]) -> Option<(String, Span)> {
+pub(crate) fn doc_comment(attrs: &[syn::Attribute]) -> Option<(String, Span)> {
     let mut lines = Vec::new();
     let mut span = None;
     for attr in attrs {

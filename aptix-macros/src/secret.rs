@@ -74,7 +74,7 @@ const TOKENS_CREDENTIAL: &[&str] = &[
 
 /// Whether a field called `name` (snake_case, camelCase, kebab-case or
 /// SCREAMING_CASE) looks like it holds a secret.
-pub fn looks_secret(name: &str) -> bool {
+pub(crate) fn looks_secret(name: &str) -> bool {
     let words = words(name);
     let at = |index: Option<usize>| index.and_then(|i| words.get(i)).map(String::as_str);
     words.iter().enumerate().any(|(i, word)| {

@@ -1504,6 +1504,8 @@ pub async fn suspended_without_pending_lists_settled_waits(store: &dyn Store, pr
     );
 }
 
+/// A transcript of awkward text (combining marks, right-to-left, emoji,
+/// astral characters) for round-trip checks.
 pub fn awkward_transcript() -> Vec<Message> {
     let awkward = "ünïcödé — 中文 — עברית — 👩‍💻🚀 — e\u{301} — 𝄞 — \
                    \"quotes\" \\back\\slash\\ \n\ttab\r\n — nul:\u{0} — del:\u{7f} — \

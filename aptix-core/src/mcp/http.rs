@@ -26,7 +26,7 @@ use super::sessions::CappedSessions;
 use super::{HttpLimits, McpError, McpServer};
 
 /// The path the MCP endpoint is served at.
-pub const PATH: &str = "/mcp";
+pub(crate) const PATH: &str = "/mcp";
 
 /// A running Streamable HTTP server. Dropping the handle leaves the server
 /// running; call [`HttpServer::shutdown`] to stop it.

@@ -2219,35 +2219,35 @@ mod tests {
         use serde::Deserialize;
 
         #[derive(JsonSchema, Deserialize)]
-        pub struct Greet {
+        pub(crate) struct Greet {
             /// Who to greet.
-            pub name: String,
+            pub(crate) name: String,
         }
 
         #[derive(JsonSchema, Deserialize)]
         #[serde(rename_all = "snake_case")]
-        pub enum Color {
+        pub(crate) enum Color {
             Red,
             Green,
             Blue,
         }
 
         #[derive(JsonSchema, Deserialize)]
-        pub struct Inner {
-            pub x: i32,
-            pub next: Option<Box<Inner>>,
+        pub(crate) struct Inner {
+            pub(crate) x: i32,
+            pub(crate) next: Option<Box<Inner>>,
         }
 
         #[derive(JsonSchema, Deserialize)]
-        pub enum Shape {
+        pub(crate) enum Shape {
             Circle { r: f64 },
             Square(f64),
             Empty,
         }
 
         #[derive(JsonSchema, Deserialize)]
-        pub struct Ten {
-            pub id: u32,
+        pub(crate) struct Ten {
+            pub(crate) id: u32,
             pub offset: i64,
             pub ratio: f64,
             pub title: String,
