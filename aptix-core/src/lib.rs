@@ -4,7 +4,8 @@
 //!
 //! | module | holds |
 //! | --- | --- |
-//! | [`tool`] | the `Tool` / `ToolFn` traits, execution mode, approval |
+//! | [`meta`] | what a tool declares: executor kind, approval, [`route`] |
+//! | [`tool`] | the `Tool` / `ToolFn` traits |
 //! | [`context`] | `ToolContext`: ids, cancellation, typed state |
 //! | [`error`] | `ToolError` and the stable `ErrorCode`s |
 //! | [`envelope`] | the `{"ok":…}` result envelope |
@@ -12,7 +13,8 @@
 //! | [`validate`] | argument validation with model-readable rejections |
 //! | [`catalog`] | the linked tool registry and `Catalog` |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
-//! | [`agent`] | the agent loop: `Agent`, `Conversation`, `AgentEvent` |
+//! | [`transcript`] | `Message`, `Conversation` and transcript repair |
+//! | [`agent`] | the agent loop: `Agent`, `AgentEvent` |
 //! | [`model`] | the `ChatModel` port and the one tool-call assembler |
 //! | [`store`] | durable conversations, the call ledger, deadlines |
 //! | `mcp` | the catalog as an MCP server (feature `mcp`) |
@@ -28,6 +30,7 @@ pub mod context;
 pub mod envelope;
 pub mod error;
 pub mod executor;
+pub mod meta;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod model;
@@ -35,23 +38,25 @@ pub mod schema;
 pub mod secrets;
 pub mod store;
 pub mod tool;
+pub mod transcript;
 pub mod validate;
 
 pub use agent::{
-    Agent, AgentEvent, AgentStream, Conversation, DoneReason, Input, Resolution, ResolveError,
-    Resolved,
+    Agent, AgentEvent, AgentStream, DoneReason, Input, Resolution, ResolveError, Resolved,
 };
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
 pub use context::ToolContext;
+pub use meta::{AwaitReason, Route, ServerStep, route};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};
-pub use executor::{AwaitReason, Awaiting, Execution, Executor, Outcome, ToolCall};
+pub use executor::{Awaiting, Execution, Executor, Outcome, ToolCall};
 pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     Annotations, Approval, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs, ToolFn,
     ToolOutput, ToolOutputSchema,
 };
+pub use transcript::Conversation;
 
 #[doc(hidden)]
 pub mod __private;

@@ -7,17 +7,19 @@
 //! mutably and leaves it holding everything the run added, so the caller
 //! persists it, or hands it to the next run.
 
+mod call_ids;
 pub mod durable;
 mod ledger;
 pub mod redact;
 pub mod resolve;
-pub mod transcript;
 
 pub use durable::{
     ClientAttachment, ConversationEvent, DEFAULT_CLIENT_GRACE, DEFAULT_LEASE,
     DEFAULT_SUSPEND_TIMEOUT, DEFAULT_SWEEP_INTERVAL, DurableError, PendingCall, Revival,
 };
 pub use resolve::{Resolution, ResolveError, Resolved};
+// re-export kept while the tree moves
+pub use crate::transcript::Conversation;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,40 +54,6 @@ pub const DEFAULT_MODEL_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The events of one run. Boxed so that it is `Unpin`: `while let Some(event)
 /// = events.next().await` works without pinning it first.
 pub type AgentStream<'a> = std::pin::Pin<Box<dyn Stream<Item = AgentEvent> + Send + 'a>>;
-
-/// A conversation: its id, and the transcript the model sees.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Conversation {
-    /// The conversation id, carried into every tool context and envelope.
-    pub id: String,
-    /// The session id, when the application has one.
-    pub session_id: Option<String>,
-    /// The transcript.
-    pub messages: Vec<Message>,
-}
-
-impl Conversation {
-    /// An empty conversation called `id`.
-    pub fn new(id: impl Into<String>) -> Self {
-        Conversation {
-            id: id.into(),
-            session_id: None,
-            messages: Vec::new(),
-        }
-    }
-
-    /// Sets the session id.
-    pub fn with_session_id(mut self, session_id: impl Into<String>) -> Self {
-        self.session_id = Some(session_id.into());
-        self
-    }
-
-    /// Adds a system message.
-    pub fn with_system(mut self, content: impl Into<String>) -> Self {
-        self.messages.push(Message::system(content));
-        self
-    }
-}
 
 /// What starts a run.
 #[derive(Debug, Clone)]
@@ -633,7 +601,7 @@ impl Agent {
                     reason = DoneReason::Cancelled;
                     break;
                 }
-                let fixes = transcript::repair(&mut conversation.messages, Some(conversation.id.as_str()));
+                let fixes = crate::transcript::repair(&mut conversation.messages, Some(conversation.id.as_str()));
                 if fixes > 0 {
                     tracing::warn!(fixes, "repaired the transcript before the model request");
                 }
@@ -708,7 +676,7 @@ impl Agent {
                 if let Some(turn_usage) = turn.usage {
                     usage += turn_usage;
                 }
-                for (original, renamed) in transcript::make_ids_unique(&mut turn.tool_calls, &conversation.messages) {
+                for (original, renamed) in call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages) {
                     tracing::warn!(
                         model_id = %original,
                         id = %renamed,

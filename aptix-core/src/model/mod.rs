@@ -19,94 +19,8 @@ use serde_json::Value;
 
 use crate::schema::Dialect;
 
-/// One message of a conversation, in provider-neutral form.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
-    /// Instructions for the model.
-    System {
-        /// The instructions.
-        content: String,
-    },
-    /// What the user said.
-    User {
-        /// The text.
-        content: String,
-    },
-    /// What the model said, and the tools it called.
-    Assistant {
-        /// The text (may be empty when the model only called tools).
-        content: String,
-        /// The tool calls, in the model's order.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<AssistantToolCall>,
-        /// The model's extended-thinking blocks, in its order. Anthropic
-        /// rejects the request after a tool-using turn unless they come back
-        /// unchanged, so they are kept with the turn; other providers never
-        /// see them. Absent in conversations stored before they were kept.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        thinking: Vec<ThinkingBlock>,
-    },
-    /// The result of one tool call.
-    Tool {
-        /// The call this answers.
-        tool_call_id: String,
-        /// The tool's name (Gemini and some servers need it).
-        name: String,
-        /// The envelope, as JSON text.
-        content: String,
-        /// Whether the envelope is a failure (Anthropic's `is_error`).
-        is_error: bool,
-    },
-}
-
-impl Message {
-    /// A system message.
-    pub fn system(content: impl Into<String>) -> Self {
-        Message::System {
-            content: content.into(),
-        }
-    }
-
-    /// A user message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Message::User {
-            content: content.into(),
-        }
-    }
-
-    /// An assistant message without thinking blocks.
-    pub fn assistant(content: impl Into<String>, tool_calls: Vec<AssistantToolCall>) -> Self {
-        Message::Assistant {
-            content: content.into(),
-            tool_calls,
-            thinking: Vec::new(),
-        }
-    }
-}
-
-/// One block of a model's extended thinking, kept as the provider sent it.
-///
-/// Serialized exactly as Anthropic's content block (`{"type":"thinking",
-/// "thinking":…,"signature":…}` or `{"type":"redacted_thinking","data":…}`),
-/// which is also how it is stored with the conversation. The signature and
-/// the redacted data are opaque: they are only ever sent back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ThinkingBlock {
-    /// Thinking the model shows.
-    Thinking {
-        /// The thinking text.
-        thinking: String,
-        /// The provider's signature over the text.
-        signature: String,
-    },
-    /// Thinking the provider encrypted.
-    RedactedThinking {
-        /// The encrypted thinking.
-        data: String,
-    },
-}
+// re-export kept while the tree moves
+pub use crate::transcript::{AssistantToolCall, Message, ThinkingBlock};
 
 /// A piece of a thinking block as it streams in, keyed by the block's
 /// `index` in the turn like [`ToolCallDelta`].
@@ -134,17 +48,6 @@ pub enum ThinkingDelta {
         /// The encrypted thinking.
         data: String,
     },
-}
-
-/// A tool call as it stands in the transcript.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AssistantToolCall {
-    /// The call's id, identical in the call and its result.
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments exactly as the model wrote them.
-    pub arguments: String,
 }
 
 /// Which tools the model may or must call.
@@ -293,72 +196,5 @@ pub trait ChatModel: Send + Sync {
     fn hosts_tool(&self, name: &str) -> bool {
         let _ = name;
         false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_conversation_stored_before_thinking_was_kept_still_reads() -> Result<(), serde_json::Error>
-    {
-        let stored = r#"{"id":"c1","session_id":null,"messages":[
-            {"role":"user","content":"hi"},
-            {"role":"assistant","content":"","tool_calls":[{"id":"a","name":"t","arguments":"{}"}]},
-            {"role":"tool","tool_call_id":"a","name":"t","content":"{}","is_error":false},
-            {"role":"assistant","content":"done"}
-        ]}"#;
-        let conversation: crate::agent::Conversation = serde_json::from_str(stored)?;
-        assert_eq!(
-            conversation.messages[1],
-            Message::assistant(
-                "",
-                vec![AssistantToolCall {
-                    id: "a".into(),
-                    name: "t".into(),
-                    arguments: "{}".into(),
-                }],
-            )
-        );
-        assert_eq!(conversation.messages[3], Message::assistant("done", vec![]));
-        // And a message without thinking is written as before.
-        assert_eq!(
-            serde_json::to_value(&conversation.messages[3])?,
-            json!({ "role": "assistant", "content": "done" })
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn thinking_blocks_round_trip_in_anthropic_form() -> Result<(), serde_json::Error> {
-        let message = Message::Assistant {
-            content: String::new(),
-            tool_calls: Vec::new(),
-            thinking: vec![
-                ThinkingBlock::Thinking {
-                    thinking: "a \"quoted\" thought — ü".into(),
-                    signature: "Eq+/=".into(),
-                },
-                ThinkingBlock::RedactedThinking {
-                    data: "Em+/==".into(),
-                },
-            ],
-        };
-        let value = serde_json::to_value(&message)?;
-        assert_eq!(
-            value,
-            json!({
-                "role": "assistant",
-                "content": "",
-                "thinking": [
-                    { "type": "thinking", "thinking": "a \"quoted\" thought — ü", "signature": "Eq+/=" },
-                    { "type": "redacted_thinking", "data": "Em+/==" },
-                ],
-            })
-        );
-        assert_eq!(serde_json::from_value::<Message>(value)?, message);
-        Ok(())
     }
 }

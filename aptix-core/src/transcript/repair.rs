@@ -6,12 +6,11 @@
 //! a result for a call that was never made), so before every model request
 //! the transcript is repaired deterministically instead of trusted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
+use super::Message;
 use crate::envelope::{Envelope, EnvelopeIds};
 use crate::error::ErrorCode;
-use crate::model::Message;
-use crate::model::assembly::AssembledCall;
 
 /// The message a call with no result gets.
 pub const INTERRUPTED_MESSAGE: &str = "The call was interrupted before it produced a result. Call the tool again if it is still needed.";
@@ -111,47 +110,6 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
     (changes, looked)
 }
 
-/// Gives every call of a new turn an id no earlier call of the
-/// conversation has, nor an earlier call of the same turn. Models (and
-/// OpenAI-compatible servers) sometimes reuse ids; two calls with one id
-/// cannot each be answered, and a result would be taken for the wrong
-/// call. Returns each renaming, `(model's id, id used)`.
-///
-/// A renamed id is the model's id with `-2`, `-3`, … appended, or a fresh
-/// `call_<uuid>` when that would be longer than 40 bytes or the model's id
-/// holds characters outside `[A-Za-z0-9_-]`: every provider accepts either.
-pub(crate) fn make_ids_unique(
-    calls: &mut [AssembledCall],
-    earlier: &[Message],
-) -> Vec<(String, String)> {
-    let mut used: HashSet<String> = earlier
-        .iter()
-        .flat_map(|message| match message {
-            Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
-            _ => &[],
-        })
-        .map(|call| call.id.clone())
-        .collect();
-    let mut renamed = Vec::new();
-    for call in calls {
-        if used.insert(call.id.clone()) {
-            continue;
-        }
-        let plain = call
-            .id
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
-        let suffixed = (2usize..)
-            .map(|n| format!("{}-{n}", call.id))
-            .take_while(|id| plain && id.len() <= 40)
-            .find(|id| !used.contains(id));
-        let id = suffixed.unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
-        used.insert(id.clone());
-        renamed.push((std::mem::replace(&mut call.id, id.clone()), id));
-    }
-    renamed
-}
-
 /// The error result of a call that never finished.
 pub fn interrupted(tool_call_id: &str, name: &str, conversation_id: Option<&str>) -> Message {
     let envelope = Envelope::error(
@@ -174,7 +132,7 @@ pub fn interrupted(tool_call_id: &str, name: &str, conversation_id: Option<&str>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::AssistantToolCall;
+    use crate::transcript::AssistantToolCall;
 
     fn call(id: &str) -> AssistantToolCall {
         AssistantToolCall {
