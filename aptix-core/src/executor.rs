@@ -23,8 +23,10 @@ use crate::catalog::{BoxFuture, Catalog, DynTool, RunFailure};
 use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText, closing_len};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE, ToolError};
+pub use crate::meta::AwaitReason;
+use crate::meta::{Approval, ExecutorKind, ServerStep, route};
 use crate::schema::{DefinitionError, ToolDefinition};
-use crate::tool::{Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
+use crate::tool::{SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
 
 /// The time limit of a call whose tool declares none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,18 +55,6 @@ impl ToolCall {
             arguments: arguments.into(),
         }
     }
-}
-
-/// Who a suspended call is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AwaitReason {
-    /// A person must approve the call.
-    Approval,
-    /// A client must execute the prepared payload and send the result.
-    Client,
-    /// A person must answer; the answer is the result.
-    Human,
 }
 
 /// A call whose server step succeeded and that now waits for someone else.
@@ -231,16 +221,12 @@ impl Executor {
         } else {
             definition.approval()
         };
-        let mode = (definition.executor(), approval);
-        let result = match mode {
-            (ExecutorKind::Provider, _) => {
+        let route = route(definition.executor(), approval);
+        let result = match route.step {
+            ServerStep::PassThrough => {
                 return execution(call, definition, Outcome::PassThrough);
             }
-            // A gated server tool's code is the action itself: only validate
-            // before the approval. (A gated client tool's preflight runs
-            // first, since it only shapes the payload the approver sees and
-            // the client then executes; it may also refuse the call.)
-            (ExecutorKind::Server, Approval::RequiresApproval) => {
+            ServerStep::Validate => {
                 let _entered = span.as_ref().map(tracing::Span::enter);
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
                     entry.tool.validate_only(&call.arguments)
@@ -248,7 +234,7 @@ impl Executor {
                 .map_err(Guarded::Panicked)
                 .and_then(|inner| inner.map_err(Guarded::Failed))
             }
-            _ => {
+            ServerStep::Run => {
                 // The guarded run, written out here rather than awaited as a
                 // future of its own: one less future to copy per call.
                 let token = ctx.cancellation();
@@ -293,21 +279,11 @@ impl Executor {
                 return execution(call, definition, Outcome::Final(envelope));
             }
         };
-        let (reason, then) = match mode {
-            (ExecutorKind::Server, Approval::Auto) => {
-                let envelope = Envelope::ok_in(ids, payload, ctx);
-                return execution(call, definition, Outcome::Final(envelope));
-            }
-            (ExecutorKind::Provider, _) => {
-                return execution(call, definition, Outcome::PassThrough);
-            }
-            (ExecutorKind::Server, Approval::RequiresApproval) => (AwaitReason::Approval, None),
-            (ExecutorKind::Client, Approval::RequiresApproval) => {
-                (AwaitReason::Approval, Some(AwaitReason::Client))
-            }
-            (ExecutorKind::Client, Approval::Auto) => (AwaitReason::Client, None),
-            (ExecutorKind::Human, _) => (AwaitReason::Human, None),
+        let Some(reason) = route.awaits else {
+            let envelope = Envelope::ok_in(ids, payload, ctx);
+            return execution(call, definition, Outcome::Final(envelope));
         };
+        let then = route.then;
         let awaiting = Awaiting {
             reason,
             then,

@@ -11,132 +11,14 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
+
+pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation};
 use serde::de::DeserializeOwned;
 
 use crate::catalog::DynTool;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::schema::{DefinitionError, ToolDefinition};
-
-/// Where a tool's final behaviour happens (the seeds' execution mode).
-///
-/// Every call is still mediated by the server: arguments are parsed and
-/// validated here before anything else sees them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecutorKind {
-    /// The server runs the tool and its result goes straight back to the model.
-    Server,
-    /// The server validates and shapes a payload; a client (browser, IDE) runs it.
-    Client,
-    /// A person answers; the answer is the result.
-    Human,
-    /// The model provider runs it (e.g. hosted web search); never dispatched here.
-    Provider,
-}
-
-impl ExecutorKind {
-    /// The attribute spelling (`server`, `client`, `human`, `provider`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ExecutorKind::Server => "server",
-            ExecutorKind::Client => "client",
-            ExecutorKind::Human => "human",
-            ExecutorKind::Provider => "provider",
-        }
-    }
-}
-
-/// Whether a person must approve a call before it proceeds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Approval {
-    /// The call proceeds without asking anyone.
-    Auto,
-    /// The call waits for an approval; only valid for server and client tools
-    /// (a human tool already asks a person; a provider tool never stops here).
-    RequiresApproval,
-}
-
-impl Approval {
-    /// The attribute spelling (`auto`, `requires_approval`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Approval::Auto => "auto",
-            Approval::RequiresApproval => "requires_approval",
-        }
-    }
-}
-
-/// What a tool's calls do, as hints for clients that decide whether to ask
-/// a person first (the MCP tool annotations). Hints only: never a security
-/// boundary, since a tool's author writes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub struct Annotations {
-    /// It changes nothing.
-    pub read_only: bool,
-    /// A change it makes may destroy or overwrite (meaningless when read-only).
-    pub destructive: bool,
-    /// Calling it again with the same arguments has no further effect.
-    pub idempotent: bool,
-    /// It interacts with an open world (the web), not a closed set of things.
-    pub open_world: bool,
-}
-
-/// Which values of a tool's arguments and result events and logs may show.
-///
-/// The pointers (RFC 6901, e.g. `/card/number`) apply to the arguments and
-/// to the result alike; a pointer covers the value it points at and
-/// everything under it. Whatever is hidden reads `"[redacted]"`. This
-/// governs what this process shows (agent events, suspended payloads in
-/// events, error envelopes in events); the tool, the model and whoever
-/// must act on a suspended call (an approver, a client) see the real values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Redaction {
-    /// Neither key was declared: everything is shown. A tool whose
-    /// argument or output fields look secret cannot stay undeclared (see
-    /// [`crate::secrets::undeclared_secrets`]).
-    Undeclared,
-    /// `redact = [...]`: everything is shown except these values.
-    /// `redact = []` declares that nothing in the tool is secret.
-    Deny(&'static [&'static str]),
-    /// `log_fields = [...]`: only these values are shown; everything else
-    /// is hidden, including fields added to the tool later.
-    Allow(&'static [&'static str]),
-}
-
-impl Redaction {
-    /// Whether the tool declared a policy (`redact` or `log_fields`).
-    pub const fn is_declared(self) -> bool {
-        !matches!(self, Redaction::Undeclared)
-    }
-
-    /// Whether anything is hidden: a non-empty `redact`, or any `log_fields`.
-    pub const fn hides_anything(self) -> bool {
-        match self {
-            Redaction::Undeclared => false,
-            Redaction::Deny(pointers) => !pointers.is_empty(),
-            Redaction::Allow(_) => true,
-        }
-    }
-}
-
-/// Where a tool was declared, so that catalog errors can point at source code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SourceLocation {
-    /// `file!()` of the declaration.
-    pub file: &'static str,
-    /// `line!()` of the declaration.
-    pub line: u32,
-    /// `module_path!()` of the declaration.
-    pub module_path: &'static str,
-}
-
-impl std::fmt::Display for SourceLocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{} ({})", self.file, self.line, self.module_path)
-    }
-}
 
 /// A tool an LLM may call. Implemented by `#[agent_tool]`; implementing it by
 /// hand is possible but the macro's compile-time checks are then yours to do.

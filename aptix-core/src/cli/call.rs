@@ -112,7 +112,10 @@ pub(super) async fn run(
             Outcome::Awaiting(awaiting) => {
                 let who = match awaiting.reason {
                     AwaitReason::Human => "a person must answer it; the answer becomes the result",
-                    _ => "a client (browser, app) must run its payload and send the result back",
+                    AwaitReason::Client => {
+                        "a client (browser, app) must run its payload and send the result back"
+                    }
+                    AwaitReason::Approval => "it waits for an approval",
                 };
                 writeln!(
                     stderr,

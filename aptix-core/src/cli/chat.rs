@@ -20,12 +20,12 @@ use crate::context::ToolContext;
 use crate::envelope::Envelope;
 use crate::error::ErrorCode;
 use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
+use crate::meta::ServerStep;
 use crate::model::openai::OpenAiChat;
 use crate::model::{
     ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
 };
 use crate::schema::Dialect;
-use crate::tool::ExecutorKind;
 
 /// The id of the chat's conversation: in every tool context and envelope.
 const CONVERSATION_ID: &str = "cli-chat";
@@ -114,7 +114,8 @@ fn hosted_or_local(catalog: &Catalog, model: &dyn ChatModel) -> Catalog {
     let kept: Vec<_> = catalog
         .definitions()
         .filter(|definition| {
-            definition.executor() != ExecutorKind::Provider || model.hosts_tool(definition.name())
+            definition.route().step != ServerStep::PassThrough
+                || model.hosts_tool(definition.name())
         })
         .filter_map(|definition| catalog.entry(definition.name()))
         .collect();

@@ -24,8 +24,8 @@ use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeError, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{AwaitReason, Executor, Outcome, ToolCall};
+use crate::meta::ServerStep;
 use crate::schema::ToolDefinition;
-use crate::tool::ExecutorKind;
 
 /// The MCP server handler: `tools/list`, `tools/call` and
 /// `logging/setLevel` over an [`Executor`]. Cheap to clone; clones share
@@ -271,7 +271,8 @@ impl AptixMcpHandler {
             }
         };
         match awaiting.reason {
-            AwaitReason::Approval if awaiting.then.is_none() => {
+            // A gated client call goes on to its client, which MCP cannot reach.
+            AwaitReason::Approval if !definition.route().reaches_client() => {
                 let question = elicit::approval(definition, &awaiting.payload);
                 let binding = elicit::binding(definition, question.key, &awaiting.payload);
                 let answer = match self
@@ -510,10 +511,10 @@ impl ServerHandler for AptixMcpHandler {
             request_id = %request_id_text(&context.id),
             executor = definition.executor().as_str(),
         );
-        debug_assert!(matches!(
-            definition.executor(),
-            ExecutorKind::Server | ExecutorKind::Human
-        ));
+        debug_assert!({
+            let route = definition.route();
+            route.step != ServerStep::PassThrough && !route.reaches_client()
+        });
         let call = ToolCall::new(tool_call_id, definition.name(), arguments);
         self.run(&request, &context, definition, call)
             .instrument(span)

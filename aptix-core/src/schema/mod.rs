@@ -161,6 +161,13 @@ impl ToolDefinition {
         self.approval
     }
 
+    /// What runs on the server for a call of this tool, and who is awaited
+    /// after it (see [`crate::meta::route`]). A call a person approved is
+    /// routed as `route(executor, Approval::Auto)`.
+    pub fn route(&self) -> crate::meta::Route {
+        crate::meta::route(self.executor, self.approval)
+    }
+
     /// The tool's own time limit, if declared.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
