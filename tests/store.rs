@@ -38,6 +38,9 @@ const CASES: &[&str] = &[
     "transcript_round_trip",
     "concurrent_transition_one_winner",
     "concurrent_claim_one_winner",
+    "batch_applies_every_write",
+    "batch_refused_write_undoes_the_batch",
+    "concurrent_batches_one_winner",
 ];
 
 /// A name no other test, run or process uses: rows of a shared PostgreSQL
@@ -186,6 +189,9 @@ every_backend!(
     transcript_round_trip,
     concurrent_transition_one_winner,
     concurrent_claim_one_winner,
+    batch_applies_every_write,
+    batch_refused_write_undoes_the_batch,
+    concurrent_batches_one_winner,
 );
 
 #[test]
@@ -362,4 +368,71 @@ async fn postgres_concurrent_connects_to_a_new_database() {
             panic!("a concurrent connect failed: {error}");
         }
     }
+}
+
+/// A statement that fails in the middle of a batch (here a trigger that
+/// aborts the insert of one call) fails the batch and leaves none of its
+/// writes behind, also those before the failing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing() {
+    use aptix::store::{Applied, Batch, StoreError, Write};
+    use sqlx::Executor as _;
+
+    let file = TempDb::new("mid-batch");
+    let store = SqliteStore::open(&file.0).await.expect("open");
+    let raw = sqlx::SqlitePool::connect(&format!("sqlite://{}", file.0.display()))
+        .await
+        .expect("a second connection");
+    raw.execute(
+        "CREATE TRIGGER refuse_boom BEFORE INSERT ON aptix_calls
+         WHEN NEW.tool = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END",
+    )
+    .await
+    .expect("the trigger");
+    raw.close().await;
+
+    let conversation = Conversation::new("conv-mid");
+    let fine = CallRecord {
+        conversation_id: "conv-mid".to_owned(),
+        tool_call_id: "call_1".to_owned(),
+        step: Step::Approval,
+        tool: "fine".to_owned(),
+        arguments: "{}".to_owned(),
+        payload: "{}".to_owned(),
+        state: CallState::Pending,
+        outcome: None,
+        deadline: None,
+        created_at: 1,
+        updated_at: 1,
+    };
+    let boom = CallRecord {
+        tool_call_id: "call_2".to_owned(),
+        tool: "boom".to_owned(),
+        ..fine.clone()
+    };
+    let batch = Batch::new()
+        .with(Write::EnsureConversation(&conversation))
+        .with(Write::InsertCall(&fine))
+        .with(Write::InsertCall(&boom));
+    match store.apply(&batch).await {
+        Err(StoreError::Backend(error)) => {
+            assert!(error.to_string().contains("boom refused"), "{error}")
+        }
+        other => panic!("expected the trigger's error, got {other:?}"),
+    }
+    assert_eq!(
+        store.load_conversation("conv-mid").await.expect("load"),
+        None
+    );
+    assert_eq!(store.calls("conv-mid").await.expect("calls"), []);
+    // The store is usable afterwards: the failed transaction was rolled back.
+    let batch = Batch::new()
+        .with(Write::EnsureConversation(&conversation))
+        .with(Write::InsertCall(&fine));
+    assert_eq!(
+        store.apply(&batch).await.expect("apply"),
+        Applied::All { claimed: None }
+    );
+    assert_eq!(store.calls("conv-mid").await.expect("calls"), [fine]);
+    store.close().await;
 }

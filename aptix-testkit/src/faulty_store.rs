@@ -10,20 +10,25 @@
 //! store.fail(StoreOp::Transition, Fault::once().after_applying());
 //! // Every `save_conversation` fails until `heal()`.
 //! store.fail(StoreOp::SaveConversation, Fault::always());
+//! // The next batch fails whole: none of its writes is applied.
+//! store.fail(StoreOp::Apply, Fault::once());
 //! ```
 //!
 //! Rules are independent: each counts the operations of its own kind from
-//! the moment it was added. An injected failure is a
+//! the moment it was added. The wrapper also counts every operation it
+//! passes on ([`FaultyStore::take_counts`]), so a test can assert how many
+//! commits a piece of work costs. An injected failure is a
 //! [`StoreError::Backend`] whose source is [`InjectedFailure`], so a test
 //! can tell it from a real one.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aptix_core::Conversation;
 use aptix_core::store::{
-    CallRecord, CallState, ConversationStatus, Step, Store, StoreError, StoreFuture,
-    StoredConversation,
+    Applied, Batch, CallRecord, CallState, ConversationStatus, Step, Store, StoreError,
+    StoreFuture, StoredConversation,
 };
 
 /// One kind of [`Store`] operation, named after its method.
@@ -55,11 +60,13 @@ pub enum StoreOp {
     DueCalls,
     /// [`Store::suspended_without_pending`].
     SuspendedWithoutPending,
+    /// [`Store::apply`]: a whole batch, failed (or passed) as one.
+    Apply,
 }
 
 impl StoreOp {
     /// Every kind, in declaration order (for property-test strategies).
-    pub const ALL: [StoreOp; 13] = [
+    pub const ALL: [StoreOp; 14] = [
         StoreOp::CreateConversation,
         StoreOp::LoadConversation,
         StoreOp::ClaimConversation,
@@ -73,6 +80,7 @@ impl StoreOp {
         StoreOp::SetDeadline,
         StoreOp::DueCalls,
         StoreOp::SuspendedWithoutPending,
+        StoreOp::Apply,
     ];
 
     /// Whether the operation changes the store (so that
@@ -87,6 +95,7 @@ impl StoreOp {
                 | StoreOp::InsertCall
                 | StoreOp::Transition
                 | StoreOp::SetDeadline
+                | StoreOp::Apply
         )
     }
 }
@@ -202,6 +211,46 @@ pub struct FaultyStore<S> {
     inner: S,
     rules: Mutex<Vec<Rule>>,
     injected: AtomicU64,
+    counts: Mutex<BTreeMap<StoreOp, u64>>,
+}
+
+/// How many operations of each kind a [`FaultyStore`] was asked for,
+/// failed ones included.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpCounts(pub BTreeMap<StoreOp, u64>);
+
+impl OpCounts {
+    /// Operations of every kind.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// Operations that change the store: each is one transaction, so one
+    /// commit (one `fsync` for SQLite with `synchronous=FULL`).
+    pub fn commits(&self) -> u64 {
+        self.0
+            .iter()
+            .filter(|(op, _)| op.writes())
+            .map(|(_, count)| count)
+            .sum()
+    }
+
+    /// Operations of kind `op`.
+    pub fn of(&self, op: StoreOp) -> u64 {
+        self.0.get(&op).copied().unwrap_or(0)
+    }
+}
+
+impl std::fmt::Display for OpCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} operations, {} commits", self.total(), self.commits())?;
+        let mut separator = ": ";
+        for (op, count) in &self.0 {
+            write!(f, "{separator}{op:?} {count}")?;
+            separator = ", ";
+        }
+        Ok(())
+    }
 }
 
 impl<S: Store> FaultyStore<S> {
@@ -211,6 +260,7 @@ impl<S: Store> FaultyStore<S> {
             inner,
             rules: Mutex::new(Vec::new()),
             injected: AtomicU64::new(0),
+            counts: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -244,6 +294,16 @@ impl<S: Store> FaultyStore<S> {
         self.injected.load(Ordering::Relaxed)
     }
 
+    /// The operations asked for since the last call (or since the wrapper
+    /// was made), and starts counting afresh.
+    pub fn take_counts(&self) -> OpCounts {
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        OpCounts(std::mem::take(&mut *counts))
+    }
+
     fn lock_rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
         self.rules
             .lock()
@@ -253,6 +313,12 @@ impl<S: Store> FaultyStore<S> {
     /// Counts the operation against every rule of its kind; the first rule
     /// due to fire decides.
     fn verdict(&self, op: StoreOp) -> Verdict {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(op)
+            .or_default() += 1;
         let mut rules = self.lock_rules();
         let mut verdict = Verdict::Pass;
         for rule in rules.iter_mut().filter(|rule| rule.op == op) {
@@ -427,6 +493,14 @@ impl<S: Store> Store for FaultyStore<S> {
             self.inner.suspended_without_pending(limit)
         })
     }
+
+    fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
+        // An empty batch commits nothing, so it is not counted as one.
+        if batch.is_empty() {
+            return Box::pin(std::future::ready(Ok(Applied::All { claimed: None })));
+        }
+        self.run(StoreOp::Apply, || self.inner.apply(batch))
+    }
 }
 
 #[cfg(test)]
@@ -490,5 +564,41 @@ mod tests {
             store.inner().load_conversation("c").await,
             Ok(Some(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted() {
+        use aptix_core::store::{Batch, Write};
+
+        let store = FaultyStore::new(MemoryStore::new());
+        let conversation = Conversation::new("c");
+        let batch = Batch::new()
+            .with(Write::EnsureConversation(&conversation))
+            .with(Write::ClaimConversation {
+                id: "c",
+                owner: "me",
+                now: 1,
+                lease_until: 5,
+            });
+        store.fail(StoreOp::Apply, Fault::once());
+        assert!(matches!(
+            store.apply(&batch).await,
+            Err(StoreError::Backend(source)) if source.is::<InjectedFailure>()
+        ));
+        assert!(matches!(
+            store.inner().load_conversation("c").await,
+            Ok(None)
+        ));
+        assert!(matches!(
+            store.apply(&batch).await,
+            Ok(Applied::All { claimed: Some(_) })
+        ));
+        assert!(matches!(store.apply(&Batch::new()).await, Ok(_)));
+        assert!(matches!(store.load_conversation("c").await, Ok(Some(_))));
+        let counts = store.take_counts();
+        assert_eq!(counts.of(StoreOp::Apply), 2, "{counts}");
+        assert_eq!(counts.commits(), 2, "an empty batch commits nothing");
+        assert_eq!(counts.total(), 3, "{counts}");
+        assert_eq!(store.take_counts().total(), 0, "taking starts afresh");
     }
 }

@@ -28,7 +28,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use aptix_core::Conversation;
 use aptix_core::model::{AssistantToolCall, Message};
 use aptix_core::store::{
-    CallRecord, CallState, ConversationStatus, Step, Store, StoreError, StoredConversation,
+    Applied, Batch, CallRecord, CallState, ConversationStatus, Step, Store, StoreError,
+    StoredConversation, Write,
 };
 use tokio::sync::Barrier;
 
@@ -78,6 +79,9 @@ pub fn cases() -> Vec<(&'static str, Case)> {
         by_ref!(transcript_round_trip),
         shared!(concurrent_transition_one_winner),
         shared!(concurrent_claim_one_winner),
+        by_ref!(batch_applies_every_write),
+        by_ref!(batch_refused_write_undoes_the_batch),
+        shared!(concurrent_batches_one_winner),
     ]
 }
 
@@ -1725,6 +1729,381 @@ pub async fn concurrent_claim_one_winner(store: Arc<dyn Store>, prefix: &str) {
             load(&*store, &id).await.owner.as_deref(),
             Some(winners[0].as_str()),
             "round {round}: the winner holds the conversation"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- batches
+
+/// A batch applies its writes in order (a claim, then a save under that
+/// claim, calls inserted, moved and given deadlines), reports the claimed
+/// conversation, and an empty batch changes nothing.
+pub async fn batch_applies_every_write(store: &dyn Store, prefix: &str) {
+    assert_eq!(
+        ok(store.apply(&Batch::new()).await, "apply(empty)"),
+        Applied::All { claimed: None },
+        "an empty batch applies"
+    );
+    let id = format!("{prefix}-batch");
+    let fresh = conversation(&id, "first");
+    let approval = record(
+        &id,
+        "call_1",
+        Step::Approval,
+        CallState::Pending,
+        10,
+        Some(50),
+    );
+    let execution = record(
+        &id,
+        "call_1",
+        Step::Execution,
+        CallState::Executing,
+        11,
+        None,
+    );
+    let mut saved = fresh.clone();
+    saved.messages.push(Message::user("second"));
+
+    // Create and claim in one transaction: a send's start.
+    let batch =
+        Batch::new()
+            .with(Write::EnsureConversation(&fresh))
+            .with(Write::ClaimConversation {
+                id: &id,
+                owner: "owner-a",
+                now: 1_000,
+                lease_until: 60_000,
+            });
+    let claimed = match ok(store.apply(&batch).await, "apply(ensure, claim)") {
+        Applied::All {
+            claimed: Some(claimed),
+        } => claimed,
+        other => panic!("ensure + claim of a new conversation: {other:?}"),
+    };
+    assert_eq!(claimed.conversation, fresh);
+    assert_eq!(claimed.status, ConversationStatus::Running);
+    assert_eq!(claimed.owner.as_deref(), Some("owner-a"));
+    assert_eq!(claimed, load(store, &id).await, "the claim is stored");
+
+    // Ensure of an existing conversation leaves it as it is.
+    let other = conversation(&id, "not stored");
+    assert!(
+        ok(
+            store
+                .apply(&Batch::new().with(Write::EnsureConversation(&other)))
+                .await,
+            "apply(ensure existing)"
+        )
+        .is_all(),
+        "ensuring an existing conversation is not refused"
+    );
+    assert_eq!(load(store, &id).await, claimed, "ensure changed nothing");
+
+    // A suspension: the wait and the transcript together.
+    let batch = Batch::new()
+        .with(Write::InsertCall(&approval))
+        .with(Write::SaveConversation {
+            conversation: &saved,
+            owner: "owner-a",
+            status: ConversationStatus::Suspended,
+            lease_until: 0,
+        });
+    assert_eq!(
+        ok(store.apply(&batch).await, "apply(insert, save)"),
+        Applied::All { claimed: None }
+    );
+    let stored = load(store, &id).await;
+    assert_eq!(stored.conversation, saved);
+    assert_eq!(stored.status, ConversationStatus::Suspended);
+    assert_eq!(stored.owner, None, "a suspended save gives up the hold");
+    assert!(stored.version > claimed.version);
+    assert_eq!(entry(store, &approval).await, approval);
+
+    // A resolution: the wait resolved, its execution recorded, the
+    // conversation taken, a deadline moved, at once.
+    let mut batch = Batch::new();
+    batch
+        .push(Write::Transition {
+            conversation_id: &id,
+            tool_call_id: "call_1",
+            step: Step::Approval,
+            from: CallState::Pending,
+            to: CallState::Resolved,
+            outcome: Some(r#""approve""#),
+            now: 20,
+        })
+        .push(Write::InsertCall(&execution))
+        .push(Write::ClaimConversation {
+            id: &id,
+            owner: "owner-b",
+            now: 2_000,
+            lease_until: 70_000,
+        });
+    assert_eq!(batch.len(), 3);
+    match ok(
+        store.apply(&batch).await,
+        "apply(transition, insert, claim)",
+    ) {
+        Applied::All {
+            claimed: Some(claimed),
+        } => assert_eq!(claimed.owner.as_deref(), Some("owner-b")),
+        other => panic!("a resolution batch: {other:?}"),
+    }
+    let resolved = entry(store, &approval).await;
+    assert_eq!(resolved.state, CallState::Resolved);
+    assert_eq!(resolved.outcome.as_deref(), Some(r#""approve""#));
+    assert_eq!(resolved.updated_at, 20);
+    assert_eq!(entry(store, &execution).await, execution);
+
+    let waiting = record(
+        &id,
+        "call_2",
+        Step::Client,
+        CallState::Pending,
+        30,
+        Some(40),
+    );
+    let batch = Batch::new()
+        .with(Write::InsertCall(&waiting))
+        .with(Write::SetDeadline {
+            conversation_id: &id,
+            tool_call_id: "call_2",
+            step: Step::Client,
+            deadline: Some(99),
+        });
+    assert!(ok(store.apply(&batch).await, "apply(insert, deadline)").is_all());
+    assert_eq!(entry(store, &waiting).await.deadline, Some(99));
+}
+
+/// A batch whose write is refused (a lost claim, a save by a process that
+/// does not hold the conversation, a duplicate call, a transition from the
+/// wrong state, a deadline of a settled wait) names that write and leaves
+/// nothing of the batch behind, also what the writes before it did.
+pub async fn batch_refused_write_undoes_the_batch(store: &dyn Store, prefix: &str) {
+    let id = format!("{prefix}-held");
+    let held = conversation(&id, "held");
+    create(store, &held).await;
+    some(
+        ok(
+            store.claim_conversation(&id, "holder", 1_000, 60_000).await,
+            "claim_conversation",
+        ),
+        "the first claim",
+    );
+    let pending = record(
+        &id,
+        "call_p",
+        Step::Approval,
+        CallState::Pending,
+        10,
+        Some(50),
+    );
+    let done = record(&id, "call_d", Step::Execution, CallState::Done, 11, None);
+    insert(store, &pending).await;
+    insert(store, &done).await;
+    let before_conversation = load(store, &id).await;
+    let before_calls = ok(store.calls(&id).await, "calls");
+
+    let new_id = format!("{prefix}-new");
+    let new_conversation = conversation(&new_id, "new");
+    let new_call = record(&id, "call_new", Step::Human, CallState::Pending, 12, None);
+    let mut changed = held.clone();
+    changed.messages.push(Message::user("never stored"));
+    // What every batch below does before its refused write.
+    let prelude = || {
+        Batch::new()
+            .with(Write::EnsureConversation(&new_conversation))
+            .with(Write::InsertCall(&new_call))
+            .with(Write::Transition {
+                conversation_id: &id,
+                tool_call_id: "call_p",
+                step: Step::Approval,
+                from: CallState::Pending,
+                to: CallState::Resolved,
+                outcome: Some("\"approve\""),
+                now: 30,
+            })
+            .with(Write::SaveConversation {
+                conversation: &changed,
+                owner: "holder",
+                status: ConversationStatus::Running,
+                lease_until: 90_000,
+            })
+    };
+    let refusals: Vec<(&str, Write<'_>)> = vec![
+        (
+            "a claim of a conversation another owner holds",
+            Write::ClaimConversation {
+                id: &id,
+                owner: "intruder",
+                now: 2_000,
+                lease_until: 80_000,
+            },
+        ),
+        (
+            "a claim of a conversation that does not exist",
+            Write::ClaimConversation {
+                id: "no-such-conversation-anywhere",
+                owner: "holder",
+                now: 2_000,
+                lease_until: 80_000,
+            },
+        ),
+        (
+            "a save by a process that does not hold it",
+            Write::SaveConversation {
+                conversation: &changed,
+                owner: "intruder",
+                status: ConversationStatus::Idle,
+                lease_until: 0,
+            },
+        ),
+        ("a call recorded before", Write::InsertCall(&done)),
+        (
+            "a transition from a state the entry is not in",
+            Write::Transition {
+                conversation_id: &id,
+                tool_call_id: "call_d",
+                step: Step::Execution,
+                from: CallState::Executing,
+                to: CallState::Done,
+                outcome: Some("{}"),
+                now: 31,
+            },
+        ),
+        (
+            "a deadline of an entry that is not pending",
+            Write::SetDeadline {
+                conversation_id: &id,
+                tool_call_id: "call_d",
+                step: Step::Execution,
+                deadline: Some(1),
+            },
+        ),
+    ];
+    for (what, refused) in refusals {
+        let batch = prelude().with(refused);
+        let index = batch.len() - 1;
+        assert_eq!(
+            ok(store.apply(&batch).await, what),
+            Applied::Refused { index },
+            "{what}: the refused write is named"
+        );
+        assert_eq!(
+            ok(store.load_conversation(&new_id).await, "load_conversation"),
+            None,
+            "{what}: the conversation the batch created is gone"
+        );
+        assert_eq!(
+            load(store, &id).await,
+            before_conversation,
+            "{what}: the save before the refused write is undone"
+        );
+        assert_eq!(
+            ok(store.calls(&id).await, "calls"),
+            before_calls,
+            "{what}: the insert and the transition before it are undone"
+        );
+    }
+    // The refused write first: nothing after it runs either.
+    let batch = Batch::new()
+        .with(Write::InsertCall(&done))
+        .with(Write::InsertCall(&new_call));
+    assert_eq!(
+        ok(store.apply(&batch).await, "apply(duplicate first)"),
+        Applied::Refused { index: 0 }
+    );
+    assert_eq!(ok(store.calls(&id).await, "calls"), before_calls);
+}
+
+/// Many tasks apply the batch of a resolution at once (the wait resolved
+/// and the racer's own execution row recorded): exactly one batch applies,
+/// and only the winner's execution row exists.
+pub async fn concurrent_batches_one_winner(store: Arc<dyn Store>, prefix: &str) {
+    let conversation_id = format!("{prefix}-batch-race");
+    for round in 0..RACE_ROUNDS {
+        let tool_call_id = format!("call_{round}");
+        insert(
+            &*store,
+            &record(
+                &conversation_id,
+                &tool_call_id,
+                Step::Approval,
+                CallState::Pending,
+                10,
+                Some(20),
+            ),
+        )
+        .await;
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let tasks: Vec<_> = (0..RACERS)
+            .map(|racer| {
+                let (store, barrier) = (store.clone(), barrier.clone());
+                let (conversation_id, tool_call_id) =
+                    (conversation_id.clone(), tool_call_id.clone());
+                tokio::spawn(async move {
+                    // Each racer's row has a call id of its own.
+                    let execution = CallRecord {
+                        tool_call_id: format!("{tool_call_id}-by-{racer}"),
+                        ..record(
+                            &conversation_id,
+                            &tool_call_id,
+                            Step::Execution,
+                            CallState::Executing,
+                            11,
+                            None,
+                        )
+                    };
+                    let outcome = format!("{{\"racer\":{racer}}}");
+                    let batch =
+                        Batch::new()
+                            .with(Write::InsertCall(&execution))
+                            .with(Write::Transition {
+                                conversation_id: &conversation_id,
+                                tool_call_id: &tool_call_id,
+                                step: Step::Approval,
+                                from: CallState::Pending,
+                                to: CallState::Resolved,
+                                outcome: Some(&outcome),
+                                now: 100,
+                            });
+                    barrier.wait().await;
+                    let applied = store.apply(&batch).await;
+                    (racer, applied)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            let (racer, applied) = match task.await {
+                Ok(result) => result,
+                Err(error) => panic!("a racing task failed: {error}"),
+            };
+            match ok(applied, "apply") {
+                Applied::All { .. } => winners.push(racer),
+                Applied::Refused { index } => {
+                    assert_eq!(index, 1, "round {round}: only the transition can lose")
+                }
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: exactly one batch applies, got {winners:?}"
+        );
+        let rows: Vec<String> = ok(store.calls(&conversation_id).await, "calls")
+            .into_iter()
+            .filter(|row| {
+                row.step == Step::Execution
+                    && row.tool_call_id.starts_with(&format!("{tool_call_id}-by-"))
+            })
+            .map(|row| row.tool_call_id)
+            .collect();
+        assert_eq!(
+            rows,
+            [format!("{tool_call_id}-by-{}", winners[0])],
+            "round {round}: only the winner's execution row is stored"
         );
     }
 }

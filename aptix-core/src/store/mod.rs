@@ -8,6 +8,11 @@
 //! (milliseconds since the Unix epoch), never read by the store, so the same
 //! semantics hold for every backend and tests can move the clock.
 //!
+//! The writes of one step of a run (a suspension, a resolution, the end of
+//! a resumed run) go to the store as one [`Batch`]: one transaction, so one
+//! commit (and one `fsync`) per step, and a crash or a refused
+//! compare-and-swap in the middle leaves none of them behind.
+//!
 //! | backend | for |
 //! | --- | --- |
 //! | [`MemoryStore`] | tests, single-process programs that need no restart |
@@ -23,6 +28,8 @@ mod sql;
 mod sqlite;
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -32,11 +39,10 @@ pub use sqlite::SqliteStore;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Conversation;
-use crate::catalog::BoxFuture;
+use crate::transcript::Conversation;
 
 /// The future every store operation returns.
-pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -246,11 +252,142 @@ pub struct CallRecord {
     pub updated_at: i64,
 }
 
+/// One write of a [`Batch`]. Each is the write of the [`Store`] method of
+/// the same name, with the same condition; a write whose condition does not
+/// hold is refused, and a refused write undoes the whole batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write<'a> {
+    /// Stores the conversation as `Idle` when none with its id exists;
+    /// never refused (an existing one is left as it is).
+    EnsureConversation(&'a Conversation),
+    /// [`Store::claim_conversation`]; refused where that returns `None`.
+    /// The claimed conversation is in [`Applied::All`].
+    ClaimConversation {
+        /// The conversation.
+        id: &'a str,
+        /// Who takes it.
+        owner: &'a str,
+        /// The time the lease is compared with.
+        now: i64,
+        /// Until when `owner` holds it.
+        lease_until: i64,
+    },
+    /// [`Store::save_conversation`]; refused where that fails with
+    /// [`StoreError::LostLease`].
+    SaveConversation {
+        /// The conversation and its transcript.
+        conversation: &'a Conversation,
+        /// Who holds it.
+        owner: &'a str,
+        /// Where it stands after the save.
+        status: ConversationStatus,
+        /// Until when `owner` keeps holding it (`Running` only).
+        lease_until: i64,
+    },
+    /// [`Store::insert_call`]; refused where that returns false.
+    InsertCall(&'a CallRecord),
+    /// [`Store::transition`]; refused where that returns false.
+    Transition {
+        /// The conversation.
+        conversation_id: &'a str,
+        /// The call.
+        tool_call_id: &'a str,
+        /// Which of its entries.
+        step: Step,
+        /// The state it must be in.
+        from: CallState,
+        /// The state it moves to.
+        to: CallState,
+        /// The outcome to set, when given.
+        outcome: Option<&'a str>,
+        /// The new `updated_at`.
+        now: i64,
+    },
+    /// [`Store::set_deadline`]; refused where that returns false.
+    SetDeadline {
+        /// The conversation.
+        conversation_id: &'a str,
+        /// The call.
+        tool_call_id: &'a str,
+        /// Which of its entries.
+        step: Step,
+        /// The new deadline.
+        deadline: Option<i64>,
+    },
+}
+
+/// Writes that take effect together, in order, in one transaction: all of
+/// them, or none when one is refused or the store fails. One batch is one
+/// commit, however many rows it changes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch<'a> {
+    writes: Vec<Write<'a>>,
+}
+
+impl<'a> Batch<'a> {
+    /// An empty batch (applying it changes nothing and commits nothing).
+    pub fn new() -> Self {
+        Batch { writes: Vec::new() }
+    }
+
+    /// Adds a write at the end.
+    pub fn push(&mut self, write: Write<'a>) -> &mut Self {
+        self.writes.push(write);
+        self
+    }
+
+    /// Adds a write at the end.
+    pub fn with(mut self, write: Write<'a>) -> Self {
+        self.writes.push(write);
+        self
+    }
+
+    /// The writes, in the order they are applied.
+    pub fn writes(&self) -> &[Write<'a>] {
+        &self.writes
+    }
+
+    /// Whether the batch has no write.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    /// How many writes it has.
+    pub fn len(&self) -> usize {
+        self.writes.len()
+    }
+}
+
+/// What applying a [`Batch`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// Every write took effect.
+    All {
+        /// The conversation as the batch's last
+        /// [`Write::ClaimConversation`] left it, if it had one.
+        claimed: Option<StoredConversation>,
+    },
+    /// The write at `index` was refused (its condition did not hold when
+    /// the batch reached it); nothing of the batch was written.
+    Refused {
+        /// Its position in [`Batch::writes`].
+        index: usize,
+    },
+}
+
+impl Applied {
+    /// Whether every write took effect.
+    pub fn is_all(&self) -> bool {
+        matches!(self, Applied::All { .. })
+    }
+}
+
 /// The durable state behind [`crate::Agent`]'s suspension and resolution.
 ///
 /// Implementations must make [`Store::claim_conversation`] and
 /// [`Store::transition`] atomic compare-and-swaps across every process that
-/// shares the store; everything else is plain reads and writes.
+/// shares the store, and [`Store::apply`] one transaction; everything else
+/// is plain reads and writes.
 /// `aptix_testkit::store_suite` is the conformance suite every backend passes.
 pub trait Store: Send + Sync + 'static {
     /// Stores a new conversation as `Idle`. Returns false, changing nothing,
@@ -351,6 +488,75 @@ pub trait Store: Send + Sync + 'static {
     /// `Pending` entries whose deadline is at or before `now`, earliest
     /// first, at most `limit`, across all conversations.
     fn due_calls<'a>(&'a self, now: i64, limit: usize) -> StoreFuture<'a, Vec<CallRecord>>;
+
+    /// Applies `batch` in one transaction: every write, in order, or
+    /// (when one is refused, or the store fails) none of them.
+    ///
+    /// The provided body applies the writes one by one through the single
+    /// methods: not atomic, and a refused write leaves the earlier ones in
+    /// place. It is there for wrappers that forward each method; a store
+    /// must override it (the stores of this crate do).
+    fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
+        Box::pin(async move {
+            let mut claimed = None;
+            for (index, write) in batch.writes().iter().enumerate() {
+                let done = match *write {
+                    Write::EnsureConversation(conversation) => {
+                        self.create_conversation(conversation, 0).await?;
+                        true
+                    }
+                    Write::ClaimConversation {
+                        id,
+                        owner,
+                        now,
+                        lease_until,
+                    } => {
+                        claimed = self.claim_conversation(id, owner, now, lease_until).await?;
+                        claimed.is_some()
+                    }
+                    Write::SaveConversation {
+                        conversation,
+                        owner,
+                        status,
+                        lease_until,
+                    } => match self
+                        .save_conversation(conversation, owner, status, lease_until)
+                        .await
+                    {
+                        Ok(()) => true,
+                        Err(StoreError::LostLease { .. }) => false,
+                        Err(error) => return Err(error),
+                    },
+                    Write::InsertCall(record) => self.insert_call(record).await?,
+                    Write::Transition {
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        from,
+                        to,
+                        outcome,
+                        now,
+                    } => {
+                        self.transition(conversation_id, tool_call_id, step, from, to, outcome, now)
+                            .await?
+                    }
+                    Write::SetDeadline {
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        deadline,
+                    } => {
+                        self.set_deadline(conversation_id, tool_call_id, step, deadline)
+                            .await?
+                    }
+                };
+                if !done {
+                    return Ok(Applied::Refused { index });
+                }
+            }
+            Ok(Applied::All { claimed })
+        })
+    }
 
     /// Ids of the `Suspended` conversations that have no `Pending` entry,
     /// oldest change first, at most `limit`: every wait was resolved or
@@ -479,6 +685,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn suspended_without_pending<'a>(&'a self, limit: usize) -> StoreFuture<'a, Vec<String>> {
         (**self).suspended_without_pending(limit)
+    }
+
+    fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
+        (**self).apply(batch)
     }
 }
 

@@ -133,6 +133,8 @@ impl Dialect for Postgres {
         &STATEMENTS
     }
 
+    const BEGIN: &'static str = "BEGIN";
+
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }

@@ -7,13 +7,14 @@
 //! the schema, the placeholder syntax and the expression that yields the
 //! next value of the change counter ([`Dialect`]).
 
+use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use super::{
-    CallRecord, CallState, ConversationStatus, Step, StoreError, StoredConversation,
-    decode_conversation, encode_messages,
+    Applied, Batch, CallRecord, CallState, ConversationStatus, Step, StoreError,
+    StoredConversation, Write, decode_conversation, encode_messages,
 };
-use crate::agent::Conversation;
+use crate::transcript::Conversation;
 
 /// What a SQL backend supplies to the shared code.
 pub(super) trait Dialect: Database {
@@ -22,6 +23,9 @@ pub(super) trait Dialect: Database {
 
     /// How many rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// The statement that opens a batch's transaction.
+    const BEGIN: &'static str;
 }
 
 /// Marks where a statement takes the next value of the change counter
@@ -221,11 +225,7 @@ where
         self,
         conversation: &Conversation,
     ) -> Result<bool, StoreError> {
-        let messages = encode_messages(conversation)?;
-        let result = sqlx::query(DB::statements().create_conversation.as_str())
-            .bind(conversation.id.as_str())
-            .bind(conversation.session_id.as_deref())
-            .bind(messages)
+        let result = Self::create_query(conversation)?
             .execute(self.0)
             .await
             .map_err(backend)?;
@@ -251,14 +251,7 @@ where
         now: i64,
         lease_until: i64,
     ) -> Result<Option<StoredConversation>, StoreError> {
-        // The whole claim is this one statement: the condition is checked
-        // under the lock that makes the change (SQLite's write lock,
-        // PostgreSQL's row lock, which re-checks it).
-        let row = sqlx::query(DB::statements().claim_conversation.as_str())
-            .bind(id)
-            .bind(owner)
-            .bind(now)
-            .bind(lease_until)
+        let row = Self::claim_query(id, owner, now, lease_until)
             .fetch_optional(self.0)
             .await
             .map_err(backend)?;
@@ -272,21 +265,7 @@ where
         status: ConversationStatus,
         lease_until: i64,
     ) -> Result<(), StoreError> {
-        let messages = encode_messages(conversation)?;
-        // Running keeps the hold (with the new lease); Idle and
-        // Suspended give it up, so anyone may claim at once.
-        let (next_owner, next_lease) = match status {
-            ConversationStatus::Running => (Some(owner), lease_until),
-            ConversationStatus::Idle | ConversationStatus::Suspended => (None, 0),
-        };
-        let result = sqlx::query(DB::statements().save_conversation.as_str())
-            .bind(conversation.id.as_str())
-            .bind(conversation.session_id.as_deref())
-            .bind(messages)
-            .bind(status.as_str())
-            .bind(next_owner)
-            .bind(next_lease)
-            .bind(owner)
+        let result = Self::save_query(conversation, owner, status, lease_until)?
             .execute(self.0)
             .await
             .map_err(backend)?;
@@ -347,18 +326,7 @@ where
     }
 
     pub(super) async fn insert_call(self, record: &CallRecord) -> Result<bool, StoreError> {
-        let result = sqlx::query(DB::statements().insert_call.as_str())
-            .bind(record.conversation_id.as_str())
-            .bind(record.tool_call_id.as_str())
-            .bind(record.step.as_str())
-            .bind(record.tool.as_str())
-            .bind(record.arguments.as_str())
-            .bind(record.payload.as_str())
-            .bind(record.state.as_str())
-            .bind(record.outcome.as_deref())
-            .bind(record.deadline)
-            .bind(record.created_at)
-            .bind(record.updated_at)
+        let result = Self::insert_call_query(record)
             .execute(self.0)
             .await
             .map_err(backend)?;
@@ -401,17 +369,11 @@ where
         outcome: Option<&str>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let result = sqlx::query(DB::statements().transition.as_str())
-            .bind(conversation_id)
-            .bind(tool_call_id)
-            .bind(step.as_str())
-            .bind(from.as_str())
-            .bind(to.as_str())
-            .bind(outcome)
-            .bind(now)
-            .execute(self.0)
-            .await
-            .map_err(backend)?;
+        let result =
+            Self::transition_query(conversation_id, tool_call_id, step, from, to, outcome, now)
+                .execute(self.0)
+                .await
+                .map_err(backend)?;
         Ok(DB::rows_affected(&result) == 1)
     }
 
@@ -422,11 +384,7 @@ where
         step: Step,
         deadline: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let result = sqlx::query(DB::statements().set_deadline.as_str())
-            .bind(conversation_id)
-            .bind(tool_call_id)
-            .bind(step.as_str())
-            .bind(deadline)
+        let result = Self::set_deadline_query(conversation_id, tool_call_id, step, deadline)
             .execute(self.0)
             .await
             .map_err(backend)?;
@@ -446,6 +404,199 @@ where
             .map_err(backend)?;
         rows.iter().map(call_from_row).collect()
     }
+
+    /// The batch's statements in one transaction, committed once. A refused
+    /// write rolls it back; so does an error (the transaction is rolled back
+    /// when dropped uncommitted).
+    pub(super) async fn apply(self, batch: &Batch<'_>) -> Result<Applied, StoreError> {
+        if batch.is_empty() {
+            return Ok(Applied::All { claimed: None });
+        }
+        let mut transaction = self.0.begin_with(DB::BEGIN).await.map_err(backend)?;
+        let mut claimed = None;
+        for (index, write) in batch.writes().iter().enumerate() {
+            let done = match *write {
+                Write::EnsureConversation(conversation) => {
+                    Self::create_query(conversation)?
+                        .execute(&mut *transaction)
+                        .await
+                        .map_err(backend)?;
+                    true
+                }
+                Write::ClaimConversation {
+                    id,
+                    owner,
+                    now,
+                    lease_until,
+                } => {
+                    let row = Self::claim_query(id, owner, now, lease_until)
+                        .fetch_optional(&mut *transaction)
+                        .await
+                        .map_err(backend)?;
+                    claimed = row.as_ref().map(conversation_from_row).transpose()?;
+                    claimed.is_some()
+                }
+                Write::SaveConversation {
+                    conversation,
+                    owner,
+                    status,
+                    lease_until,
+                } => {
+                    let result = Self::save_query(conversation, owner, status, lease_until)?
+                        .execute(&mut *transaction)
+                        .await
+                        .map_err(backend)?;
+                    DB::rows_affected(&result) == 1
+                }
+                Write::InsertCall(record) => {
+                    let result = Self::insert_call_query(record)
+                        .execute(&mut *transaction)
+                        .await
+                        .map_err(backend)?;
+                    DB::rows_affected(&result) == 1
+                }
+                Write::Transition {
+                    conversation_id,
+                    tool_call_id,
+                    step,
+                    from,
+                    to,
+                    outcome,
+                    now,
+                } => {
+                    let result = Self::transition_query(
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        from,
+                        to,
+                        outcome,
+                        now,
+                    )
+                    .execute(&mut *transaction)
+                    .await
+                    .map_err(backend)?;
+                    DB::rows_affected(&result) == 1
+                }
+                Write::SetDeadline {
+                    conversation_id,
+                    tool_call_id,
+                    step,
+                    deadline,
+                } => {
+                    let result =
+                        Self::set_deadline_query(conversation_id, tool_call_id, step, deadline)
+                            .execute(&mut *transaction)
+                            .await
+                            .map_err(backend)?;
+                    DB::rows_affected(&result) == 1
+                }
+            };
+            if !done {
+                transaction.rollback().await.map_err(backend)?;
+                return Ok(Applied::Refused { index });
+            }
+        }
+        transaction.commit().await.map_err(backend)?;
+        Ok(Applied::All { claimed })
+    }
+
+    fn create_query(
+        conversation: &Conversation,
+    ) -> Result<Query<'static, DB, DB::Arguments>, StoreError> {
+        let messages = encode_messages(conversation)?;
+        Ok(sqlx::query(DB::statements().create_conversation.as_str())
+            .bind(conversation.id.as_str())
+            .bind(conversation.session_id.as_deref())
+            .bind(messages))
+    }
+
+    /// The whole claim is this one statement: the condition is checked
+    /// under the lock that makes the change (SQLite's write lock,
+    /// PostgreSQL's row lock, which re-checks it).
+    fn claim_query(
+        id: &str,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Query<'static, DB, DB::Arguments> {
+        sqlx::query(DB::statements().claim_conversation.as_str())
+            .bind(id)
+            .bind(owner)
+            .bind(now)
+            .bind(lease_until)
+    }
+
+    fn save_query(
+        conversation: &Conversation,
+        owner: &str,
+        status: ConversationStatus,
+        lease_until: i64,
+    ) -> Result<Query<'static, DB, DB::Arguments>, StoreError> {
+        let messages = encode_messages(conversation)?;
+        // Running keeps the hold (with the new lease); Idle and
+        // Suspended give it up, so anyone may claim at once.
+        let (next_owner, next_lease) = match status {
+            ConversationStatus::Running => (Some(owner), lease_until),
+            ConversationStatus::Idle | ConversationStatus::Suspended => (None, 0),
+        };
+        Ok(sqlx::query(DB::statements().save_conversation.as_str())
+            .bind(conversation.id.as_str())
+            .bind(conversation.session_id.as_deref())
+            .bind(messages)
+            .bind(status.as_str())
+            .bind(next_owner)
+            .bind(next_lease)
+            .bind(owner))
+    }
+
+    fn insert_call_query(record: &CallRecord) -> Query<'static, DB, DB::Arguments> {
+        sqlx::query(DB::statements().insert_call.as_str())
+            .bind(record.conversation_id.as_str())
+            .bind(record.tool_call_id.as_str())
+            .bind(record.step.as_str())
+            .bind(record.tool.as_str())
+            .bind(record.arguments.as_str())
+            .bind(record.payload.as_str())
+            .bind(record.state.as_str())
+            .bind(record.outcome.as_deref())
+            .bind(record.deadline)
+            .bind(record.created_at)
+            .bind(record.updated_at)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn transition_query(
+        conversation_id: &str,
+        tool_call_id: &str,
+        step: Step,
+        from: CallState,
+        to: CallState,
+        outcome: Option<&str>,
+        now: i64,
+    ) -> Query<'static, DB, DB::Arguments> {
+        sqlx::query(DB::statements().transition.as_str())
+            .bind(conversation_id)
+            .bind(tool_call_id)
+            .bind(step.as_str())
+            .bind(from.as_str())
+            .bind(to.as_str())
+            .bind(outcome)
+            .bind(now)
+    }
+
+    fn set_deadline_query(
+        conversation_id: &str,
+        tool_call_id: &str,
+        step: Step,
+        deadline: Option<i64>,
+    ) -> Query<'static, DB, DB::Arguments> {
+        sqlx::query(DB::statements().set_deadline.as_str())
+            .bind(conversation_id)
+            .bind(tool_call_id)
+            .bind(step.as_str())
+            .bind(deadline)
+    }
 }
 
 /// Implements [`Store`](super::Store) for a struct with a `pool` field by
@@ -453,12 +604,12 @@ where
 macro_rules! impl_store {
     ($store:ty) => {
         const _: () = {
-            use $crate::agent::Conversation;
             use $crate::store::sql::SqlStore;
             use $crate::store::{
-                CallRecord, CallState, ConversationStatus, Step, Store, StoreFuture,
-                StoredConversation,
+                Applied, Batch, CallRecord, CallState, ConversationStatus, Step, Store,
+                StoreFuture, StoredConversation,
             };
+            use $crate::transcript::Conversation;
 
             impl Store for $store {
                 fn create_conversation<'a>(
@@ -587,6 +738,10 @@ macro_rules! impl_store {
                     limit: usize,
                 ) -> StoreFuture<'a, Vec<CallRecord>> {
                     Box::pin(SqlStore(&self.pool).due_calls(now, limit))
+                }
+
+                fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
+                    Box::pin(SqlStore(&self.pool).apply(batch))
                 }
             }
         };

@@ -140,6 +140,10 @@ impl Dialect for Sqlite {
         &STATEMENTS
     }
 
+    // Takes the write lock at once: a deferred transaction that read
+    // first could not wait for another writer, only fail.
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
