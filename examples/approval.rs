@@ -16,7 +16,7 @@ mod send_email;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
-use aptix::agent::ConversationEvent;
+use aptix::durable::{ConversationEvent, DurableAgent};
 use aptix::model::ChatModel;
 use aptix::model::openai::OpenAiChat;
 use aptix::store::SqliteStore;
@@ -112,16 +112,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Tool state (here, a stand-in for an SMTP client) travels in the base
     // context; this handle reads it back at the end.
     let context = ToolContext::new().with_state(send_email::Outbox::default());
-    let agent = Agent::builder()
-        .shared_model(model)
-        .catalog(
-            Catalog::builder()
-                .tool::<send_email::SendEmailTool>()
-                .build()?,
-        )
-        .context(context.clone())
-        .store(store)
-        .build()?;
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .shared_model(model)
+            .catalog(
+                Catalog::builder()
+                    .tool::<send_email::SendEmailTool>()
+                    .build()?,
+            )
+            .context(context.clone())
+            .build()?,
+        store,
+    )
+    .build();
     let conversation_id = format!("approval-{}", std::process::id());
     println!(
         "store: {}\nconversation: {conversation_id}\n",

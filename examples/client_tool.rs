@@ -17,26 +17,32 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use aptix::agent::Revival;
+use aptix::durable::{DurableAgent, Revival};
 use aptix::store::SqliteStore;
 use aptix::{Agent, AgentEvent, Catalog, DoneReason, Input, Resolution};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
 use serde_json::json;
 
-fn agent(store: SqliteStore, model: ScriptedModel) -> Result<Agent, Box<dyn std::error::Error>> {
-    Ok(Agent::builder()
-        .model(model)
-        .catalog(
-            Catalog::builder()
-                .tool::<get_location::GetLocation>()
-                .build()?,
-        )
-        .store(store)
-        // This process only records the result; the one running the
-        // conversation continues it.
-        .resume_on_resolve(false)
-        .build()?)
+fn agent(
+    store: SqliteStore,
+    model: ScriptedModel,
+) -> Result<DurableAgent, Box<dyn std::error::Error>> {
+    Ok(DurableAgent::builder(
+        Agent::builder()
+            .model(model)
+            .catalog(
+                Catalog::builder()
+                    .tool::<get_location::GetLocation>()
+                    .build()?,
+            )
+            .build()?,
+        store,
+    )
+    // This process only records the result; the one running the
+    // conversation continues it.
+    .resume_on_resolve(false)
+    .build())
 }
 
 fn print_event(process: &str, event: &AgentEvent) {

@@ -10,7 +10,7 @@ use aptix::model::{
     ChatModel, ChatRequest, Message, ModelError, ModelEvent, ModelStream, ToolCallDelta,
 };
 use aptix::prelude::*;
-use aptix::{Agent, AgentEvent, Catalog, Conversation, Dialect, DoneReason, Input};
+use aptix::{Agent, AgentEvent, Catalog, Conversation, Dialect, DoneReason, DurableAgent, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -353,16 +353,19 @@ async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
 async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
     use aptix::store::{CallState, MemoryStore, Store};
     let store = std::sync::Arc::new(MemoryStore::new());
-    let agent = Agent::builder()
-        .model(ScriptedModel::new([
-            ScriptedTurn::new().tool_call("s", "stuck", r#"{"millis":1500}"#),
-            ScriptedTurn::new().text("done"),
-        ]))
-        .catalog(catalog())
-        .shared_store(store.clone())
-        .deadline_worker(None)
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new([
+                ScriptedTurn::new().tool_call("s", "stuck", r#"{"millis":1500}"#),
+                ScriptedTurn::new().text("done"),
+            ]))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store.clone(),
+    )
+    .deadline_worker(None)
+    .build();
     let events: Vec<AgentEvent> = agent
         .send("stuck-durable", Input::User("go".into()))
         .await

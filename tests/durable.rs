@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use aptix::agent::{DurableError, Revival};
+use aptix::durable::{DurableAgent, DurableError, Revival};
 use aptix::model::Message;
 use aptix::prelude::*;
 use aptix::store::{
@@ -180,15 +180,18 @@ fn catalog() -> Catalog {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn agent_with(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>) -> Agent {
-    Agent::builder()
-        .model(ScriptedModel::new(turns))
-        .catalog(catalog())
-        .shared_store(store)
-        .deadline_worker(None)
-        .client_grace(Duration::from_secs(60))
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"))
+fn agent_with(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>) -> DurableAgent {
+    DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(turns))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .client_grace(Duration::from_secs(60))
+    .build()
 }
 
 fn call_turn(id: &str, name: &str, arguments: Value) -> ScriptedTurn {
@@ -199,7 +202,7 @@ fn answer(text: &str) -> ScriptedTurn {
     ScriptedTurn::new().text(text)
 }
 
-async fn send(agent: &Agent, conversation: &str, text: &str) -> Vec<AgentEvent> {
+async fn send(agent: &DurableAgent, conversation: &str, text: &str) -> Vec<AgentEvent> {
     agent
         .send(conversation, Input::User(text.into()))
         .await
@@ -216,7 +219,7 @@ fn done(events: &[AgentEvent]) -> &DoneReason {
 }
 
 /// Waits until the background run leaves the conversation idle.
-async fn wait_idle(agent: &Agent, conversation: &str) -> Conversation {
+async fn wait_idle(agent: &DurableAgent, conversation: &str) -> Conversation {
     let started = Instant::now();
     loop {
         let stored = agent
@@ -676,17 +679,20 @@ async fn expired_call_resumes_with_a_timeout(backend: Backend) {
     };
     let id = format!("expire-{}", uuid());
     let call = format!("c-{}", uuid());
-    let agent = Agent::builder()
-        .model(ScriptedModel::new(vec![
-            call_turn(&call, "charge", json!({"cents": 5})),
-            answer("Nobody approved."),
-        ]))
-        .catalog(catalog())
-        .shared_store(store)
-        .deadline_worker(None)
-        .suspend_timeout(Duration::from_millis(100))
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                call_turn(&call, "charge", json!({"cents": 5})),
+                answer("Nobody approved."),
+            ]))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .suspend_timeout(Duration::from_millis(100))
+    .build();
     send(&agent, &id, "charge me").await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     // A sweep in any process fires it; here, the worker of this one.
@@ -712,17 +718,20 @@ async fn headless_client_call_fails_fast(backend: Backend) {
         return;
     };
     let id = format!("headless-{}", uuid());
-    let agent = Agent::builder()
-        .model(ScriptedModel::new(vec![
-            call_turn("clip", "read_clipboard", json!({"reason": "paste"})),
-            answer("No client."),
-        ]))
-        .catalog(catalog())
-        .shared_store(store)
-        .deadline_worker(None)
-        .client_grace(Duration::from_millis(50))
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                call_turn("clip", "read_clipboard", json!({"reason": "paste"})),
+                answer("No client."),
+            ]))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .client_grace(Duration::from_millis(50))
+    .build();
     send(&agent, &id, "paste").await;
     let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(pending.len(), 1);

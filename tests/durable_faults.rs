@@ -28,7 +28,8 @@ use aptix::store::{
     Store, StoreError, StoreFuture, StoredConversation,
 };
 use aptix::{
-    Agent, AgentEvent, Catalog, Conversation, DoneReason, Envelope, Input, Resolution, ResolveError,
+    Agent, AgentEvent, Catalog, Conversation, DoneReason, DurableAgent, Envelope, Input,
+    Resolution, ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
@@ -482,17 +483,20 @@ fn agent_with(
     store: Arc<dyn Store>,
     turns: Vec<ScriptedTurn>,
     resume_on_resolve: bool,
-) -> (Agent, Arc<ScriptedModel>) {
+) -> (DurableAgent, Arc<ScriptedModel>) {
     let model = Arc::new(ScriptedModel::new(turns));
-    let agent = Agent::builder()
-        .shared_model(model.clone() as Arc<dyn ChatModel>)
-        .catalog(catalog())
-        .shared_store(store)
-        .client_grace(Duration::from_secs(60))
-        .resume_on_resolve(resume_on_resolve)
-        .deadline_worker(None)
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .shared_model(model.clone() as Arc<dyn ChatModel>)
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .client_grace(Duration::from_secs(60))
+    .resume_on_resolve(resume_on_resolve)
+    .deadline_worker(None)
+    .build();
     (agent, model)
 }
 
@@ -500,7 +504,7 @@ fn answer(text: &str) -> ScriptedTurn {
     ScriptedTurn::new().text(text)
 }
 
-async fn send(agent: &Agent, conversation: &str, text: &str) -> Vec<AgentEvent> {
+async fn send(agent: &DurableAgent, conversation: &str, text: &str) -> Vec<AgentEvent> {
     agent
         .send(conversation, Input::User(text.into()))
         .await
@@ -512,7 +516,7 @@ async fn send(agent: &Agent, conversation: &str, text: &str) -> Vec<AgentEvent> 
 /// Waits until `done` holds for the stored conversation, for at most
 /// `patience`.
 async fn wait_for(
-    agent: &Agent,
+    agent: &DurableAgent,
     conversation: &str,
     patience: Duration,
     what: &str,
@@ -538,7 +542,7 @@ async fn wait_for(
     }
 }
 
-async fn wait_idle(agent: &Agent, conversation: &str, patience: Duration) -> Conversation {
+async fn wait_idle(agent: &DurableAgent, conversation: &str, patience: Duration) -> Conversation {
     wait_for(agent, conversation, patience, "idle", |stored| {
         stored.status == ConversationStatus::Idle
     })
@@ -547,7 +551,7 @@ async fn wait_idle(agent: &Agent, conversation: &str, patience: Duration) -> Con
 }
 
 /// Waits until no run holds the conversation (it is idle or suspended).
-async fn wait_settled(agent: &Agent, conversation: &str) -> StoredConversation {
+async fn wait_settled(agent: &DurableAgent, conversation: &str) -> StoredConversation {
     wait_for(
         agent,
         conversation,
@@ -1198,7 +1202,7 @@ async fn failed_save_after_the_model_turn_leaves_no_unanswered_call(backend: Bac
         .ensure_started(&id)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(revived, aptix::agent::Revival::Resumed);
+    assert_eq!(revived, aptix::durable::Revival::Resumed);
     let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
     assert_eq!(runs_of(&id, "send_email"), vec![json!({"to": "alice"})]);
     assert_every_call_answered_once(&conversation.messages, "after ensure_started");
@@ -1258,7 +1262,7 @@ async fn lost_insert_acknowledgement_leaves_no_orphan_wait(backend: Backend) {
     let started = Instant::now();
     let stream = loop {
         match agent.send(&id, Input::User("email bob".into())).await {
-            Err(aptix::agent::DurableError::Busy(_))
+            Err(aptix::durable::DurableError::Busy(_))
                 if started.elapsed() < Duration::from_secs(5) =>
             {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -1325,7 +1329,7 @@ async fn ensure_started_beside_an_ending_run_resumes_once_it_ends(backend: Backe
         .ensure_started(&id)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(revived, aptix::agent::Revival::Busy);
+    assert_eq!(revived, aptix::durable::Revival::Busy);
     release.notify_one();
     run.await.unwrap_or_else(|e| panic!("{e}"));
     let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;

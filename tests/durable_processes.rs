@@ -34,7 +34,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aptix::agent::Revival;
+use aptix::durable::{DurableAgent, Revival};
 use aptix::model::Message;
 use aptix::prelude::*;
 use aptix::store::{CallState, ConversationStatus, PostgresStore, SqliteStore, Step, Store};
@@ -361,22 +361,30 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn agent(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>, owner: &str, lease: Duration) -> Agent {
-    Agent::builder()
-        .model(ScriptedModel::new(turns))
-        .catalog(catalog())
-        .shared_store(store)
-        .instance_id(owner)
-        .lease(lease)
-        // The processes of one test share the store with other tests'; a
-        // worker would sweep (and resume) their conversations too. Only
-        // the deadline test runs one.
-        .deadline_worker(None)
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"))
+fn agent(
+    store: Arc<dyn Store>,
+    turns: Vec<ScriptedTurn>,
+    owner: &str,
+    lease: Duration,
+) -> DurableAgent {
+    DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(turns))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .instance_id(owner)
+    .lease(lease)
+    // The processes of one test share the store with other tests'; a
+    // worker would sweep (and resume) their conversations too. Only
+    // the deadline test runs one.
+    .deadline_worker(None)
+    .build()
 }
 
-async fn send(agent: &Agent, conversation: &str, text: &str) -> Vec<AgentEvent> {
+async fn send(agent: &DurableAgent, conversation: &str, text: &str) -> Vec<AgentEvent> {
     agent
         .send(conversation, Input::User(text.into()))
         .await
@@ -386,7 +394,7 @@ async fn send(agent: &Agent, conversation: &str, text: &str) -> Vec<AgentEvent> 
 }
 
 /// Waits until the background run leaves the conversation idle.
-async fn wait_idle(agent: &Agent, conversation: &str) -> Conversation {
+async fn wait_idle(agent: &DurableAgent, conversation: &str) -> Conversation {
     let started = Instant::now();
     loop {
         let stored = agent
@@ -678,7 +686,7 @@ fn child_racer() {
             store,
             vec![ScriptedTurn::new().text(&racer_answer(index))],
             &format!("racer-{index}-{}", std::process::id()),
-            aptix::agent::DEFAULT_LEASE,
+            aptix::durable::DEFAULT_LEASE,
         )
     });
     let resolution = racer_resolution(kind, index);
@@ -753,7 +761,7 @@ fn race_round(
             store.clone(),
             vec![turn],
             &format!("suspender-{}", std::process::id()),
-            aptix::agent::DEFAULT_LEASE,
+            aptix::durable::DEFAULT_LEASE,
         );
         let events = send(&suspender, &id, "go").await;
         match events.last() {
@@ -1546,18 +1554,21 @@ fn child_deadline_first() {
     let conversation = var("APTIX_DP_CONVERSATION");
     runtime().block_on(async {
         let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        let agent = Agent::builder()
-            .model(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
-                "p1",
-                "pay",
-                r#"{"cents":5}"#,
-            )]))
-            .catalog(catalog())
-            .shared_store(store)
-            .suspend_timeout(Duration::from_millis(1_500))
-            .deadline_worker(None)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let agent = DurableAgent::builder(
+            Agent::builder()
+                .model(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
+                    "p1",
+                    "pay",
+                    r#"{"cents":5}"#,
+                )]))
+                .catalog(catalog())
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+            store,
+        )
+        .suspend_timeout(Duration::from_millis(1_500))
+        .deadline_worker(None)
+        .build();
         let events = send(&agent, &conversation, "pay").await;
         assert!(
             matches!(
@@ -1584,14 +1595,17 @@ fn child_deadline_restart() {
     let conversation = var("APTIX_DP_CONVERSATION");
     runtime().block_on(async {
         let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        let agent = Agent::builder()
-            .model(ScriptedModel::new(vec![
-                ScriptedTurn::new().text("Nobody approved in time."),
-            ]))
-            .catalog(catalog())
-            .shared_store(store.clone())
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let agent = DurableAgent::builder(
+            Agent::builder()
+                .model(ScriptedModel::new(vec![
+                    ScriptedTurn::new().text("Nobody approved in time."),
+                ]))
+                .catalog(catalog())
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+            store.clone(),
+        )
+        .build();
         let started = Instant::now();
         let stored = loop {
             let stored = store

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use aptix::agent::{ConversationEvent, DurableError, Revival};
+use aptix::durable::{ConversationEvent, DurableAgent, DurableError, Revival};
 use aptix::model::{
     ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
 };
@@ -512,7 +512,7 @@ const CLIENT_GRACE: Duration = Duration::from_millis(400);
 /// the store as this process sees it (with its armed failures).
 struct Process {
     runtime: tokio::runtime::Runtime,
-    agent: Agent,
+    agent: DurableAgent,
     store: Arc<FaultyStore<Arc<dyn Store>>>,
     events: broadcast::Receiver<ConversationEvent>,
 }
@@ -600,15 +600,18 @@ impl Harness {
             ),
         };
         let store = Arc::new(FaultyStore::new(inner));
-        let agent = Agent::builder()
-            .shared_model(self.model.clone())
-            .catalog(catalog())
-            .shared_store(store.clone())
-            .lease(LEASE)
-            .client_grace(CLIENT_GRACE)
-            .resume_on_resolve(self.resume_on_resolve)
-            .build()
-            .map_err(|e| e.to_string())?;
+        let agent = DurableAgent::builder(
+            Agent::builder()
+                .shared_model(self.model.clone())
+                .catalog(catalog())
+                .build()
+                .map_err(|e| e.to_string())?,
+            store.clone(),
+        )
+        .lease(LEASE)
+        .client_grace(CLIENT_GRACE)
+        .resume_on_resolve(self.resume_on_resolve)
+        .build();
         let events = agent.subscribe();
         self.process = Some(Process {
             runtime,

@@ -4,7 +4,7 @@
 //! November 2026 review, and the allowlist form (`log_fields`).
 
 use aptix::prelude::*;
-use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
+use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, DurableAgent, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -388,7 +388,7 @@ async fn an_allowlist_shows_only_the_listed_fields() {
 /// client is redacted in the events of the resumed run.
 #[tokio::test]
 async fn durable_runs_redact_suspensions_and_client_results() {
-    use aptix::agent::Resolution;
+    use aptix::durable::Resolution;
     use aptix::store::MemoryStore;
 
     let captured = Captured::default();
@@ -398,19 +398,22 @@ async fn durable_runs_redact_suspensions_and_client_results() {
         .with_writer(move || writer.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let agent = Agent::builder()
-        .model(ScriptedModel::new(vec![
-            ScriptedTurn::new().tool_call(
-                "d1",
-                "client_sign_in",
-                r#"{"account":"ada","otp":"otp-554433"}"#,
-            ),
-            ScriptedTurn::new().text("Signed in."),
-        ]))
-        .catalog(Catalog::linked().unwrap_or_else(|e| panic!("{e}")))
-        .store(MemoryStore::new())
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                ScriptedTurn::new().tool_call(
+                    "d1",
+                    "client_sign_in",
+                    r#"{"account":"ada","otp":"otp-554433"}"#,
+                ),
+                ScriptedTurn::new().text("Signed in."),
+            ]))
+            .catalog(Catalog::linked().unwrap_or_else(|e| panic!("{e}")))
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        MemoryStore::new(),
+    )
+    .build();
     let mut all = Vec::new();
     let first: Vec<AgentEvent> = agent
         .send("conv-redaction-4", Input::User("sign me in".into()))

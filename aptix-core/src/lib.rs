@@ -16,7 +16,8 @@
 //! | [`transcript`] | `Message`, `Conversation` and transcript repair |
 //! | [`agent`] | the agent loop: `Agent`, `AgentEvent` |
 //! | [`model`] | the `ChatModel` port and the one tool-call assembler |
-//! | [`store`] | durable conversations, the call ledger, deadlines |
+//! | [`store`] | the `Store` port and its backends: transcripts, the call ledger |
+//! | [`durable`] | `DurableAgent`: an agent plus a store; suspension, resolution, deadlines, leases |
 //! | `mcp` | the catalog as an MCP server (feature `mcp`) |
 //! | `cli` (feature `cli`) | the developer CLI: `tools`, `schema`, `call`, `chat`, `mcp` |
 
@@ -27,6 +28,7 @@ pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod context;
+pub mod durable;
 pub mod envelope;
 pub mod error;
 pub mod executor;
@@ -41,11 +43,10 @@ pub mod tool;
 pub mod transcript;
 pub mod validate;
 
-pub use agent::{
-    Agent, AgentEvent, AgentStream, DoneReason, Input, Resolution, ResolveError, Resolved,
-};
+pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
 pub use context::ToolContext;
+pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
 pub use meta::{AwaitReason, Route, ServerStep, route};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};

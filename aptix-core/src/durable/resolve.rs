@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::Agent;
-use super::durable::now_ms;
+use super::DurableAgent;
+use super::lease::now_ms;
 use crate::store::{CallRecord, CallState, ConversationStatus, Step, StoreError};
 
 /// How a suspended call is resolved.
@@ -130,9 +130,6 @@ pub enum ResolveError {
         /// Every problem, with its JSON path.
         message: String,
     },
-    /// The agent was built without a store.
-    #[error("the agent has no store: build it with `.store(...)` to suspend and resolve calls")]
-    NoStore,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -147,12 +144,12 @@ fn waits_for(step: Step) -> &'static str {
     }
 }
 
-impl Agent {
+impl DurableAgent {
     /// Resolves the suspended call `tool_call_id` of `conversation_id`.
     ///
     /// Returns as soon as the resolution is recorded; when it was the last
     /// pending wait, the next model turn starts in the background (its
-    /// events go to [`Agent::subscribe`]). Safe to call from any process
+    /// events go to [`DurableAgent::subscribe`]). Safe to call from any process
     /// sharing the store: of two different resolutions racing, exactly one
     /// wins and the other gets [`ResolveError::Conflict`]; a repeated one
     /// gets [`ResolveError::Stale`].
@@ -174,9 +171,9 @@ impl Agent {
         tool_call_id: &str,
         resolution: Resolution,
     ) -> Result<Resolved, ResolveError> {
-        let durable = self.durable().ok_or(ResolveError::NoStore)?;
         self.ensure_deadline_worker();
-        let store = &*durable.store;
+        let inner = &*self.inner;
+        let store = &*inner.store;
         let all = store.calls(conversation_id).await?;
         let records: Vec<&CallRecord> = all
             .iter()
@@ -220,7 +217,7 @@ impl Agent {
         let now = now_ms();
         if target.state == CallState::Pending && target.deadline.is_some_and(|at| at <= now) {
             // Expired before its resolution arrived.
-            if durable.expire_if_due(target, now).await? && durable.resume_on_resolve {
+            if inner.ledger.expire_if_due(target, now).await? && inner.resume_on_resolve {
                 self.resume_in_background(conversation_id);
             }
             return Err(ResolveError::Expired {
@@ -256,7 +253,7 @@ impl Agent {
         tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
         // The resolution is recorded: from here on nothing may fail the
         // call, or a retry would be `Stale` and nobody would resume.
-        let pending = match durable.pending_count(conversation_id).await {
+        let pending = match inner.ledger.pending_count(conversation_id).await {
             Ok(pending) => pending,
             Err(error) => {
                 tracing::warn!(%error, "could not count the waits left after the resolution; counting from the earlier read, and resuming if nothing is left");
@@ -269,7 +266,7 @@ impl Agent {
                     .count()
             }
         };
-        if pending == 0 && durable.resume_on_resolve {
+        if pending == 0 && inner.resume_on_resolve {
             self.resume_in_background(conversation_id);
         }
         Ok(Resolved { pending })
@@ -282,19 +279,12 @@ impl Agent {
     /// resolver had its chance (the same resolution may also come from a
     /// racer, whose winner resumes at once).
     fn refused_late(&self, conversation_id: &str, refusal: ResolveError) -> ResolveError {
-        if matches!(refusal, ResolveError::Stale { .. })
-            && self
-                .durable()
-                .is_some_and(|durable| durable.resume_on_resolve)
-        {
+        if matches!(refusal, ResolveError::Stale { .. }) && self.inner.resume_on_resolve {
             let agent = self.clone();
             let conversation_id = conversation_id.to_owned();
             tokio::spawn(async move {
                 tokio::time::sleep(STALE_RESUME_GRACE).await;
-                let Some(durable) = agent.durable() else {
-                    return;
-                };
-                match durable.store.load_conversation(&conversation_id).await {
+                match agent.inner.store.load_conversation(&conversation_id).await {
                     Ok(Some(stored)) if stored.status == ConversationStatus::Suspended => {
                         agent.resume_in_background(&conversation_id);
                     }
@@ -315,7 +305,7 @@ impl Agent {
         target: &CallRecord,
         resolution: Resolution,
     ) -> Result<Resolution, ResolveError> {
-        let definition = self.inner.executor.catalog().get(&target.tool);
+        let definition = self.inner.agent.executor().catalog().get(&target.tool);
         match resolution {
             Resolution::ApproveWithArgs(arguments) => {
                 let text = arguments.to_string();

@@ -1,8 +1,8 @@
-//! The ledger side of a durable run: every call recorded before it runs,
+//! The call ledger of durable runs: every call recorded before it runs,
 //! every wait recorded with its deadline, and, before each model turn, the
-//! ledger turned back into results ([`Agent::settle`]): approvals run,
+//! ledger turned back into results ([`Ledger::settle`]): approvals run,
 //! denials, expiries, client and human answers, and calls a crash
-//! interrupted (re-run only when the tool is idempotent).
+//! interrupted (run again only when the tool is idempotent).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,50 +10,115 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::durable::{Durable, millis, now_ms};
+use super::clients::Clients;
+use super::lease::{millis, now_ms};
 use super::resolve::Resolution;
-use super::{Agent, AgentEvent, CallResult, Conversation, SuspendedCall, redact};
+use crate::agent::{Agent, AgentEvent, CallResult, ResultText, SuspendedCall, redact};
 use crate::context::ToolContext;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
-use crate::model::{AssistantToolCall, Message};
 use crate::store::{CallRecord, CallState, Step, Store, StoreError};
 use crate::tool::{Approval, ExecutorKind};
+use crate::transcript::{AssistantToolCall, Conversation, Message};
 
-/// The ledger a durable run writes through. Copied into the run loop.
-#[derive(Clone, Copy)]
-pub(crate) struct Ledger<'a> {
-    pub(crate) durable: &'a Durable,
+/// The ledger of one durable agent: its agent's tools, the store, and how
+/// long waits last.
+#[derive(Clone)]
+pub(crate) struct Ledger {
+    agent: Agent,
+    store: Arc<dyn Store>,
+    suspend_timeout: Duration,
+    client_grace: Duration,
+    clients: Arc<Clients>,
 }
 
-/// A finished call's result as the transcript and the events need it.
-pub(crate) struct ResultText {
-    pub(crate) json: String,
-    pub(crate) ok: bool,
-}
-
-impl ResultText {
-    /// Takes the envelope's JSON without copying it (it was written when
-    /// the envelope was made).
-    pub(crate) fn from_envelope(envelope: Envelope) -> Self {
-        let ok = envelope.is_ok();
-        ResultText {
-            json: envelope.into_json_string(),
-            ok,
+impl Ledger {
+    pub(crate) fn new(
+        agent: Agent,
+        store: Arc<dyn Store>,
+        suspend_timeout: Duration,
+        client_grace: Duration,
+        clients: Arc<Clients>,
+    ) -> Self {
+        Ledger {
+            agent,
+            store,
+            suspend_timeout,
+            client_grace,
+            clients,
         }
     }
 
-    fn from_stored(json: String) -> Self {
-        let ok = serde_json::from_str::<Value>(&json)
-            .ok()
-            .and_then(|value| value.get("ok").and_then(Value::as_bool))
-            .unwrap_or(false);
-        ResultText { json, ok }
+    /// The store the ledger is kept in.
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
-    pub(crate) fn to_value(&self) -> Value {
-        serde_json::from_str(&self.json).unwrap_or_else(|_| Value::String(self.json.clone()))
+    /// How long a wait of the tool `tool` lasts: its declared
+    /// `suspend_timeout`, or the agent's.
+    pub(crate) fn wait_timeout(&self, tool: &str) -> Duration {
+        self.agent
+            .executor()
+            .catalog()
+            .get(tool)
+            .and_then(|definition| definition.suspend_timeout())
+            .unwrap_or(self.suspend_timeout)
+    }
+
+    /// How many waits of the conversation are still pending.
+    pub(crate) async fn pending_count(&self, conversation_id: &str) -> Result<usize, StoreError> {
+        Ok(self
+            .store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .filter(|record| record.state == CallState::Pending)
+            .count())
+    }
+
+    /// Expires `record` if it is a pending wait whose deadline has passed:
+    /// the one place a deadline fires, whoever notices it (a sweep, a
+    /// revival, a late resolution). Returns whether this call expired it.
+    pub(crate) async fn expire_if_due(
+        &self,
+        record: &CallRecord,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        if record.state != CallState::Pending || record.deadline.is_none_or(|at| at > now) {
+            return Ok(false);
+        }
+        let moved = self
+            .store
+            .transition(
+                &record.conversation_id,
+                &record.tool_call_id,
+                record.step,
+                CallState::Pending,
+                CallState::Expired,
+                None,
+                now,
+            )
+            .await?;
+        if moved {
+            tracing::info!(
+                conversation_id = %record.conversation_id,
+                tool_call_id = %record.tool_call_id,
+                tool = %record.tool,
+                step = %record.step,
+                "suspended call expired"
+            );
+        }
+        Ok(moved)
+    }
+}
+
+/// The envelope ids of a call of `conversation`.
+fn ids_for(conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
+    EnvelopeIds {
+        tool_call_id: tool_call_id.into(),
+        conversation_id: Some(conversation.id.as_str().into()),
+        session_id: conversation.session_id.as_deref().map(Into::into),
     }
 }
 
@@ -75,7 +140,7 @@ fn humanize(duration: Duration) -> String {
     }
 }
 
-impl Agent {
+impl Ledger {
     /// Turns the ledger into results for every unanswered call of the last
     /// assistant turn: recorded results, approvals (running the approved
     /// server call, or preparing the approved client call), denials,
@@ -86,7 +151,6 @@ impl Agent {
         &self,
         conversation: &mut Conversation,
         context: &ToolContext,
-        ledger: Ledger<'_>,
     ) -> Result<(Vec<AgentEvent>, Vec<SuspendedCall>), StoreError> {
         let unanswered = unanswered_calls(conversation);
         if unanswered.is_empty() {
@@ -99,17 +163,17 @@ impl Agent {
             // changes the ledger. Only rows of this call's tool count: an
             // id the model gave two calls must never let one call's row
             // (an approval above all) settle the other.
-            let records = ledger.durable.store.calls(&conversation.id).await?;
+            let records = self.store.calls(&conversation.id).await?;
             let of_call: Vec<&CallRecord> = records
                 .iter()
                 .filter(|record| record.tool_call_id == call.id && record.tool == call.name)
                 .collect();
             let settled = self
-                .settle_call(conversation, context, ledger, &call, &of_call)
+                .settle_call(conversation, context, &call, &of_call)
                 .await?;
             match settled {
                 CallResult::Finished(result) => {
-                    let redaction = self.redactions(&call.name);
+                    let redaction = self.agent.redactions(&call.name);
                     let mut envelope = redact::redacted_envelope(result.to_value(), redaction);
                     if let Some(arguments) = envelope.get_mut(ARGUMENTS_CHANGED_BY_APPROVER) {
                         redact::redact(arguments, redaction);
@@ -130,7 +194,7 @@ impl Agent {
                     call.id.clone(),
                     call.name.clone(),
                     awaiting,
-                    self.redactions(&call.name),
+                    self.agent.redactions(&call.name),
                 )),
             }
         }
@@ -141,12 +205,11 @@ impl Agent {
         &self,
         conversation: &Conversation,
         context: &ToolContext,
-        ledger: Ledger<'_>,
         call: &AssistantToolCall,
         records: &[&CallRecord],
     ) -> Result<CallResult, StoreError> {
         let find = |step: Step| records.iter().copied().find(|record| record.step == step);
-        let ids = || self.ids_for(conversation, &call.id);
+        let ids = || ids_for(conversation, &call.id);
         let error = |code: ErrorCode, message: String| {
             CallResult::Finished(ResultText::from_envelope(Envelope::error(
                 ids(),
@@ -166,7 +229,7 @@ impl Agent {
                 }
                 (CallState::Executing, _) => {
                     return self
-                        .recover_interrupted(conversation, context, ledger, call, execution)
+                        .recover_interrupted(conversation, context, call, execution)
                         .await;
                 }
                 (CallState::Cancelled, _) => {
@@ -188,14 +251,14 @@ impl Agent {
         };
         for step in [Step::Client, Step::Human] {
             if let Some(record) = find(step) {
-                let settled = self.settle_wait(conversation, ledger, call, record, &error)?;
+                let settled = self.settle_wait(conversation, call, record, &error)?;
                 // The client ran the arguments its approver changed the
                 // call to: the model learns it with the result.
                 return Ok(match (settled, &resolution) {
                     (
                         CallResult::Finished(result),
                         Some(Resolution::ApproveWithArgs(arguments)),
-                    ) => CallResult::Finished(result.with_changed_arguments(arguments)),
+                    ) => CallResult::Finished(with_changed_arguments(result, arguments)),
                     (settled, _) => settled,
                 });
             }
@@ -207,9 +270,7 @@ impl Agent {
                 tracing::error!(tool = %call.name, tool_call_id = %call.id, "an approval recorded for other arguments than the call's; the call is not run");
                 if approval.state == CallState::Pending {
                     // Nobody may approve it any more: it answers nothing.
-                    ledger
-                        .durable
-                        .store
+                    self.store
                         .transition(
                             &conversation.id,
                             &call.id,
@@ -228,13 +289,10 @@ impl Agent {
                 Some(Resolution::ApproveWithArgs(arguments)) => {
                     (arguments.to_string(), Some(arguments))
                 }
-                _ => return self.settle_wait(conversation, ledger, call, approval, &error),
+                _ => return self.settle_wait(conversation, call, approval, &error),
             };
             let call_now = tool_call(arguments);
-            let client = self
-                .inner
-                .executor
-                .catalog()
+            let client = self.agent.executor().catalog()
                 .get(&call.name)
                 .is_some_and(|definition| definition.executor() == ExecutorKind::Client);
             if !client {
@@ -243,7 +301,7 @@ impl Agent {
                     changed: changed.is_some(),
                 };
                 return self
-                    .execute_recorded_as(&call_now, context, ledger, gate)
+                    .execute_recorded_as(&call_now, context, gate)
                     .await;
             }
             // An approved client call goes to the client: with the payload
@@ -251,9 +309,7 @@ impl Agent {
             // arguments, with a payload shaped from them now (preflights
             // only shape, so running one again is harmless).
             let outcome = if changed.is_some() {
-                self.inner
-                    .executor
-                    .execute_approved(&call_now, context)
+                self.agent.executor().execute_approved(&call_now, context)
                     .await
                     .outcome
             } else {
@@ -267,13 +323,13 @@ impl Agent {
                 })
             };
             return self
-                .record_outcome(&call_now, &conversation.id, ledger, outcome)
+                .record_outcome(&call_now, &conversation.id, outcome)
                 .await;
         }
         // Never recorded: the run stopped between saving the model's turn
         // and executing it. Nothing ran, so run it now.
         let call_now = tool_call(call.arguments.clone());
-        self.execute_recorded_as(&call_now, context, ledger, Gate::Model)
+        self.execute_recorded_as(&call_now, context, Gate::Model)
             .await
     }
 
@@ -282,7 +338,6 @@ impl Agent {
     fn settle_wait(
         &self,
         conversation: &Conversation,
-        ledger: Ledger<'_>,
         call: &AssistantToolCall,
         record: &CallRecord,
         error: &dyn Fn(ErrorCode, String) -> CallResult,
@@ -291,7 +346,7 @@ impl Agent {
             CallState::Pending => {
                 let then =
                     (record.step == Step::Approval
-                        && self.inner.executor.catalog().get(&record.tool).is_some_and(
+                        && self.agent.executor().catalog().get(&record.tool).is_some_and(
                             |definition| definition.executor() == ExecutorKind::Client,
                         ))
                     .then_some(AwaitReason::Client);
@@ -317,7 +372,7 @@ impl Agent {
                             u64::try_from(deadline - record.created_at).unwrap_or(0),
                         )
                     })
-                    .unwrap_or_else(|| self.wait_timeout(ledger.durable, &record.tool));
+                    .unwrap_or_else(|| self.wait_timeout(&record.tool));
                 let message = match record.step {
                     Step::Approval => format!(
                         "Nobody approved the call to `{}` within {}, so it was not run.",
@@ -351,7 +406,7 @@ impl Agent {
                     StoreError::Corrupt(format!("result of `{}`: {error}", record.tool_call_id))
                 })?;
                 CallResult::Finished(ResultText::from_envelope(Envelope::ok(
-                    self.ids_for(conversation, &call.id),
+                    ids_for(conversation, &call.id),
                     text,
                 )))
             }
@@ -370,15 +425,11 @@ impl Agent {
         &self,
         conversation: &Conversation,
         context: &ToolContext,
-        ledger: Ledger<'_>,
         call: &AssistantToolCall,
         execution: &CallRecord,
     ) -> Result<CallResult, StoreError> {
-        let store = &ledger.durable.store;
-        let idempotent = self
-            .inner
-            .executor
-            .catalog()
+        let store = &self.store;
+        let idempotent = self.agent.executor().catalog()
             .get(&call.name)
             .is_some_and(|definition| definition.idempotent());
         if idempotent {
@@ -405,16 +456,14 @@ impl Agent {
                 _ => Gate::Model,
             };
             let execution = if gate == Gate::Model {
-                self.inner.executor.execute(&tool_call, context).await
+                self.agent.executor().execute(&tool_call, context).await
             } else {
-                self.inner
-                    .executor
-                    .execute_approved(&tool_call, context)
+                self.agent.executor().execute_approved(&tool_call, context)
                     .await
             };
             let outcome = gate.mark(&tool_call, execution.outcome);
             return self
-                .finish_execution(&tool_call, &conversation.id, ledger, outcome)
+                .finish_execution(&tool_call, &conversation.id, outcome)
                 .await;
         }
         tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a crash interrupted a call that is not idempotent; it is not run again");
@@ -431,7 +480,7 @@ impl Agent {
             .await?;
         Ok(CallResult::Finished(ResultText::from_envelope(
             Envelope::error(
-                self.ids_for(conversation, &call.id),
+                ids_for(conversation, &call.id),
                 ErrorCode::Cancelled,
                 interrupted_message(&call.name),
             ),
@@ -449,7 +498,6 @@ impl Agent {
         &self,
         call: &ToolCall,
         context: &ToolContext,
-        ledger: Ledger<'_>,
         approved: bool,
     ) -> Result<CallResult, StoreError> {
         let gate = if approved {
@@ -457,20 +505,19 @@ impl Agent {
         } else {
             Gate::Model
         };
-        self.execute_recorded_as(call, context, ledger, gate).await
+        self.execute_recorded_as(call, context, gate).await
     }
 
     async fn execute_recorded_as(
         &self,
         call: &ToolCall,
         context: &ToolContext,
-        ledger: Ledger<'_>,
         gate: Gate,
     ) -> Result<CallResult, StoreError> {
         let approved = gate != Gate::Model;
-        let store = &ledger.durable.store;
+        let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
-        let definition = self.inner.executor.catalog().get(&call.name);
+        let definition = self.agent.executor().catalog().get(&call.name);
         let runs_code = definition.is_some_and(|definition| {
             matches!(
                 definition.executor(),
@@ -534,16 +581,16 @@ impl Agent {
             }
         }
         let execution = if approved {
-            self.inner.executor.execute_approved(call, context).await
+            self.agent.executor().execute_approved(call, context).await
         } else {
-            self.inner.executor.execute(call, context).await
+            self.agent.executor().execute(call, context).await
         };
         let outcome = gate.mark(call, execution.outcome);
         if runs_code {
-            self.finish_execution(call, conversation_id, ledger, outcome)
+            self.finish_execution(call, conversation_id, outcome)
                 .await
         } else {
-            self.record_outcome(call, conversation_id, ledger, outcome)
+            self.record_outcome(call, conversation_id, outcome)
                 .await
         }
     }
@@ -553,7 +600,6 @@ impl Agent {
         &self,
         call: &ToolCall,
         conversation_id: &str,
-        ledger: Ledger<'_>,
         outcome: Outcome,
     ) -> Result<CallResult, StoreError> {
         let envelope = match &outcome {
@@ -565,9 +611,7 @@ impl Agent {
         // the store stays down, and the real result goes on.
         let mut closed = None;
         for delay in CLOSE_RETRIES {
-            match ledger
-                .durable
-                .store
+            match self.store
                 .transition(
                     conversation_id,
                     &call.id,
@@ -597,14 +641,14 @@ impl Agent {
             None => {
                 tracing::error!(tool = %call.name, tool_call_id = &*call.id, "the call ran, but its ledger row could not be closed; the model gets its result, and the row is closed in the background");
                 close_in_background(
-                    ledger.durable.store.clone(),
+                    self.store.clone(),
                     conversation_id.to_owned(),
                     call.id.to_string(),
                     envelope,
                 );
             }
         }
-        self.record_outcome(call, conversation_id, ledger, outcome)
+        self.record_outcome(call, conversation_id, outcome)
             .await
     }
 
@@ -614,7 +658,6 @@ impl Agent {
         &self,
         call: &ToolCall,
         conversation_id: &str,
-        ledger: Ledger<'_>,
         outcome: Outcome,
     ) -> Result<CallResult, StoreError> {
         match outcome {
@@ -633,12 +676,11 @@ impl Agent {
                 ),
             ))),
             Outcome::Awaiting(awaiting) => {
-                let durable = ledger.durable;
-                let step = step_for(awaiting.reason);
+                                let step = step_for(awaiting.reason);
                 let now = now_ms();
-                let mut wait = self.wait_timeout(durable, &call.name);
-                if step == Step::Client && !durable.client_attached(conversation_id) {
-                    wait = wait.min(durable.client_grace);
+                let mut wait = self.wait_timeout(&call.name);
+                if step == Step::Client && !self.clients.attached(conversation_id) {
+                    wait = wait.min(self.client_grace);
                 }
                 let record = CallRecord {
                     conversation_id: conversation_id.to_owned(),
@@ -653,7 +695,7 @@ impl Agent {
                     created_at: now,
                     updated_at: now,
                 };
-                if !insert_or_confirm(&durable.store, &record).await? {
+                if !insert_or_confirm(&self.store, &record).await? {
                     // Another call of the conversation holds this id's wait:
                     // its approval or answer must never settle this call,
                     // so this one is refused, not suspended.
@@ -824,22 +866,20 @@ impl Gate {
     }
 }
 
-impl ResultText {
-    /// The result of a call its approver changed, marked with the
-    /// arguments that ran.
-    fn with_changed_arguments(self, arguments: &Value) -> Self {
-        let marked = serde_json::from_str::<Envelope>(&self.json)
-            .ok()
-            .zip(JsonText::from_serialize(arguments).ok())
-            .map(|(envelope, arguments)| {
-                envelope
-                    .with_arguments_changed_by_approver(arguments)
-                    .into_json_string()
-            });
-        match marked {
-            Some(json) => ResultText { json, ..self },
-            None => self,
-        }
+/// The result of a call its approver changed, marked with the arguments
+/// that ran.
+fn with_changed_arguments(result: ResultText, arguments: &Value) -> ResultText {
+    let marked = serde_json::from_str::<Envelope>(&result.json)
+        .ok()
+        .zip(JsonText::from_serialize(arguments).ok())
+        .map(|(envelope, arguments)| {
+            envelope
+                .with_arguments_changed_by_approver(arguments)
+                .into_json_string()
+        });
+    match marked {
+        Some(json) => ResultText { json, ..result },
+        None => result,
     }
 }
 

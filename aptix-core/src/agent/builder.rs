@@ -1,0 +1,258 @@
+//! Building an [`Agent`]: its model, its tools, and the limits of a run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
+use crate::catalog::Catalog;
+use crate::context::ToolContext;
+use crate::executor::Executor;
+use crate::model::assembly::TurnLimits;
+use crate::model::{ChatModel, ToolChoice};
+use crate::schema::{Dialect, DialectError, ToolDefinition};
+use crate::tool::ExecutorKind;
+
+/// Why an agent could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No model was given.
+    #[error("the agent has no model: call `.model(...)`")]
+    NoModel,
+    /// No catalog was given.
+    #[error("the agent has no tool catalog: call `.catalog(...)`")]
+    NoCatalog,
+    /// A tool cannot be expressed in the model's dialect.
+    #[error(transparent)]
+    Dialect(#[from] DialectError),
+    /// A tool runs at the model provider, and this model does not host it.
+    #[error(
+        "the tool `{tool}` runs at the model provider, which this model does not host (see `ChatModel::hosts_tool`); leave it out of the agent's catalog"
+    )]
+    ProviderTool {
+        /// The tool's name.
+        tool: String,
+    },
+}
+
+/// Builds an [`Agent`].
+#[must_use]
+pub struct AgentBuilder {
+    model: Option<Arc<dyn ChatModel>>,
+    catalog: Option<Catalog>,
+    context: ToolContext,
+    settings: Settings,
+    executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
+}
+
+/// How each run behaves; set on the builder, fixed once built.
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    pub(super) max_iterations: usize,
+    pub(super) tool_concurrency: usize,
+    pub(super) tool_choice: ToolChoice,
+    pub(super) parallel_tool_calls: bool,
+    pub(super) max_tokens: Option<u32>,
+    pub(super) temperature: Option<f32>,
+    pub(super) limits: TurnLimits,
+    pub(super) max_calls_per_turn: usize,
+    pub(super) model_call_timeout: Option<Duration>,
+    pub(super) tool_timeout: Option<Duration>,
+}
+
+impl AgentBuilder {
+    pub(super) fn new() -> Self {
+        AgentBuilder {
+            model: None,
+            catalog: None,
+            context: ToolContext::new(),
+            settings: Settings {
+                max_iterations: 10,
+                tool_concurrency: 4,
+                tool_choice: ToolChoice::Auto,
+                parallel_tool_calls: true,
+                max_tokens: None,
+                temperature: None,
+                limits: TurnLimits::default(),
+                max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
+                model_call_timeout: Some(DEFAULT_MODEL_CALL_TIMEOUT),
+                tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
+            },
+            executor: None,
+        }
+    }
+
+    /// The model to drive.
+    pub fn model(mut self, model: impl ChatModel + 'static) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// The model to drive, shared.
+    pub fn shared_model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The tools the model may call.
+    pub fn catalog(mut self, catalog: Catalog) -> Self {
+        self.catalog = Some(catalog);
+        self
+    }
+
+    /// The base context of every tool call: typed state such as pools and
+    /// clients. Ids and cancellation are set per run.
+    pub fn context(mut self, context: ToolContext) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The most model calls in one run (default 10).
+    pub fn max_iterations(mut self, iterations: usize) -> Self {
+        self.settings.max_iterations = iterations.max(1);
+        self
+    }
+
+    /// How many tool calls of one turn run at once (default 4).
+    pub fn tool_concurrency(mut self, concurrency: usize) -> Self {
+        self.settings.tool_concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Which tools the model may call (default `Auto`).
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.settings.tool_choice = choice;
+        self
+    }
+
+    /// Whether the model may call several tools in one turn (default true).
+    pub fn parallel_tool_calls(mut self, parallel: bool) -> Self {
+        self.settings.parallel_tool_calls = parallel;
+        self
+    }
+
+    /// The most tokens per model call.
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.settings.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Sampling temperature.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.settings.temperature = Some(temperature);
+        self
+    }
+
+    /// The most bytes one model turn may stream that are kept: its text, its
+    /// thinking blocks and every call's id, name and arguments (default
+    /// 8 MiB). Past it the
+    /// model call is ended and the run ends with
+    /// [`DoneReason::LimitExceeded`](super::DoneReason::LimitExceeded), so a model stuck in a loop, or a
+    /// hostile endpoint, cannot grow memory without bound.
+    pub fn max_turn_bytes(mut self, bytes: usize) -> Self {
+        self.settings.limits.turn_bytes = bytes;
+        self
+    }
+
+    /// The most bytes of arguments one tool call may have (default 1 MiB).
+    /// Past it the model call is ended, as for
+    /// [`AgentBuilder::max_turn_bytes`].
+    pub fn max_call_argument_bytes(mut self, bytes: usize) -> Self {
+        self.settings.limits.argument_bytes = bytes;
+        self
+    }
+
+    /// The most tool calls of one turn that run (default 64). The calls past
+    /// it are answered with an error result without running, which tells
+    /// the model to make them again in a later turn.
+    pub fn max_calls_per_turn(mut self, calls: usize) -> Self {
+        self.settings.max_calls_per_turn = calls.max(1);
+        self
+    }
+
+    /// The longest one model call may take, first byte to last (default
+    /// 10 minutes; `None`: no limit). Past it the run ends with
+    /// [`ModelError::Timeout`](crate::model::ModelError::Timeout). The adapters' HTTP timeouts only bound the
+    /// gap between two events; this bounds the whole turn.
+    pub fn model_call_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.settings.model_call_timeout = timeout.into();
+        self
+    }
+
+    /// The time limit of a call whose tool declares no `timeout` (default
+    /// [`crate::executor::DEFAULT_TIMEOUT`]; `None`: no limit). Each call
+    /// runs in a task of its own and the limit is kept from outside that
+    /// task, so it holds even for a tool that blocks its thread.
+    pub fn tool_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.settings.tool_timeout = timeout.into();
+        self
+    }
+
+    /// Adjusts the executor (e.g. its default time limit).
+    pub fn configure_executor(
+        mut self,
+        configure: impl FnOnce(Executor) -> Executor + 'static,
+    ) -> Self {
+        self.executor = Some(Box::new(configure));
+        self
+    }
+
+    /// Lowers every tool to the model's dialect once, and builds the agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let model = self.model.ok_or(AgentError::NoModel)?;
+        let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
+        if let Some(refused) = catalog.definitions().find(|definition| {
+            definition.executor() == ExecutorKind::Provider && !model.hosts_tool(definition.name())
+        }) {
+            return Err(AgentError::ProviderTool {
+                tool: refused.name().to_owned(),
+            });
+        }
+        let tools = lower_for_model(&catalog, model.dialect())?;
+        let mut executor = Executor::new(catalog).with_default_timeout(self.settings.tool_timeout);
+        if let Some(configure) = self.executor {
+            executor = configure(executor);
+        }
+        let agent = Agent {
+            inner: Arc::new(Inner {
+                model,
+                executor,
+                tools: tools.into(),
+                context: self.context,
+                settings: self.settings,
+            }),
+        };
+        Ok(agent)
+    }
+}
+
+/// What the model sees of a tool: the description, then when to call it.
+/// Providers show the model only the description, so the usage goes there.
+fn model_description(definition: &ToolDefinition) -> String {
+    let usage = definition.usage().trim();
+    if usage.is_empty() {
+        definition.description().to_owned()
+    } else {
+        format!("{}\n\nUsage: {usage}", definition.description())
+    }
+}
+
+/// Every tool of `catalog` in the model's dialect, each described with its
+/// usage.
+fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
+    catalog
+        .definitions()
+        .map(|definition| {
+            let mut tool = definition.lower(dialect)?;
+            if let Some(fields) = tool.as_object_mut() {
+                fields.insert(
+                    "description".into(),
+                    Value::String(model_description(definition)),
+                );
+            }
+            Ok(tool)
+        })
+        .collect()
+}
+

@@ -1,0 +1,254 @@
+//! One tool call of a turn: run in a task of its own, its time limit kept
+//! from outside that task, its result in the form the transcript takes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Agent, Journal};
+use crate::context::ToolContext;
+use crate::envelope::{Envelope, EnvelopeIds};
+use crate::error::ErrorCode;
+use crate::executor::{Awaiting, Outcome, ToolCall};
+use crate::model::assembly::{AssembledCall, CallStatus};
+
+/// What one executed call contributes to the transcript and the events.
+pub(super) struct Executed {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) result: CallResult,
+}
+
+/// How a call of a turn ended: with a result, or waiting.
+pub(crate) enum CallResult {
+    /// It has its result.
+    Finished(ResultText),
+    /// It waits for an approval, a client or a person.
+    Suspended(Awaiting),
+}
+
+/// A finished call's result as the transcript and the events need it.
+pub(crate) struct ResultText {
+    pub(crate) json: String,
+    pub(crate) ok: bool,
+}
+
+impl ResultText {
+    /// Takes the envelope's JSON without copying it (it was written when
+    /// the envelope was made).
+    pub(crate) fn from_envelope(envelope: Envelope) -> Self {
+        let ok = envelope.is_ok();
+        ResultText {
+            json: envelope.into_json_string(),
+            ok,
+        }
+    }
+
+    /// A result read back as JSON text: failed unless it says `"ok": true`.
+    pub(crate) fn from_stored(json: String) -> Self {
+        let ok = serde_json::from_str::<Value>(&json)
+            .ok()
+            .and_then(|value| value.get("ok").and_then(Value::as_bool))
+            .unwrap_or(false);
+        ResultText { json, ok }
+    }
+
+    pub(crate) fn to_value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or_else(|_| Value::String(self.json.clone()))
+    }
+}
+
+impl Agent {
+    /// Runs one call of a turn in a task of its own, so that a tool that
+    /// blocks its thread (sync I/O, a CPU loop) stalls neither the other
+    /// calls of the turn nor this call's time limit: the limit is kept here,
+    /// outside the task, and answers `timeout` even while the tool's thread
+    /// is still blocked (the task is aborted, and stops at its next await).
+    /// `over` is `(calls made, calls allowed)` for a call past the turn's
+    /// limit, which is answered without running.
+    pub(super) async fn execute_in_task(
+        &self,
+        call: AssembledCall,
+        over: Option<(usize, usize)>,
+        context: &ToolContext,
+        conversation_id: &str,
+        journal: Option<Arc<dyn Journal>>,
+    ) -> Executed {
+        let ids = |id: &str| EnvelopeIds {
+            tool_call_id: id.into(),
+            conversation_id: Some(conversation_id.into()),
+            session_id: context.session_id().map(Into::into),
+        };
+        let finished = |id: String, name: String, envelope: Envelope| Executed {
+            id,
+            name,
+            result: CallResult::Finished(ResultText::from_envelope(envelope)),
+        };
+        if let Some((made, allowed)) = over {
+            let envelope = Envelope::error(
+                ids(&call.id),
+                ErrorCode::Failed,
+                format!(
+                    "This turn made {made} tool calls and at most {allowed} run per turn, so this call was not run. Make it again in a later turn if it is still needed."
+                ),
+            );
+            return finished(call.id, call.name, envelope);
+        }
+        if call.status != CallStatus::Complete || tokio::runtime::Handle::try_current().is_err() {
+            // Nothing runs (or there is no runtime to spawn on): inline.
+            return self
+                .execute(call, context, conversation_id, journal.as_deref())
+                .await;
+        }
+        let limit = self.call_time_limit(&call.name);
+        let (id, name) = (call.id.clone(), call.name.clone());
+        let task = {
+            let agent = self.clone();
+            let context = context.clone();
+            let conversation_id = conversation_id.to_owned();
+            let journal = journal.clone();
+            tokio::spawn(async move {
+                agent
+                    .execute(call, &context, &conversation_id, journal.as_deref())
+                    .await
+            })
+        };
+        let mut task = AbortOnDrop(task);
+        // The grace lets a tool that does reach an await point be stopped
+        // by the executor's own limit, which also records it in the ledger.
+        let joined = match limit {
+            Some(limit) => tokio::time::timeout(limit + TIMEOUT_GRACE, &mut task.0)
+                .await
+                .map_err(|_| limit),
+            None => Ok((&mut task.0).await),
+        };
+        match joined {
+            Ok(Ok(executed)) => executed,
+            Ok(Err(error)) => {
+                tracing::error!(%error, tool = %name, tool_call_id = %id, "the task running the call failed");
+                let envelope = Envelope::error(
+                    ids(&id),
+                    ErrorCode::Internal,
+                    crate::error::INTERNAL_MESSAGE,
+                );
+                finished(id, name, envelope)
+            }
+            Err(limit) => {
+                task.0.abort();
+                tracing::warn!(
+                    tool = %name,
+                    tool_call_id = %id,
+                    limit_ms = limit.as_millis() as u64,
+                    "tool timed out without yielding (it blocks its thread); its task is aborted"
+                );
+                let envelope = Envelope::error(
+                    ids(&id),
+                    ErrorCode::Timeout,
+                    format!(
+                        "The tool `{name}` did not finish within {} and was stopped.",
+                        humanize(limit)
+                    ),
+                );
+                // The aborted task will never close the call's record: the
+                // journal closes it with the result the model gets. (Should
+                // the tool still finish in the poll it is stuck in, its own
+                // close finds the record settled and drops its result.)
+                if let Some(journal) = &journal {
+                    journal.abandoned(conversation_id, &id, envelope.to_json_string());
+                }
+                finished(id, name, envelope)
+            }
+        }
+    }
+
+    async fn execute(
+        &self,
+        call: AssembledCall,
+        context: &ToolContext,
+        conversation_id: &str,
+        journal: Option<&dyn Journal>,
+    ) -> Executed {
+        let ids = || EnvelopeIds {
+            tool_call_id: call.id.as_str().into(),
+            conversation_id: Some(conversation_id.into()),
+            session_id: context.session_id().map(Into::into),
+        };
+        let finished =
+            |envelope: Envelope| CallResult::Finished(ResultText::from_envelope(envelope));
+        let result = match call.status {
+            CallStatus::Truncated => finished(Envelope::error(
+                ids(),
+                ErrorCode::InvalidJson,
+                "The arguments were cut off because the model reached its output token limit. Call the tool again with complete (and, if possible, shorter) arguments.",
+            )),
+            CallStatus::Unnamed => finished(Envelope::error(
+                ids(),
+                ErrorCode::UnknownTool,
+                "The tool call has no tool name. Call a tool by its name.",
+            )),
+            CallStatus::Complete => {
+                let tool_call = ToolCall::new(
+                    call.id.as_str(),
+                    call.name.as_str(),
+                    call.arguments.as_str(),
+                );
+                if let Some(journal) = journal {
+                    match journal.execute(&tool_call, context).await {
+                        Ok(result) => result,
+                        Err(error) => {
+                            tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
+                            // The journal's error means the call did not run.
+                            finished(Envelope::error(
+                                ids(),
+                                ErrorCode::Failed,
+                                "This call was not run: the conversation store could not record it. Nothing happened; call the tool again if it is still needed.",
+                            ))
+                        }
+                    }
+                } else {
+                    let execution = self.inner.executor.execute(&tool_call, context).await;
+                    match execution.outcome {
+                        Outcome::Final(envelope) => finished(envelope),
+                        Outcome::Awaiting(awaiting) => CallResult::Suspended(awaiting),
+                        // Provider tools run at the provider, which returns their
+                        // results itself; there is nothing to add here.
+                        Outcome::PassThrough => finished(Envelope::error(
+                            ids(),
+                            ErrorCode::Failed,
+                            "This tool runs at the model provider and cannot be called as a function here.",
+                        )),
+                    }
+                }
+            }
+        };
+        Executed {
+            id: call.id,
+            name: call.name,
+            result,
+        }
+    }
+}
+
+/// How much longer than a call's time limit the loop waits for its task
+/// before answering `timeout` itself.
+const TIMEOUT_GRACE: Duration = Duration::from_millis(250);
+
+/// Aborts the task when dropped: a run that is dropped mid-turn stops its
+/// calls, as it did when they ran inside it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn humanize(duration: Duration) -> String {
+    if duration.subsec_nanos() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+

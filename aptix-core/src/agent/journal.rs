@@ -1,0 +1,38 @@
+//! What a durable run adds to the loop, without the loop knowing a store.
+//!
+//! A stateless run passes no journal: calls run straight through the
+//! executor and nothing is saved. A durable run passes one that records
+//! every call before it runs and saves the transcript at the points a crash
+//! must be able to resume from; the loop calls it there and nowhere else.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::CallResult;
+use crate::context::ToolContext;
+use crate::executor::ToolCall;
+use crate::transcript::Conversation;
+
+/// The future a journal returns.
+pub(crate) type JournalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The journal of one run: where its calls and its transcript are kept.
+pub(crate) trait Journal: Send + Sync + 'static {
+    /// Saves the transcript as it stands, the run still going: after the
+    /// model's turn (before any of its calls runs) and after the turn's
+    /// results. An `Err` ends the run with `StoreFailed`.
+    fn checkpoint<'a>(&'a self, conversation: &'a Conversation) -> JournalFuture<'a, Result<(), String>>;
+
+    /// Runs one call of the model's turn, recorded. An `Err` means it was
+    /// not recorded and so did not run.
+    fn execute<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        context: &'a ToolContext,
+    ) -> JournalFuture<'a, Result<CallResult, String>>;
+
+    /// A call the loop stopped from outside its task (its tool blocked its
+    /// thread past the time limit): its record is closed with `envelope`,
+    /// the result the model gets, since the aborted task never will.
+    fn abandoned(&self, conversation_id: &str, tool_call_id: &str, envelope: String);
+}

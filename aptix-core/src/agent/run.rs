@@ -1,0 +1,334 @@
+//! The loop over model turns: ask the model, run the calls it made, feed
+//! their results back, until it answers without calling tools.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{
+    Agent, AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, SuspendedCall,
+    call_ids, redact,
+};
+use crate::envelope::Envelope;
+use crate::model::assembly::TurnAssembler;
+use crate::model::{ChatRequest, ModelError, Usage};
+use crate::transcript::{AssistantToolCall, Conversation, Message};
+
+impl Agent {
+    /// The loop itself. With a `journal` (durable runs) every call is
+    /// recorded through it and the transcript is checkpointed after the
+    /// model's turn and after its results.
+    pub(crate) fn run_loop<'a>(
+        &'a self,
+        conversation: &'a mut Conversation,
+        input: Input,
+        cancellation: CancellationToken,
+        journal: Option<Arc<dyn Journal>>,
+    ) -> AgentStream<'a> {
+        let inner = &*self.inner;
+        let span = tracing::info_span!(
+            "agent_run",
+            conversation_id = %conversation.id,
+            catalog_fingerprint = %inner.executor.catalog().fingerprint(),
+        );
+        let started = Instant::now();
+        let stream = async_stream::stream! {
+            let mut usage = Usage::default();
+            let mut tool_calls = 0usize;
+            let context = self.context_for(conversation, &cancellation);
+            let mut refused = None;
+            match input {
+                Input::User(text) => conversation.messages.push(Message::user(text)),
+                Input::ToolResults(results) => match self.check_results(&conversation.messages, &results) {
+                    Ok(()) => append_results(conversation, results),
+                    Err(problem) => {
+                        tracing::warn!(%problem, "results handed in were refused");
+                        refused = Some(problem);
+                    }
+                },
+                Input::Continue => {}
+            }
+            let (mut reason, iterations) = match refused {
+                Some(problem) => (DoneReason::InvalidToolResults(problem), 0),
+                None => (DoneReason::MaxIterations, inner.settings.max_iterations),
+            };
+            'turns: for iteration in 0..iterations {
+                if cancellation.is_cancelled() {
+                    reason = DoneReason::Cancelled;
+                    break;
+                }
+                let fixes = crate::transcript::repair(&mut conversation.messages, Some(conversation.id.as_str()));
+                if fixes > 0 {
+                    tracing::warn!(fixes, "repaired the transcript before the model request");
+                }
+                let request = ChatRequest {
+                    messages: conversation.messages.clone(),
+                    tools: inner.tools.clone(),
+                    tool_choice: inner.settings.tool_choice.clone(),
+                    parallel_tool_calls: inner.settings.parallel_tool_calls,
+                    max_tokens: inner.settings.max_tokens,
+                    temperature: inner.settings.temperature,
+                };
+                let model_span = tracing::info_span!("model_call", iteration);
+                let model_started = Instant::now();
+                let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
+                let mut events = inner.model.stream(&request);
+                let model_deadline = model_deadline(inner.settings.model_call_timeout);
+                tokio::pin!(model_deadline);
+                loop {
+                    let next = tokio::select! {
+                        biased;
+                        () = cancellation.cancelled() => {
+                            reason = DoneReason::Cancelled;
+                            break 'turns;
+                        }
+                        () = &mut model_deadline => {
+                            model_span.in_scope(|| tracing::warn!(
+                                limit_ms = inner.settings.model_call_timeout.map_or(0, |limit| limit.as_millis() as u64),
+                                "the model call took too long and was ended"
+                            ));
+                            reason = DoneReason::ModelError(ModelError::Timeout);
+                            break 'turns;
+                        }
+                        next = events.next().instrument(model_span.clone()) => next,
+                    };
+                    let Some(event) = next else { break };
+                    match event {
+                        Ok(event) => {
+                            if let crate::model::ModelEvent::TextDelta(text) = &event {
+                                yield AgentEvent::TextDelta(text.clone());
+                            }
+                            if let Err(error) = assembler.push(event) {
+                                reason = match assembler.limit_exceeded() {
+                                    Some(exceeded) => {
+                                        model_span.in_scope(|| tracing::warn!(%exceeded, "the model turn went past a limit"));
+                                        DoneReason::LimitExceeded(exceeded.to_string())
+                                    }
+                                    None => DoneReason::ModelError(error),
+                                };
+                                break 'turns;
+                            }
+                        }
+                        Err(error) => {
+                            reason = DoneReason::ModelError(error);
+                            break 'turns;
+                        }
+                    }
+                }
+                drop(events);
+                let mut turn = match assembler.finish() {
+                    Ok(turn) => turn,
+                    Err(error) => {
+                        reason = DoneReason::ModelError(error);
+                        break;
+                    }
+                };
+                model_span.in_scope(|| tracing::info!(
+                    elapsed_ms = model_started.elapsed().as_millis() as u64,
+                    tool_calls = turn.tool_calls.len(),
+                    finish = ?turn.finish_reason,
+                    "model turn finished"
+                ));
+                if let Some(turn_usage) = turn.usage {
+                    usage += turn_usage;
+                }
+                for (original, renamed) in call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages) {
+                    tracing::warn!(
+                        model_id = %original,
+                        id = %renamed,
+                        "the model reused a tool call id; the call goes by a new one"
+                    );
+                }
+                conversation.messages.push(Message::Assistant {
+                    content: turn.text.clone(),
+                    tool_calls: turn
+                        .tool_calls
+                        .iter()
+                        .map(|call| AssistantToolCall {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        })
+                        .collect(),
+                    thinking: std::mem::take(&mut turn.thinking),
+                });
+                if turn.tool_calls.is_empty() {
+                    reason = DoneReason::Completed;
+                    break;
+                }
+                // The calls are in the store before any of them runs, so a
+                // crash from here on is noticed and recovered.
+                if let Some(journal) = &journal
+                    && let Err(error) = journal.checkpoint(conversation).await
+                {
+                    reason = DoneReason::StoreFailed(error);
+                    break;
+                }
+                for call in &turn.tool_calls {
+                    yield AgentEvent::ToolCallStart {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: redact::redacted_arguments(&call.arguments, self.redactions(&call.name)),
+                    };
+                }
+                tool_calls += turn.tool_calls.len();
+                let made = turn.tool_calls.len();
+                let allowed = inner.settings.max_calls_per_turn;
+                if made > allowed {
+                    tracing::warn!(made, allowed, "the model made more calls in one turn than may run");
+                }
+                let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
+                    .map(|(position, call)| {
+                        let over = (position >= allowed).then_some((made, allowed));
+                        self.execute_in_task(call, over, &context, conversation.id.as_str(), journal.clone())
+                    })
+                    .buffered(inner.settings.tool_concurrency);
+                let mut suspended = Vec::new();
+                while let Some(done) = executed.next().await {
+                    match done.result {
+                        CallResult::Finished(result) => {
+                            yield AgentEvent::ToolCallResult {
+                                id: done.id.clone(),
+                                name: done.name.clone(),
+                                envelope: redact::redacted_envelope(result.to_value(), self.redactions(&done.name)),
+                            };
+                            conversation.messages.push(Message::Tool {
+                                tool_call_id: done.id,
+                                name: done.name,
+                                content: result.json,
+                                is_error: !result.ok,
+                            });
+                        }
+                        CallResult::Suspended(awaiting) => {
+                            let redaction = self.redactions(&done.name);
+                            suspended.push(SuspendedCall::new(done.id, done.name, awaiting, redaction));
+                        }
+                    }
+                }
+                drop(executed);
+                // A suspending turn is saved once, by the durable run, as
+                // suspended; finished results are in the journal meanwhile.
+                if let Some(journal) = &journal
+                    && suspended.is_empty()
+                    && let Err(error) = journal.checkpoint(conversation).await
+                {
+                    reason = DoneReason::StoreFailed(error);
+                    break;
+                }
+                if !suspended.is_empty() {
+                    reason = DoneReason::Suspended(suspended);
+                    break;
+                }
+            }
+            tracing::info!(
+                tool_calls,
+                input_tokens = usage.input_tokens,
+                output_tokens = usage.output_tokens,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                reason = reason_name(&reason),
+                "agent run finished"
+            );
+            yield AgentEvent::Done { reason, usage };
+        };
+        Box::pin(tracing_futures::Instrument::instrument(stream, span))
+    }
+
+    /// Checks results handed in with [`Input::ToolResults`] as
+    /// [`DurableAgent::resolve`](crate::durable::DurableAgent::resolve)
+    /// checks a client's result: each answers a call of
+    /// the conversation, of a catalogued tool, and a successful one matches
+    /// the tool's declared output. Client results are user-controlled data
+    /// headed for the model.
+    fn check_results(
+        &self,
+        messages: &[Message],
+        results: &[(String, Envelope)],
+    ) -> Result<(), String> {
+        for (tool_call_id, envelope) in results {
+            let name = call_name(messages, tool_call_id).ok_or_else(|| {
+                format!("no call in the conversation has the id `{tool_call_id}`")
+            })?;
+            let definition = self.inner.executor.catalog().get(name).ok_or_else(|| {
+                format!("the tool `{name}` of call `{tool_call_id}` is not in the catalog")
+            })?;
+            if let Some(result) = envelope.result() {
+                definition.check_output(&result.to_value()).map_err(|problem| {
+                    // The message travels in the `Done` event and the log:
+                    // violations quote the refused values, so a tool that
+                    // hides anything gets none of them.
+                    if definition.redaction().hides_anything() {
+                        format!(
+                            "the result for call `{tool_call_id}` does not match the output of `{name}` (the violations are not shown because the tool declares secrets; `ToolDefinition::check_output` lists them)"
+                        )
+                    } else {
+                        format!(
+                            "the result for call `{tool_call_id}` does not match the output of `{name}`: {problem}"
+                        )
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn reason_name(reason: &DoneReason) -> &'static str {
+    match reason {
+        DoneReason::Completed => "completed",
+        DoneReason::Suspended(_) => "suspended",
+        DoneReason::MaxIterations => "max_iterations",
+        DoneReason::Cancelled => "cancelled",
+        DoneReason::ModelError(_) => "model_error",
+        DoneReason::StoreFailed(_) => "store_failed",
+        DoneReason::LimitExceeded(_) => "limit_exceeded",
+        DoneReason::InvalidToolResults(_) => "invalid_tool_results",
+    }
+}
+
+/// Completes after `limit`, or never.
+async fn model_deadline(limit: Option<Duration>) {
+    match limit {
+        Some(limit) => tokio::time::sleep(limit).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The tool name of the call `tool_call_id`, latest turn first.
+fn call_name<'m>(messages: &'m [Message], tool_call_id: &str) -> Option<&'m str> {
+    messages.iter().rev().find_map(|message| match message {
+        Message::Assistant { tool_calls, .. } => tool_calls
+            .iter()
+            .find(|call| call.id == tool_call_id)
+            .map(|call| call.name.as_str()),
+        _ => None,
+    })
+}
+
+/// Appends results handed in for suspended calls, right after the
+/// assistant turn and results already there; the repair before the next
+/// request puts them in call order and drops any that answer nothing.
+fn append_results(conversation: &mut Conversation, results: Vec<(String, Envelope)>) {
+    for (tool_call_id, envelope) in results {
+        let name = conversation
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant { tool_calls, .. } => tool_calls
+                    .iter()
+                    .find(|call| call.id == tool_call_id)
+                    .map(|call| call.name.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        conversation.messages.push(Message::Tool {
+            tool_call_id,
+            name,
+            content: envelope.to_json_string(),
+            is_error: !envelope.is_ok(),
+        });
+    }
+}

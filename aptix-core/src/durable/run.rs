@@ -1,0 +1,345 @@
+//! Running a stored conversation: claim it, settle the ledger into
+//! results, run model turns while nothing is pending, save, let go; and
+//! resuming it in the background once its waits are resolved.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::lease::{ActiveRun, Lease, now_ms};
+use super::ledger::{Ledger, close_in_background, has_unanswered_calls};
+use super::{ConversationEvent, DurableAgent, DurableError, Revival};
+use crate::agent::{
+    AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, JournalFuture,
+};
+use crate::context::ToolContext;
+use crate::executor::ToolCall;
+use crate::model::Usage;
+use crate::store::{ConversationStatus, StoreError, StoredConversation};
+use crate::transcript::{Conversation, Message};
+
+/// What a durable run adds to the agent's loop: its calls recorded in the
+/// ledger, its transcript saved under the run's lease.
+struct RunJournal {
+    ledger: Ledger,
+    lease: Lease,
+}
+
+impl Journal for RunJournal {
+    fn checkpoint<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+    ) -> JournalFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.lease
+                .save(conversation, ConversationStatus::Running)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        context: &'a ToolContext,
+    ) -> JournalFuture<'a, Result<CallResult, String>> {
+        Box::pin(async move {
+            self.ledger
+                .execute_recorded(call, context, false)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    }
+
+    fn abandoned(&self, conversation_id: &str, tool_call_id: &str, envelope: String) {
+        close_in_background(
+            self.ledger.store().clone(),
+            conversation_id.to_owned(),
+            tool_call_id.to_owned(),
+            Some(envelope),
+        );
+    }
+}
+
+impl DurableAgent {
+    /// Resumes the conversation in a background task if nothing of it is
+    /// pending and nobody holds it; what a resolution or an expiry triggers.
+    ///
+    /// When another process holds it, this waits for that process's lease
+    /// to run out and tries again: a live holder renews its lease and picks
+    /// resolutions up itself when it saves, but a dead one never will.
+    pub(crate) fn resume_in_background(&self, conversation_id: &str) {
+        self.resume_in_background_after(conversation_id, 0);
+    }
+
+    /// [`DurableAgent::resume_in_background`], counting `failures` store errors
+    /// already met on the way (a resumed run the store stopped retries
+    /// with the same budget).
+    fn resume_in_background_after(&self, conversation_id: &str, failures: u32) {
+        let agent = self.clone();
+        let conversation_id = conversation_id.to_owned();
+        tokio::spawn(async move {
+            let inner = &*agent.inner;
+            let mut failures = failures;
+            loop {
+                // Subscribed before trying, so that the end of a run of this
+                // process between the try and the wait is not missed.
+                let mut released = inner.runs.ends();
+                let error = match agent.resume_if_ready(&conversation_id, failures).await {
+                    Ok(Revival::Busy) => None,
+                    Ok(_) => return,
+                    Err(error) => Some(error),
+                };
+                if let Some(error) = error {
+                    // A sweep picks the conversation up later if the store
+                    // stays down.
+                    failures += 1;
+                    if failures > RESUME_RETRIES {
+                        tracing::warn!(%conversation_id, %error, "could not resume the conversation; a sweep will");
+                        return;
+                    }
+                    tracing::debug!(%conversation_id, %error, "could not resume the conversation; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 << failures)).await;
+                    continue;
+                }
+                if inner.runs.is_active(&conversation_id) {
+                    // A run of this process holds it. It may be past the
+                    // point where it looks for resolutions: try again when
+                    // it ends (the lease bounds the wait, in case the end
+                    // was missed).
+                    let _ = tokio::time::timeout(inner.lease.duration(), released.changed()).await;
+                    continue;
+                }
+                let held = match inner.store.load_conversation(&conversation_id).await {
+                    Ok(Some(stored)) => stored,
+                    Ok(None) => return,
+                    Err(error) => {
+                        tracing::warn!(%conversation_id, %error, "could not resume the conversation; a sweep will");
+                        return;
+                    }
+                };
+                if held.status != ConversationStatus::Running {
+                    // Claimed and released in between: try again.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                let wait = held.lease_until.saturating_sub(now_ms()).max(0) + 20;
+                tracing::debug!(%conversation_id, wait_ms = wait, "held by another process; retrying when its lease runs out");
+                tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(20))).await;
+            }
+        });
+    }
+
+    /// Resumes the conversation now if nothing is pending and nobody holds
+    /// it. A resumed run the store stops is resumed again (with backoff,
+    /// `failures` counting the store errors met so far, at most
+    /// `RESUME_RETRIES`), so a transient store error does not leave the
+    /// conversation to the next sweep.
+    pub(super) async fn resume_if_ready(
+        &self,
+        conversation_id: &str,
+        failures: u32,
+    ) -> Result<Revival, DurableError> {
+        let inner = &*self.inner;
+        match inner.store.load_conversation(conversation_id).await? {
+            // Finished meanwhile (by the run that held it): nothing to do.
+            Some(stored) if stored.status == ConversationStatus::Idle => return Ok(Revival::Idle),
+            None => return Ok(Revival::Idle),
+            Some(_) => {}
+        }
+        let pending = inner.ledger.pending_count(conversation_id).await?;
+        if pending > 0 {
+            return Ok(Revival::Waiting { pending });
+        }
+        let Some(run) = inner.runs.begin(conversation_id) else {
+            return Ok(Revival::Busy);
+        };
+        let Some(claimed) = inner.lease.claim(conversation_id).await? else {
+            return Ok(Revival::Busy);
+        };
+        let mut run = self
+            .clone()
+            .drive(claimed.conversation, Input::Continue, run);
+        let events = inner.events.clone();
+        let conversation_id = conversation_id.to_owned();
+        let agent = self.clone();
+        tokio::spawn(async move {
+            let mut store_failed = false;
+            while let Some(event) = run.next().await {
+                store_failed = matches!(
+                    event,
+                    AgentEvent::Done {
+                        reason: DoneReason::StoreFailed(_),
+                        ..
+                    }
+                );
+                // Nobody listening is fine: the store has everything.
+                let _ = events.send(ConversationEvent {
+                    conversation_id: conversation_id.clone(),
+                    event,
+                });
+            }
+            drop(run);
+            if store_failed {
+                let failures = failures + 1;
+                if failures > RESUME_RETRIES {
+                    tracing::warn!(%conversation_id, "a resumed run stopped on store errors again; a sweep will continue it");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50 << failures)).await;
+                agent.resume_in_background_after(&conversation_id, failures);
+            }
+        });
+        Ok(Revival::Resumed)
+    }
+
+    /// The run of a claimed conversation: settle the ledger into results,
+    /// run model turns while nothing is pending, save, release.
+    pub(super) fn drive(
+        self,
+        mut conversation: Conversation,
+        input: Input,
+        active: ActiveRun,
+    ) -> AgentStream<'static> {
+        let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
+        let stream = async_stream::stream! {
+            // Held until the run is over: released (with the heartbeat)
+            // before the final `Done` is handed out, so that a resolution
+            // made by whoever reads it finds the conversation free.
+            let mut active = Some(active);
+            let durable = self;
+            let inner = &*durable.inner;
+            let lease = &inner.lease;
+            let mut heartbeat = Some(lease.heartbeat(&conversation.id));
+            let journal: Arc<dyn Journal> = Arc::new(RunJournal {
+                ledger: inner.ledger.clone(),
+                lease: lease.clone(),
+            });
+            let cancellation = CancellationToken::new();
+            let context = inner.agent.context_for(&conversation, &cancellation);
+            let mut usage = Usage::default();
+            // Added once the last turn's calls are settled: their results
+            // belong right after their calls, before anything new.
+            let mut new_input = match input {
+                Input::User(text) => Some(text),
+                _ => None,
+            };
+            loop {
+                let settled = inner.ledger.settle(&mut conversation, &context).await;
+                let (events, waiting) = match settled {
+                    Ok(settled) => settled,
+                    Err(error) => {
+                        drop(heartbeat.take());
+                        lease.give_up(&conversation.id).await;
+                        drop(active.take());
+                        yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                        return;
+                    }
+                };
+                for event in events {
+                    yield event;
+                }
+                if let Some(text) = new_input.take() {
+                    if waiting.is_empty() {
+                        conversation.messages.push(Message::user(text));
+                    } else {
+                        tracing::info!(waiting = waiting.len(), "settling the last turn left calls waiting; the new input was not added");
+                    }
+                }
+                let reason = if !waiting.is_empty() {
+                    DoneReason::Suspended(waiting)
+                } else if !needs_model_turn(&conversation) {
+                    DoneReason::Completed
+                } else {
+                    if let Err(error) = lease.save(&conversation, ConversationStatus::Running).await {
+                        drop(heartbeat.take());
+                        lease.give_up(&conversation.id).await;
+                        drop(active.take());
+                        yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                        return;
+                    }
+                    let mut reason = DoneReason::MaxIterations;
+                    {
+                        let mut run = inner.agent.run_loop(&mut conversation, Input::Continue, cancellation.clone(), Some(journal.clone()));
+                        while let Some(event) = run.next().await {
+                            match event {
+                                AgentEvent::Done { reason: done, usage: used } => {
+                                    reason = done;
+                                    usage += used;
+                                }
+                                other => yield other,
+                            }
+                        }
+                    }
+                    reason
+                };
+                // A run the store stopped is not over, nor is one that left
+                // calls of its last turn unanswered (the save right after the
+                // model's turn failed, before any of them was recorded): it is
+                // saved running with its lease given up, so that
+                // `ensure_started`, a sweep or the next `send` settles those
+                // calls and goes on. Saved idle, its calls would never get a
+                // result.
+                let status = match &reason {
+                    DoneReason::Suspended(_) => ConversationStatus::Suspended,
+                    DoneReason::StoreFailed(_) => ConversationStatus::Running,
+                    _ if has_unanswered_calls(&conversation) => ConversationStatus::Running,
+                    _ => ConversationStatus::Idle,
+                };
+                let lease_until = if status == ConversationStatus::Running {
+                    now_ms()
+                } else {
+                    lease.until()
+                };
+                if let Err(error) = lease.save_until(&conversation, status, lease_until).await {
+                    drop(heartbeat.take());
+                    lease.give_up(&conversation.id).await;
+                    drop(active.take());
+                    yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                    return;
+                }
+                if status == ConversationStatus::Suspended {
+                    // A resolution that landed while this run held the
+                    // conversation could not resume it; this run must.
+                    match durable.reclaim_if_settled(&conversation.id).await {
+                        Ok(Some(stored)) => {
+                            conversation = stored.conversation;
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(error) => tracing::warn!(%error, "could not check for resolutions that arrived during the run"),
+                    }
+                }
+                drop(heartbeat.take());
+                drop(active.take());
+                yield AgentEvent::Done { reason, usage };
+                return;
+            }
+        };
+        Box::pin(tracing_futures::Instrument::instrument(stream, span))
+    }
+
+    async fn reclaim_if_settled(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Option<StoredConversation>, StoreError> {
+        if self.inner.ledger.pending_count(conversation_id).await? > 0 {
+            return Ok(None);
+        }
+        self.inner.lease.claim(conversation_id).await
+    }
+}
+
+/// How often a background resume retries after a store error before it
+/// leaves the conversation to the sweep.
+const RESUME_RETRIES: u32 = 5;
+
+/// Whether the transcript ends where the model must speak next.
+fn needs_model_turn(conversation: &Conversation) -> bool {
+    matches!(
+        conversation.messages.last(),
+        Some(Message::User { .. } | Message::Tool { .. })
+    )
+}
