@@ -23,9 +23,16 @@ use aptix::{Catalog, Executor, ToolCall, ToolContext};
 use hello_world::{HelloArgs, HelloWorldTool};
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let side = args.next().unwrap_or_else(|| "aptix".into());
-    let n: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    // `cargo bench` passes `--bench`; run as a test (`cargo test --all-targets`) it gets no
+    // argument and makes a few calls only.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let benching = args.iter().any(|arg| arg == "--bench");
+    let mut words = args.iter().filter(|arg| !arg.starts_with("--"));
+    let side = words.next().cloned().unwrap_or_else(|| "aptix".into());
+    let n: usize = words
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if benching { 100_000 } else { 10 });
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

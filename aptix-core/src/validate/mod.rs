@@ -1,22 +1,22 @@
 //! Argument validation: the model's raw argument string in, typed arguments
 //! or a correctable rejection out.
 //!
-//! Three layers give one answer. [`fused`] validates while it parses into
-//! the arguments type, in one pass. Where it is unsure, [`fast`] checks the
-//! raw text against the compiled schema without building a
-//! `serde_json::Value`, then a typed parse follows. Anything neither can
-//! vouch for goes down the full path: parse to a `Value`, validate with `jsonschema`, and
+//! Two layers give one answer. The fused validator checks the raw text against the schema
+//! while it parses it into the arguments type, in one pass, and answers only when it is sure
+//! the document is valid. Anything it cannot vouch for (an invalid document, or a schema or type
+//! it declines) goes down the exact path: parse to a `Value`, validate with `jsonschema`, and
 //! list the violations with their JSON paths (the first [`MAX_VIOLATIONS`], and a count of the
 //! rest), so the model can fix its mistakes in one retry without a huge document becoming a
-//! huge message. A member name repeated in one object is refused by every layer.
+//! huge message. `jsonschema` is the reference: the fused layer's `Some` is exactly its answer
+//! plus `serde_json`'s typed parse, and it writes every message. A member name repeated in one
+//! object is refused by both layers.
 
-pub mod fast;
-pub mod fused;
-mod pattern;
+mod fused;
 #[cfg(test)]
 mod tests;
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 use serde::de::{
     self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
@@ -24,7 +24,6 @@ use serde::de::{
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
-use fast::FastValidator;
 use fused::FusedValidator;
 
 /// Most violations one rejection lists; the rest are only counted.
@@ -39,15 +38,21 @@ thread_local! {
 /// Validates raw argument strings against one tool's canonical schema.
 pub struct ArgsValidator {
     nulls: NullPlan,
-    full: jsonschema::Validator,
+    /// The schema, for building [`ArgsValidator::full`] when first needed.
+    schema: Value,
+    /// `jsonschema`'s validator, built when the exact path first runs: building one checks the
+    /// schema against the draft 2020-12 meta-schema, whose own validator `jsonschema` compiles
+    /// on first use, which costs a process milliseconds. A schema the fused validator compiles
+    /// is well-formed (it takes only keywords it knows, with values of their meta-schema types),
+    /// so only the schemas it declines have theirs built, and refused, up front.
+    full: OnceLock<Result<jsonschema::Validator, String>>,
     fused: Option<FusedValidator>,
-    fast: Option<FastValidator>,
 }
 
 impl std::fmt::Debug for ArgsValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArgsValidator")
-            .field("fast_path", &self.fast.is_some())
+            .field("fast_path", &self.fused.is_some())
             .finish()
     }
 }
@@ -55,7 +60,8 @@ impl std::fmt::Debug for ArgsValidator {
 /// Why arguments were refused, in terms the model can act on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
-    /// `invalid_json`, `not_object` or `invalid_arguments`.
+    /// `invalid_json`, `not_object` or `invalid_arguments`; `internal` for a schema that
+    /// cannot be used.
     pub code: ErrorCode,
     /// A message for the model: the problems (at most [`MAX_VIOLATIONS`], then a count), each
     /// with where and what was expected.
@@ -68,18 +74,23 @@ impl ArgsValidator {
     /// Compiles `schema` (a canonical parameters schema). The error is
     /// jsonschema's message for a schema it cannot compile.
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let full = jsonschema::draft202012::new(schema).map_err(|error| error.to_string())?;
+        let fused = FusedValidator::compile(schema);
+        let full = OnceLock::new();
+        if fused.is_none() {
+            let built = jsonschema::draft202012::new(schema).map_err(|error| error.to_string())?;
+            let _ = full.set(Ok(built));
+        }
         Ok(ArgsValidator {
             nulls: NullPlan::build(schema),
+            schema: schema.clone(),
             full,
-            fused: FusedValidator::compile(schema),
-            fast: FastValidator::compile(schema),
+            fused,
         })
     }
 
     /// Whether raw arguments can be checked without building a `Value`.
     pub fn has_fast_path(&self) -> bool {
-        self.fused.is_some() || self.fast.is_some()
+        self.fused.is_some()
     }
 
     /// Validates `raw` and parses it into `A`.
@@ -98,12 +109,6 @@ impl ArgsValidator {
         if let Some(args) = self.fused.as_ref().and_then(|fused| fused.parse::<A>(raw)) {
             return Ok(args);
         }
-        if let Some(fast) = &self.fast
-            && fast.is_valid(raw)
-            && let Ok(args) = serde_json::from_str::<A>(raw)
-        {
-            return Ok(args);
-        }
         self.parse_full(raw)
     }
 
@@ -113,14 +118,20 @@ impl ArgsValidator {
         if !value.is_object() {
             return Err(not_object(&value));
         }
-        if !self.full.is_valid(&value) {
+        let full = match self.full.get_or_init(|| {
+            jsonschema::draft202012::new(&self.schema).map_err(|error| error.to_string())
+        }) {
+            Ok(full) => full,
+            Err(error) => return Err(unusable_schema(error)),
+        };
+        if !full.is_valid(&value) {
             // OpenAI's strict mode makes every optional property required and
             // nullable, so a model sends `null` for "not given". Read it so.
             let mut stripped = value.clone();
-            if self.nulls.strip(&mut stripped, 0, 0) && self.full.is_valid(&stripped) {
+            if self.nulls.strip(&mut stripped, 0, 0) && full.is_valid(&stripped) {
                 value = stripped;
             } else {
-                let mut errors = self.full.iter_errors(&value);
+                let mut errors = full.iter_errors(&value);
                 let violations = errors
                     .by_ref()
                     .take(MAX_VIOLATIONS)
@@ -302,7 +313,7 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
 
 /// The member name `serde_json` (with `raw_value`, on in Aptix's workspace) reserves for raw
 /// values.
-const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+pub(crate) const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// Longest problem description, in characters: jsonschema's messages quote the offending
 /// value, which can be most of the document.
@@ -347,6 +358,17 @@ fn char_offset(raw: &str, line: usize, column: usize) -> usize {
     }
     let byte = byte.min(raw.len());
     raw.char_indices().take_while(|(i, _)| *i < byte).count()
+}
+
+/// The schema `jsonschema` refused when the exact path first needed it. The fused validator
+/// compiles only well-formed schemas, and any other is refused when the validator is built, so
+/// this is not expected; it is an internal error, not the model's.
+fn unusable_schema(error: &str) -> Rejection {
+    Rejection {
+        code: ErrorCode::Internal,
+        message: format!("The tool's parameter schema cannot be used: {error}"),
+        details: None,
+    }
 }
 
 fn not_object(value: &Value) -> Rejection {
@@ -557,10 +579,16 @@ impl NullPlan {
     }
 }
 
+/// Whether `schema` accepts `null`. The fused validator's answer on a scalar is exact, so
+/// `jsonschema` is asked only about a schema it declines.
 fn accepts_null(schema: &Value, root: &Value) -> bool {
     #[cfg(test)]
     COMPILATIONS.with(|count| count.set(count.get() + 1));
-    jsonschema::draft202012::new(&with_defs(schema, root))
+    let schema = with_defs(schema, root);
+    if let Some(fused) = FusedValidator::compile(&schema) {
+        return fused.parse::<Value>("null").is_some();
+    }
+    jsonschema::draft202012::new(&schema)
         .map(|validator| validator.is_valid(&Value::Null))
         .unwrap_or(true)
 }

@@ -1,16 +1,17 @@
-//! The subset of ECMA-262 regular expressions the hand-written validators
-//! accept in `pattern`, translated into `regex` syntax the way `jsonschema`
-//! translates it. Both [`super::fast`] and [`super::fused`] use it; `fast`'s
-//! property tests prove the translation against `jsonschema`. Patterns
-//! outside the subset give `None`, and those validators then decline the
-//! schema, leaving it to `jsonschema` itself.
+//! The subset of ECMA-262 regular expressions the fused validator accepts in
+//! `pattern`, translated into `regex` syntax the way `jsonschema` translates
+//! it (the property tests check the translation against `jsonschema`).
+//! Patterns outside the subset give `None`, and the validator then declines
+//! the schema, leaving it to `jsonschema` itself.
 
 use std::fmt::Write as _;
+
+use regex::Regex;
 
 /// Deepest group nesting in a `pattern`.
 const MAX_GROUP_DEPTH: usize = 16;
 /// Largest `{n,m}` bound in a `pattern`.
-pub(super) const MAX_REPEAT: u32 = 1000;
+const MAX_REPEAT: u32 = 1000;
 
 /// ECMA-262 `\s`, as `jsonschema` translates it.
 const ECMA_SPACE: &str = r"\x{9}-\x{d}\x{20}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}-\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}";
@@ -18,7 +19,7 @@ const DIGIT: &str = "0-9";
 const WORD: &str = "A-Za-z0-9_";
 
 /// Translates a pattern in the supported subset of ECMA-262 into `regex` syntax; `None` outside it.
-pub(super) fn translate_pattern(pattern: &str) -> Option<String> {
+fn translate_pattern(pattern: &str) -> Option<String> {
     let mut translator = Translator {
         chars: pattern.chars().collect(),
         pos: 0,
@@ -317,4 +318,150 @@ impl Translator {
             }
         }
     }
+}
+
+/// A compiled `pattern`.
+#[derive(Debug)]
+pub(super) enum Pattern {
+    Regex(Regex),
+    /// `^[set]{min,max}$` over ASCII characters: a bitmap test per byte, no regex engine.
+    Run {
+        set: [u64; 2],
+        min: u64,
+        max: u64,
+    },
+}
+
+impl Pattern {
+    pub(super) fn compile(pattern: &str) -> Option<Pattern> {
+        let regex = Regex::new(&translate_pattern(pattern)?).ok()?;
+        Some(match run_of(pattern) {
+            Some((set, min, max)) if run_agrees(&regex, set, min, max) => {
+                Pattern::Run { set, min, max }
+            }
+            _ => Pattern::Regex(regex),
+        })
+    }
+
+    #[inline]
+    pub(super) fn is_match(&self, s: &str) -> bool {
+        match self {
+            Pattern::Regex(regex) => regex.is_match(s),
+            Pattern::Run { set, min, max } => {
+                let len = s.len() as u64;
+                *min <= len
+                    && len <= *max
+                    && s.bytes().all(|b| {
+                        let bit = 1u64 << (b & 63);
+                        match b {
+                            0..=63 => set[0] & bit != 0,
+                            64..=127 => set[1] & bit != 0,
+                            _ => false,
+                        }
+                    })
+            }
+        }
+    }
+}
+
+/// `^[class]quantifier$` with a class of ASCII letters, digits, ranges of them, `\d`, `\w` and
+/// the characters `_ . @ +` (and `-` first or last): its set and length bounds.
+fn run_of(pattern: &str) -> Option<([u64; 2], u64, u64)> {
+    let body = pattern.strip_prefix("^[")?.strip_suffix('$')?;
+    let (class, quantifier) = body.split_once(']')?;
+    let (min, max) = match quantifier {
+        "+" => (1, u64::MAX),
+        "*" => (0, u64::MAX),
+        _ => {
+            let bounds = quantifier.strip_prefix('{')?.strip_suffix('}')?;
+            let number = |text: &str| {
+                text.parse::<u64>()
+                    .ok()
+                    .filter(|n| *n <= u64::from(MAX_REPEAT))
+            };
+            match bounds.split_once(',') {
+                None => (number(bounds)?, number(bounds)?),
+                Some((low, "")) => (number(low)?, u64::MAX),
+                Some((low, high)) => (number(low)?, number(high)?),
+            }
+        }
+    };
+    if min > max {
+        return None;
+    }
+    let mut set = [0u64; 2];
+    let mut add = |c: u8| {
+        if let Some(word) = set.get_mut(usize::from(c >> 6)) {
+            *word |= 1u64 << (c & 63);
+        }
+    };
+    let chars: Vec<u8> = class.bytes().collect();
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        match c {
+            b'\\' => {
+                match chars.get(i + 1)? {
+                    b'd' => (b'0'..=b'9').for_each(&mut add),
+                    b'w' => (b'0'..=b'9')
+                        .chain(b'a'..=b'z')
+                        .chain(b'A'..=b'Z')
+                        .chain([b'_'])
+                        .for_each(&mut add),
+                    _ => return None,
+                }
+                i += 2;
+            }
+            b'-' if i == 0 || i + 1 == chars.len() => {
+                add(c);
+                i += 1;
+            }
+            c if c.is_ascii_alphanumeric() => {
+                if chars.get(i + 1) == Some(&b'-') && i + 2 < chars.len() {
+                    let high = *chars.get(i + 2)?;
+                    if !high.is_ascii_alphanumeric() || high < c {
+                        return None;
+                    }
+                    (c..=high).for_each(&mut add);
+                    i += 3;
+                } else {
+                    add(c);
+                    i += 1;
+                }
+            }
+            b'_' | b'.' | b'@' | b'+' => {
+                if chars.get(i + 1) == Some(&b'-') && i + 2 < chars.len() {
+                    return None;
+                }
+                add(c);
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    (set != [0, 0]).then_some((set, min, max))
+}
+
+/// Double-checks a [`Pattern::Run`] against the translated regex: every ASCII character, at the
+/// lengths around the bounds, and a few non-ASCII ones.
+fn run_agrees(regex: &Regex, set: [u64; 2], min: u64, max: u64) -> bool {
+    let run = Pattern::Run { set, min, max };
+    let lengths = [
+        min.saturating_sub(1),
+        min,
+        min.saturating_add(1),
+        max,
+        max.saturating_add(1),
+    ];
+    let lengths: Vec<usize> = lengths
+        .into_iter()
+        .filter_map(|len| usize::try_from(len).ok().filter(|len| *len <= 64))
+        .collect();
+    let ascii = (0u8..128).map(char::from);
+    let others = ['é', '\u{2028}', '\u{feff}', '\u{212a}', '😀'];
+    ascii.chain(others).all(|c| {
+        lengths.iter().all(|&len| {
+            let subject: String = std::iter::repeat_n(c, len).collect();
+            run.is_match(&subject) == regex.is_match(&subject)
+        })
+    })
 }

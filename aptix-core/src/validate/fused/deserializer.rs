@@ -1,0 +1,736 @@
+//! The wrapping deserializer: `serde_json`'s, with every value checked against its schema node
+//! on its way to the arguments type.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::value::{BorrowedStrDeserializer, StrDeserializer, StringDeserializer};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::numbers::{Num, Scalar};
+use super::{Checks, FusedValidator, Id, NEVER, Slot};
+use crate::validate::RAW_TOKEN;
+
+/// One parse's context. `failed` is sticky: a type whose `Deserialize` swallows an error (a
+/// lenient `deserialize_with`, say) must not turn a refused or malformed value into `Some`.
+pub(super) struct Cx<'a> {
+    pub(super) v: &'a FusedValidator,
+    pub(super) failed: Cell<bool>,
+}
+
+impl Cx<'_> {
+    /// The refusal that makes [`FusedValidator::parse`] answer `None`.
+    #[cold]
+    fn fail<E: de::Error>(&self) -> E {
+        self.failed.set(true);
+        E::custom("not provably valid against the schema")
+    }
+
+    /// Remembers any error on its way back to the type, whoever raised it.
+    #[inline(always)]
+    fn watch<T, E>(&self, result: Result<T, E>) -> Result<T, E> {
+        if result.is_err() {
+            self.failed.set(true);
+        }
+        result
+    }
+}
+
+/// `de`, whose next value must be valid against node `id`.
+pub(super) struct Checked<'v, D> {
+    pub(super) cx: &'v Cx<'v>,
+    pub(super) id: Id,
+    pub(super) de: D,
+}
+
+/// `seed`, whose value must be valid against node `id`.
+struct CheckedSeed<'v, S> {
+    cx: &'v Cx<'v>,
+    id: Id,
+    seed: S,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for CheckedSeed<'_, S> {
+    type Value = S::Value;
+
+    #[inline]
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<S::Value, D::Error> {
+        self.seed.deserialize(Checked {
+            cx: self.cx,
+            id: self.id,
+            de,
+        })
+    }
+}
+
+macro_rules! forward_checked {
+    ($($method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
+        #[inline]
+        fn $method<V: Visitor<'de>>(
+            self,
+            $($($arg: $ty,)*)?
+            visitor: V,
+        ) -> Result<V::Value, D::Error> {
+            self.cx.watch(self.de.$method($($($arg,)*)? Check::<V, false> {
+                cx: self.cx,
+                id: self.id,
+                inner: visitor,
+            }))
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
+    type Error = D::Error;
+
+    forward_checked! {
+        deserialize_any;
+        deserialize_bool;
+        deserialize_i8;
+        deserialize_i16;
+        deserialize_i32;
+        deserialize_i64;
+        deserialize_u8;
+        deserialize_u16;
+        deserialize_u32;
+        deserialize_u64;
+        deserialize_f64;
+        deserialize_char;
+        deserialize_str;
+        deserialize_string;
+        deserialize_option;
+        deserialize_unit;
+        deserialize_seq;
+        deserialize_map;
+        deserialize_identifier;
+        deserialize_unit_struct(name: &'static str);
+        deserialize_tuple(len: usize);
+        deserialize_tuple_struct(name: &'static str, len: usize);
+        deserialize_struct(name: &'static str, fields: &'static [&'static str]);
+    }
+
+    /// With `float_roundtrip` (which `jsonschema` turns on), `serde_json` parses an `f32` target
+    /// at single precision, so the number checked here would be the rounded one, not the one
+    /// `jsonschema` checks: declined.
+    fn deserialize_f32<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+        Err(self.cx.fail())
+    }
+
+    /// `serde_json` reads 128-bit integers with its own scanner, whose number can differ in
+    /// representation from the `Value` parse's: declined.
+    fn deserialize_i128<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+        Err(self.cx.fail())
+    }
+
+    fn deserialize_u128<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+        Err(self.cx.fail())
+    }
+
+    /// `serde_json` reads a string as bytes without the checks a `Value` parse makes: declined.
+    fn deserialize_bytes<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+        Err(self.cx.fail())
+    }
+
+    fn deserialize_byte_buf<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+        Err(self.cx.fail())
+    }
+
+    #[inline]
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        // `Box<RawValue>` skips the text unseen.
+        if name == RAW_TOKEN {
+            return Err(self.cx.fail());
+        }
+        self.cx.watch(self.de.deserialize_newtype_struct(
+            name,
+            Check::<V, false> {
+                cx: self.cx,
+                id: self.id,
+                inner: visitor,
+            },
+        ))
+    }
+
+    /// Only unit variants, written as strings (the only enums whose schemas compile): the string
+    /// is checked, then handed to the type as the variant name. The object form `{"A": null}`
+    /// that `serde_json` also accepts is not a string, so it fails the node's `type`.
+    #[inline]
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.cx.watch(self.de.deserialize_str(Check::<V, true> {
+            cx: self.cx,
+            id: self.id,
+            inner: visitor,
+        }))
+    }
+
+    /// A value the type skips is still read in full and checked.
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.cx
+            .watch(self.de.deserialize_any(Check::<IgnoredAny, false> {
+                cx: self.cx,
+                id: self.id,
+                inner: IgnoredAny,
+            }))?;
+        self.cx.watch(visitor.visit_unit())
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.de.is_human_readable()
+    }
+}
+
+/// The type's visitor, behind the checks of node `id`. With `ENUM`, a string is handed on as
+/// the name of a unit variant.
+struct Check<'v, V, const ENUM: bool> {
+    cx: &'v Cx<'v>,
+    id: Id,
+    inner: V,
+}
+
+impl<V, const ENUM: bool> Check<'_, V, ENUM> {
+    #[inline(always)]
+    fn leaf<E: de::Error>(&self, value: Scalar<'_>) -> Result<(), E> {
+        if self.cx.v.leaf(self.id, value) {
+            Ok(())
+        } else {
+            Err(self.cx.fail())
+        }
+    }
+}
+
+impl<'de, V: Visitor<'de>, const ENUM: bool> Visitor<'de> for Check<'_, V, ENUM> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.expecting(formatter)
+    }
+
+    #[inline]
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<V::Value, E> {
+        self.leaf(Scalar::Bool(b))?;
+        self.inner.visit_bool(b)
+    }
+
+    #[inline]
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<V::Value, E> {
+        self.leaf(Scalar::Num(Num::of_i64(n)))?;
+        self.inner.visit_i64(n)
+    }
+
+    #[inline]
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<V::Value, E> {
+        self.leaf(Scalar::Num(Num::U(n)))?;
+        self.inner.visit_u64(n)
+    }
+
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<V::Value, E> {
+        Err(self.cx.fail())
+    }
+
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<V::Value, E> {
+        Err(self.cx.fail())
+    }
+
+    #[inline]
+    fn visit_f64<E: de::Error>(self, f: f64) -> Result<V::Value, E> {
+        // `serde_json` never reads a non-finite number; a `Value` would hold it as `null`.
+        if !f.is_finite() {
+            return Err(self.cx.fail());
+        }
+        self.leaf(Scalar::Num(Num::F(f)))?;
+        self.inner.visit_f64(f)
+    }
+
+    #[inline]
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<V::Value, E> {
+        self.leaf(Scalar::Str(s))?;
+        if ENUM {
+            self.inner.visit_enum(StrDeserializer::new(s))
+        } else {
+            self.inner.visit_str(s)
+        }
+    }
+
+    #[inline]
+    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<V::Value, E> {
+        self.leaf(Scalar::Str(s))?;
+        if ENUM {
+            self.inner.visit_enum(BorrowedStrDeserializer::new(s))
+        } else {
+            self.inner.visit_borrowed_str(s)
+        }
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<V::Value, E> {
+        self.leaf(Scalar::Str(&s))?;
+        if ENUM {
+            self.inner.visit_enum(StringDeserializer::new(s))
+        } else {
+            self.inner.visit_string(s)
+        }
+    }
+
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<V::Value, E> {
+        Err(self.cx.fail())
+    }
+
+    fn visit_borrowed_bytes<E: de::Error>(self, _: &'de [u8]) -> Result<V::Value, E> {
+        Err(self.cx.fail())
+    }
+
+    fn visit_byte_buf<E: de::Error>(self, _: Vec<u8>) -> Result<V::Value, E> {
+        Err(self.cx.fail())
+    }
+
+    #[inline]
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.leaf(Scalar::Null)?;
+        self.inner.visit_none()
+    }
+
+    #[inline]
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(Checked {
+            cx: self.cx,
+            id: self.id,
+            de,
+        })
+    }
+
+    #[inline]
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.leaf(Scalar::Null)?;
+        self.inner.visit_unit()
+    }
+
+    #[inline]
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, de: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_newtype_struct(Checked {
+            cx: self.cx,
+            id: self.id,
+            de,
+        })
+    }
+
+    #[inline]
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        let Some(checks) = self.cx.v.container(self.cx.v.node(self.id).arr) else {
+            return Err(self.cx.fail());
+        };
+        let mut access = CheckedSeq {
+            cx: self.cx,
+            checks,
+            seq,
+            count: 0,
+        };
+        let value = self.inner.visit_seq(&mut access)?;
+        // Also right when the visitor stopped early: `serde_json` then fails on any item left.
+        if checks.item_count_ok(access.count) {
+            Ok(value)
+        } else {
+            Err(self.cx.fail())
+        }
+    }
+
+    #[inline]
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        let Some(checks) = self.cx.v.container(self.cx.v.node(self.id).obj) else {
+            return Err(self.cx.fail());
+        };
+        let mut access = CheckedMap {
+            cx: self.cx,
+            checks,
+            map,
+            present: 0,
+            next: NEVER,
+            extra: None,
+        };
+        let value = self.inner.visit_map(&mut access)?;
+        if access.complete() {
+            Ok(value)
+        } else {
+            Err(self.cx.fail())
+        }
+    }
+
+    /// `serde_json` calls this only from `deserialize_enum`, which [`Checked`] never forwards.
+    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<V::Value, A::Error> {
+        Err(self.cx.fail())
+    }
+}
+
+/// The items of an array, each checked against `prefixItems`/`items`.
+struct CheckedSeq<'v, A> {
+    cx: &'v Cx<'v>,
+    checks: &'v Checks,
+    seq: A,
+    count: usize,
+}
+
+impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for CheckedSeq<'_, A> {
+    type Error = A::Error;
+
+    #[inline]
+    fn next_element_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, A::Error> {
+        let id = self
+            .checks
+            .prefix_items
+            .get(self.count)
+            .copied()
+            .unwrap_or(self.checks.items);
+        let item = self.cx.watch(self.seq.next_element_seed(CheckedSeed {
+            cx: self.cx,
+            id,
+            seed,
+        }))?;
+        if item.is_some() {
+            self.count = self.count.saturating_add(1);
+        }
+        Ok(item)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.seq.size_hint()
+    }
+}
+
+/// The members of an object: each name looked up among the slots (or refused by
+/// `additionalProperties: false`), each value checked against its subschema.
+struct CheckedMap<'v, A> {
+    cx: &'v Cx<'v>,
+    checks: &'v Checks,
+    map: A,
+    /// One bit per slot seen.
+    present: u64,
+    /// The subschema of the value to be read next.
+    next: Id,
+    /// The other names seen, to refuse a duplicate.
+    extra: Option<HashSet<String>>,
+}
+
+impl<A> CheckedMap<'_, A> {
+    fn complete(&self) -> bool {
+        let required = self.checks.required_mask;
+        if self.present & required != required {
+            return false;
+        }
+        if self.checks.counts_members() {
+            let count =
+                self.present.count_ones() as usize + self.extra.as_ref().map_or(0, HashSet::len);
+            return self.checks.member_count_ok(count);
+        }
+        true
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
+    type Error = A::Error;
+
+    #[inline]
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        let mut found = Found::Nothing;
+        let key = self.cx.watch(self.map.next_key_seed(KeySeed {
+            seed,
+            cx: self.cx,
+            checks: self.checks,
+            found: &mut found,
+        }))?;
+        if key.is_some() {
+            match found {
+                // The name never reached a string visitor (a number-keyed map, say).
+                Found::Nothing => return Err(self.cx.fail()),
+                Found::Slot(index) => {
+                    let bit = 1u64.checked_shl(index).unwrap_or(0);
+                    if self.present & bit != 0 {
+                        return Err(self.cx.fail());
+                    }
+                    self.present |= bit;
+                    self.next = self
+                        .checks
+                        .slots
+                        .get(index as usize)
+                        .map_or(NEVER, |slot| slot.node);
+                }
+                Found::Extra(name) => {
+                    self.next = self.checks.additional;
+                    if !self.extra.get_or_insert_default().insert(name) {
+                        return Err(self.cx.fail());
+                    }
+                }
+            }
+        }
+        Ok(key)
+    }
+
+    #[inline]
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
+        let id = std::mem::replace(&mut self.next, NEVER);
+        self.cx.watch(self.map.next_value_seed(CheckedSeed {
+            cx: self.cx,
+            id,
+            seed,
+        }))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.map.size_hint()
+    }
+}
+
+/// What a member name turned out to be.
+enum Found {
+    Nothing,
+    Slot(u32),
+    /// Not a slot.
+    Extra(String),
+}
+
+/// The type's seed for a member name, recording the name as it is read.
+struct KeySeed<'a, 'v, K> {
+    seed: K,
+    cx: &'v Cx<'v>,
+    checks: &'v Checks,
+    found: &'a mut Found,
+}
+
+impl<'de, K: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<'_, '_, K> {
+    type Value = K::Value;
+
+    #[inline]
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<K::Value, D::Error> {
+        self.seed.deserialize(KeyDe {
+            de,
+            cx: self.cx,
+            checks: self.checks,
+            found: self.found,
+        })
+    }
+}
+
+/// The member-name deserializer, letting through only requests that read the name as a string.
+struct KeyDe<'a, 'v, D> {
+    de: D,
+    cx: &'v Cx<'v>,
+    checks: &'v Checks,
+    found: &'a mut Found,
+}
+
+impl<'a, 'v, D> KeyDe<'a, 'v, D> {
+    fn visitor<V, const ENUM: bool>(self, inner: V) -> (D, KeyVisitor<'a, 'v, V, ENUM>) {
+        (
+            self.de,
+            KeyVisitor {
+                inner,
+                cx: self.cx,
+                checks: self.checks,
+                found: self.found,
+            },
+        )
+    }
+}
+
+macro_rules! forward_key {
+    ($($method:ident)*) => {$(
+        #[inline]
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+            let cx = self.cx;
+            let (de, visitor) = self.visitor::<V, false>(visitor);
+            cx.watch(de.$method(visitor))
+        }
+    )*};
+}
+
+macro_rules! decline_key {
+    ($($method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
+        fn $method<V: Visitor<'de>>(
+            self,
+            $($(_: $ty,)*)?
+            _: V,
+        ) -> Result<V::Value, D::Error> {
+            Err(self.cx.fail())
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for KeyDe<'_, '_, D> {
+    type Error = D::Error;
+
+    forward_key! {
+        deserialize_any deserialize_str deserialize_string deserialize_identifier
+        deserialize_char deserialize_option
+    }
+
+    decline_key! {
+        deserialize_bool;
+        deserialize_i8;
+        deserialize_i16;
+        deserialize_i32;
+        deserialize_i64;
+        deserialize_i128;
+        deserialize_u8;
+        deserialize_u16;
+        deserialize_u32;
+        deserialize_u64;
+        deserialize_u128;
+        deserialize_f32;
+        deserialize_f64;
+        deserialize_bytes;
+        deserialize_byte_buf;
+        deserialize_unit;
+        deserialize_seq;
+        deserialize_map;
+        deserialize_unit_struct(name: &'static str);
+        deserialize_tuple(len: usize);
+        deserialize_tuple_struct(name: &'static str, len: usize);
+        deserialize_struct(name: &'static str, fields: &'static [&'static str]);
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        if name == RAW_TOKEN {
+            return Err(self.cx.fail());
+        }
+        let cx = self.cx;
+        let (de, visitor) = self.visitor::<V, false>(visitor);
+        cx.watch(de.deserialize_newtype_struct(name, visitor))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        let cx = self.cx;
+        let (de, visitor) = self.visitor::<V, true>(visitor);
+        cx.watch(de.deserialize_str(visitor))
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        let cx = self.cx;
+        let (de, ignore) = self.visitor::<IgnoredAny, false>(IgnoredAny);
+        cx.watch(de.deserialize_str(ignore))?;
+        cx.watch(visitor.visit_unit())
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.de.is_human_readable()
+    }
+}
+
+/// The type's visitor for a member name, recording the name first.
+struct KeyVisitor<'a, 'v, V, const ENUM: bool> {
+    inner: V,
+    cx: &'v Cx<'v>,
+    checks: &'v Checks,
+    found: &'a mut Found,
+}
+
+impl<V, const ENUM: bool> KeyVisitor<'_, '_, V, ENUM> {
+    #[inline]
+    fn record<E: de::Error>(&mut self, name: &str) -> Result<(), E> {
+        if name.len() == RAW_TOKEN.len() && name == RAW_TOKEN {
+            return Err(self.cx.fail());
+        }
+        let checks = self.checks;
+        *self.found = match find_slot(&checks.slots, &checks.slot_ranges, name) {
+            Some(index) => Found::Slot(index),
+            None if checks.additional == NEVER => return Err(self.cx.fail()),
+            None => Found::Extra(name.to_owned()),
+        };
+        Ok(())
+    }
+}
+
+impl<'de, V: Visitor<'de>, const ENUM: bool> Visitor<'de> for KeyVisitor<'_, '_, V, ENUM> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.expecting(formatter)
+    }
+
+    #[inline]
+    fn visit_str<E: de::Error>(mut self, s: &str) -> Result<V::Value, E> {
+        self.record(s)?;
+        if ENUM {
+            self.inner.visit_enum(StrDeserializer::new(s))
+        } else {
+            self.inner.visit_str(s)
+        }
+    }
+
+    #[inline]
+    fn visit_borrowed_str<E: de::Error>(mut self, s: &'de str) -> Result<V::Value, E> {
+        self.record(s)?;
+        if ENUM {
+            self.inner.visit_enum(BorrowedStrDeserializer::new(s))
+        } else {
+            self.inner.visit_borrowed_str(s)
+        }
+    }
+
+    fn visit_string<E: de::Error>(mut self, s: String) -> Result<V::Value, E> {
+        self.record(&s)?;
+        if ENUM {
+            self.inner.visit_enum(StringDeserializer::new(s))
+        } else {
+            self.inner.visit_string(s)
+        }
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(KeyDe {
+            de,
+            cx: self.cx,
+            checks: self.checks,
+            found: self.found,
+        })
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, de: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_newtype_struct(KeyDe {
+            de,
+            cx: self.cx,
+            checks: self.checks,
+            found: self.found,
+        })
+    }
+
+    // Every other `visit_*` keeps serde's default: an `invalid_type` error.
+}
+
+/// The slot named `name`: only the (usually one) slots of its byte length are compared.
+#[inline]
+pub(super) fn find_slot(slots: &[Slot], ranges: &[(u32, u32)], name: &str) -> Option<u32> {
+    let &(start, end) = ranges.get(name.len())?;
+    let offset = slots
+        .get(start as usize..end as usize)?
+        .iter()
+        .position(|slot| same_bytes(slot.name.as_bytes(), name.as_bytes()))?;
+    start.checked_add(u32::try_from(offset).ok()?)
+}
+
+/// Byte equality without a `memcmp` call: member names are short.
+#[inline]
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
