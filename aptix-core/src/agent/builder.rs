@@ -255,4 +255,3 @@ fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<Value>, Di
         })
         .collect()
 }
-

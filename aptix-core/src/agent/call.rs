@@ -251,4 +251,3 @@ fn humanize(duration: Duration) -> String {
         format!("{}ms", duration.as_millis())
     }
 }
-

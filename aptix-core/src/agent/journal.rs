@@ -21,7 +21,10 @@ pub(crate) trait Journal: Send + Sync + 'static {
     /// Saves the transcript as it stands, the run still going: after the
     /// model's turn (before any of its calls runs) and after the turn's
     /// results. An `Err` ends the run with `StoreFailed`.
-    fn checkpoint<'a>(&'a self, conversation: &'a Conversation) -> JournalFuture<'a, Result<(), String>>;
+    fn checkpoint<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+    ) -> JournalFuture<'a, Result<(), String>>;
 
     /// Runs one call of the model's turn, recorded. An `Err` means it was
     /// not recorded and so did not run.

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{DurableAgent, DurableError};
 use super::lease::{millis, now_ms};
+use super::{DurableAgent, DurableError};
 use crate::store::{CallState, Step};
 
 /// How many clients are attached to each conversation in this process.
@@ -22,7 +22,9 @@ impl Clients {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -32,7 +32,8 @@ impl DurableAgent {
         match stored.status {
             ConversationStatus::Idle => Ok(Revival::Idle),
             ConversationStatus::Running
-                if stored.lease_until >= now && stored.owner.as_deref() != Some(inner.lease.owner()) =>
+                if stored.lease_until >= now
+                    && stored.owner.as_deref() != Some(inner.lease.owner()) =>
             {
                 // The holder may have died: take over when its lease runs
                 // out, unless it finishes (or renews) first.

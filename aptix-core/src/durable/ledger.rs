@@ -111,36 +111,7 @@ impl Ledger {
         }
         Ok(moved)
     }
-}
 
-/// The envelope ids of a call of `conversation`.
-fn ids_for(conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
-    EnvelopeIds {
-        tool_call_id: tool_call_id.into(),
-        conversation_id: Some(conversation.id.as_str().into()),
-        session_id: conversation.session_id.as_deref().map(Into::into),
-    }
-}
-
-fn step_for(reason: AwaitReason) -> Step {
-    match reason {
-        AwaitReason::Approval => Step::Approval,
-        AwaitReason::Client => Step::Client,
-        AwaitReason::Human => Step::Human,
-    }
-}
-
-fn humanize(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    match secs {
-        0 => format!("{}ms", duration.as_millis()),
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
-impl Ledger {
     /// Turns the ledger into results for every unanswered call of the last
     /// assistant turn: recorded results, approvals (running the approved
     /// server call, or preparing the approved client call), denials,
@@ -292,7 +263,10 @@ impl Ledger {
                 _ => return self.settle_wait(conversation, call, approval, &error),
             };
             let call_now = tool_call(arguments);
-            let client = self.agent.executor().catalog()
+            let client = self
+                .agent
+                .executor()
+                .catalog()
                 .get(&call.name)
                 .is_some_and(|definition| definition.executor() == ExecutorKind::Client);
             if !client {
@@ -300,16 +274,16 @@ impl Ledger {
                 let gate = Gate::Approved {
                     changed: changed.is_some(),
                 };
-                return self
-                    .execute_recorded_as(&call_now, context, gate)
-                    .await;
+                return self.execute_recorded_as(&call_now, context, gate).await;
             }
             // An approved client call goes to the client: with the payload
             // its preflight shaped before the approval, or, for changed
             // arguments, with a payload shaped from them now (preflights
             // only shape, so running one again is harmless).
             let outcome = if changed.is_some() {
-                self.agent.executor().execute_approved(&call_now, context)
+                self.agent
+                    .executor()
+                    .execute_approved(&call_now, context)
                     .await
                     .outcome
             } else {
@@ -344,12 +318,14 @@ impl Ledger {
     ) -> Result<CallResult, StoreError> {
         let resolution = match record.state {
             CallState::Pending => {
-                let then =
-                    (record.step == Step::Approval
-                        && self.agent.executor().catalog().get(&record.tool).is_some_and(
-                            |definition| definition.executor() == ExecutorKind::Client,
-                        ))
-                    .then_some(AwaitReason::Client);
+                let then = (record.step == Step::Approval
+                    && self
+                        .agent
+                        .executor()
+                        .catalog()
+                        .get(&record.tool)
+                        .is_some_and(|definition| definition.executor() == ExecutorKind::Client))
+                .then_some(AwaitReason::Client);
                 let reason = match record.step {
                     Step::Approval => AwaitReason::Approval,
                     Step::Client => AwaitReason::Client,
@@ -429,7 +405,10 @@ impl Ledger {
         execution: &CallRecord,
     ) -> Result<CallResult, StoreError> {
         let store = &self.store;
-        let idempotent = self.agent.executor().catalog()
+        let idempotent = self
+            .agent
+            .executor()
+            .catalog()
             .get(&call.name)
             .is_some_and(|definition| definition.idempotent());
         if idempotent {
@@ -458,7 +437,9 @@ impl Ledger {
             let execution = if gate == Gate::Model {
                 self.agent.executor().execute(&tool_call, context).await
             } else {
-                self.agent.executor().execute_approved(&tool_call, context)
+                self.agent
+                    .executor()
+                    .execute_approved(&tool_call, context)
                     .await
             };
             let outcome = gate.mark(&tool_call, execution.outcome);
@@ -587,11 +568,9 @@ impl Ledger {
         };
         let outcome = gate.mark(call, execution.outcome);
         if runs_code {
-            self.finish_execution(call, conversation_id, outcome)
-                .await
+            self.finish_execution(call, conversation_id, outcome).await
         } else {
-            self.record_outcome(call, conversation_id, outcome)
-                .await
+            self.record_outcome(call, conversation_id, outcome).await
         }
     }
 
@@ -611,7 +590,8 @@ impl Ledger {
         // the store stays down, and the real result goes on.
         let mut closed = None;
         for delay in CLOSE_RETRIES {
-            match self.store
+            match self
+                .store
                 .transition(
                     conversation_id,
                     &call.id,
@@ -648,8 +628,7 @@ impl Ledger {
                 );
             }
         }
-        self.record_outcome(call, conversation_id, outcome)
-            .await
+        self.record_outcome(call, conversation_id, outcome).await
     }
 
     /// Records the wait an outcome asks for (with its deadline), or passes
@@ -676,7 +655,7 @@ impl Ledger {
                 ),
             ))),
             Outcome::Awaiting(awaiting) => {
-                                let step = step_for(awaiting.reason);
+                let step = step_for(awaiting.reason);
                 let now = now_ms();
                 let mut wait = self.wait_timeout(&call.name);
                 if step == Step::Client && !self.clients.attached(conversation_id) {
@@ -952,4 +931,31 @@ fn unanswered_calls(conversation: &Conversation) -> Vec<AssistantToolCall> {
         })
         .cloned()
         .collect()
+}
+
+/// The envelope ids of a call of `conversation`.
+fn ids_for(conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
+    EnvelopeIds {
+        tool_call_id: tool_call_id.into(),
+        conversation_id: Some(conversation.id.as_str().into()),
+        session_id: conversation.session_id.as_deref().map(Into::into),
+    }
+}
+
+fn step_for(reason: AwaitReason) -> Step {
+    match reason {
+        AwaitReason::Approval => Step::Approval,
+        AwaitReason::Client => Step::Client,
+        AwaitReason::Human => Step::Human,
+    }
+}
+
+fn humanize(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0 => format!("{}ms", duration.as_millis()),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
