@@ -9,10 +9,10 @@ use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::executor::Executor;
+use crate::meta::ServerStep;
 use crate::model::assembly::TurnLimits;
 use crate::model::{ChatModel, ToolChoice};
 use crate::schema::{Dialect, DialectError, ToolDefinition};
-use crate::tool::ExecutorKind;
 
 /// Why an agent could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -203,7 +203,8 @@ impl AgentBuilder {
         let model = self.model.ok_or(AgentError::NoModel)?;
         let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
         if let Some(refused) = catalog.definitions().find(|definition| {
-            definition.executor() == ExecutorKind::Provider && !model.hosts_tool(definition.name())
+            definition.route().step == ServerStep::PassThrough
+                && !model.hosts_tool(definition.name())
         }) {
             return Err(AgentError::ProviderTool {
                 tool: refused.name().to_owned(),

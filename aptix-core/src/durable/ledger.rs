@@ -17,9 +17,9 @@ use crate::agent::{Agent, AgentEvent, CallResult, ResultText, SuspendedCall, red
 use crate::context::ToolContext;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
-use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
+use crate::executor::{Awaiting, Outcome, ToolCall};
+use crate::meta::{Approval, AwaitReason, Route, ServerStep, route};
 use crate::store::{CallRecord, CallState, Step, Store, StoreError};
-use crate::tool::{Approval, ExecutorKind};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
 /// The ledger of one durable agent: its agent's tools, the store, and how
@@ -48,6 +48,18 @@ impl Ledger {
             client_grace,
             clients,
         }
+    }
+
+    /// The route of a call of `tool` (see [`route`]): as declared, or past
+    /// its gate once a person approved it. `None` for a tool not in the
+    /// catalog.
+    fn route_of(&self, tool: &str, approved: bool) -> Option<Route> {
+        let definition = self.agent.executor().catalog().get(tool)?;
+        Some(if approved {
+            route(definition.executor(), Approval::Auto)
+        } else {
+            definition.route()
+        })
     }
 
     /// The store the ledger is kept in.
@@ -263,21 +275,19 @@ impl Ledger {
                 _ => return self.settle_wait(conversation, call, approval, &error),
             };
             let call_now = tool_call(arguments);
-            let client = self
-                .agent
-                .executor()
-                .catalog()
-                .get(&call.name)
-                .is_some_and(|definition| definition.executor() == ExecutorKind::Client);
-            if !client {
-                // Approved: run the server step now, recorded like any other.
+            let next = self
+                .route_of(&call.name, false)
+                .and_then(|route| route.after(AwaitReason::Approval));
+            let Some(next) = next else {
+                // Approved, and nobody else is awaited: run the server step
+                // now, recorded like any other.
                 let gate = Gate::Approved {
                     changed: changed.is_some(),
                 };
                 return self.execute_recorded_as(&call_now, context, gate).await;
-            }
-            // An approved client call goes to the client: with the payload
-            // its preflight shaped before the approval, or, for changed
+            };
+            // Approved, and the client acts next: with the payload its
+            // preflight shaped before the approval, or, for changed
             // arguments, with a payload shaped from them now (preflights
             // only shape, so running one again is harmless).
             let outcome = if changed.is_some() {
@@ -291,7 +301,7 @@ impl Ledger {
                     StoreError::Corrupt(format!("payload of `{}`: {error}", call.id))
                 })?;
                 Outcome::Awaiting(Awaiting {
-                    reason: AwaitReason::Client,
+                    reason: next,
                     then: None,
                     payload,
                 })
@@ -318,19 +328,15 @@ impl Ledger {
     ) -> Result<CallResult, StoreError> {
         let resolution = match record.state {
             CallState::Pending => {
-                let then = (record.step == Step::Approval
-                    && self
-                        .agent
-                        .executor()
-                        .catalog()
-                        .get(&record.tool)
-                        .is_some_and(|definition| definition.executor() == ExecutorKind::Client))
-                .then_some(AwaitReason::Client);
-                let reason = match record.step {
-                    Step::Approval => AwaitReason::Approval,
-                    Step::Client => AwaitReason::Client,
-                    _ => AwaitReason::Human,
-                };
+                let reason = awaited_at(record.step).ok_or_else(|| {
+                    StoreError::Corrupt(format!(
+                        "the execution of `{}` is recorded as a pending wait",
+                        record.tool_call_id
+                    ))
+                })?;
+                let then = self
+                    .route_of(&record.tool, false)
+                    .and_then(|route| route.after(reason));
                 let payload = JsonText::parse(record.payload.clone()).map_err(|error| {
                     StoreError::Corrupt(format!("payload of `{}`: {error}", record.tool_call_id))
                 })?;
@@ -498,12 +504,11 @@ impl Ledger {
         let approved = gate != Gate::Model;
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
-        let definition = self.agent.executor().catalog().get(&call.name);
-        let runs_code = definition.is_some_and(|definition| {
-            matches!(
-                definition.executor(),
-                ExecutorKind::Server | ExecutorKind::Client
-            ) && (approved || definition.approval() == Approval::Auto)
+        // What runs on the server before anyone is awaited is recorded
+        // first, so a crash is noticed and it never runs twice; a person's
+        // question is only shaped, and shaped again after a crash.
+        let runs_code = self.route_of(&call.name, approved).is_some_and(|route| {
+            route.step == ServerStep::Run && route.awaits != Some(AwaitReason::Human)
         });
         if runs_code {
             let now = now_ms();
@@ -942,11 +947,22 @@ fn ids_for(conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
     }
 }
 
+/// The ledger step that records a wait for `reason`.
 fn step_for(reason: AwaitReason) -> Step {
     match reason {
         AwaitReason::Approval => Step::Approval,
         AwaitReason::Client => Step::Client,
         AwaitReason::Human => Step::Human,
+    }
+}
+
+/// Who a ledger step waits for (`None`: an execution waits for nobody).
+fn awaited_at(step: Step) -> Option<AwaitReason> {
+    match step {
+        Step::Approval => Some(AwaitReason::Approval),
+        Step::Client => Some(AwaitReason::Client),
+        Step::Human => Some(AwaitReason::Human),
+        Step::Execution => None,
     }
 }
 
