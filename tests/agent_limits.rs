@@ -319,7 +319,7 @@ fn a_provider_tool_is_refused_for_a_model_that_cannot_host_it() {
 }
 
 /// The limit kept from outside a call's task is the executor's: lifting it
-/// with `configure_executor` lifts both (it used to stay at `tool_timeout`).
+/// with `configure_executor` lifts both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
     let agent = Agent::builder()

@@ -1,4 +1,4 @@
-//! The faults of issue 9 in durable runs, each reproduced on `MemoryStore`,
+//! Faults of durable runs, each reproduced on `MemoryStore`,
 //! `SqliteStore` and `PostgresStore` (at `APTIX_TEST_PG_URL`; skipped with a
 //! notice when it is unset, required when `CI=true`):
 //!
@@ -619,7 +619,7 @@ on_every_store!(
 // ---------------------------------------------------------------------------
 // 1. Colliding tool_call_ids
 
-/// The review's scenario end to end: one turn calls the client tool
+/// End to end: one turn calls the client tool
 /// `show_file` and the server tool `delete_file`, both gated, both with the
 /// id `x`. The approver approves every `show_file` that `pending()` shows
 /// and nothing else: `delete_file` must never run, and what goes to the

@@ -1292,15 +1292,10 @@ fn sigkill_while_suspended_and_executing_postgres() {
 // ---------------------------------------------------------------------------
 // 3. A live process whose tools outlive its lease
 
-/// The lease says how long a process holds a conversation "before another
-/// may take it over after a crash", and `durable.rs` promises "a
-/// conversation is driven by one process at a time". Here the first process
-/// is alive, running two tools longer than its lease (which is only
-/// renewed at saves, never while tools run). Another process must see it as
-/// busy and must not run, re-run or cancel any of its calls.
-///
-/// Ignored: it fails today (see the assertion message), demonstrating the
-/// bug. Run it with `cargo test --test durable_processes -- --ignored`.
+/// A process holds its conversation for as long as it lives: here the
+/// first process runs two tools longer than its lease, and its heartbeat
+/// renews the lease while they run. Another process must see it as busy
+/// and must not run, re-run or cancel any of its calls.
 #[test]
 fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
     if is_child() {
@@ -1437,13 +1432,9 @@ fn child_other() {
 /// The first process is killed mid-turn, and its lease (3 s) is still
 /// valid when a restarted process resolves the approval: `resolve` answers
 /// `pending: 0`, whose documented meaning is "the next model turn is
-/// starting in the background". The resumption is refused (`Busy`) and
-/// dropped silently, and nothing retries it once the lease has run out: the
-/// conversation stays `Running` under the dead owner, with its calls
-/// `executing`, until some process happens to call `ensure_started` again.
-///
-/// Ignored: it fails today, demonstrating the bug. Run it with
-/// `cargo test --test durable_processes -- --ignored`.
+/// starting in the background". The resumption waits for the dead owner's
+/// lease to run out and then happens, without any process calling
+/// `ensure_started`.
 #[test]
 fn resolution_during_a_dead_process_lease_resumes_after_it() {
     if is_child() {

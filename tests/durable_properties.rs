@@ -1,4 +1,4 @@
-//! The property test of issue 9: random interleavings of model turns (with
+//! A property test: random interleavings of model turns (with
 //! colliding call ids), resolutions, new input, store failures, crashes and
 //! restarts drive a durable agent over `MemoryStore` and `SqliteStore`, and
 //! the invariants are checked after every step:
@@ -1535,7 +1535,7 @@ fn resolve_first() -> Op {
     }
 }
 
-/// Fault 1: a gated client call and a gated server call with one id; the
+/// A gated client call and a gated server call with one id; the
 /// approver approves what `pending()` shows.
 #[test]
 fn colliding_ids_never_run_what_was_not_approved() {
@@ -1567,7 +1567,7 @@ fn colliding_ids_never_run_what_was_not_approved() {
     ]);
 }
 
-/// Fault 2: a resolution recorded by a process that does not resume,
+/// A resolution recorded by a process that does not resume,
 /// then new input.
 #[test]
 fn a_call_settled_after_new_input_is_not_reported_as_interrupted() {
@@ -1582,7 +1582,7 @@ fn a_call_settled_after_new_input_is_not_reported_as_interrupted() {
     ]);
 }
 
-/// Fault 3: resolved while the suspending run's stream is being read.
+/// Resolved while the suspending run's stream is being read.
 #[test]
 fn a_resolution_during_the_suspending_stream_resumes_the_conversation() {
     minimal(vec![
@@ -1591,7 +1591,7 @@ fn a_resolution_during_the_suspending_stream_resumes_the_conversation() {
     ]);
 }
 
-/// Fault 4: the read after the compare-and-swap fails; the retry is
+/// The read after the compare-and-swap fails; the retry is
 /// `Stale`, and the conversation must still resume.
 #[test]
 fn a_store_error_after_the_resolution_is_recorded_does_not_strand_it() {
@@ -1612,7 +1612,7 @@ fn a_store_error_after_the_resolution_is_recorded_does_not_strand_it() {
     ]);
 }
 
-/// Fault 5: closing the execution record fails after the tool ran.
+/// Closing the execution record fails after the tool ran.
 #[test]
 fn a_store_error_after_a_tool_ran_is_not_reported_as_not_run() {
     minimal(vec![
@@ -1627,7 +1627,7 @@ fn a_store_error_after_a_tool_ran_is_not_reported_as_not_run() {
     ]);
 }
 
-/// Fault 9: a secret that fails validation, and one that suspends.
+/// A secret that fails validation, and one that suspends.
 #[test]
 fn secrets_reach_no_event_and_no_log() {
     minimal(vec![
