@@ -102,39 +102,33 @@ fn fingerprint_is_a_sha256_stable_across_builds() {
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 pub struct NoArgs {}
 
-/// One tool, `probe`, written by hand, with the constants given; every
-/// other constant is the same in every probe.
+/// One tool, `probe`, written by hand, with the fields of its `ToolMeta`
+/// given; every other field is the same in every probe.
 macro_rules! probe {
-    ($ty:ident $(, $konst:ident : $kty:ty = $value:expr)*) => {
+    ($ty:ident $(, $($field:ident).+ = $value:expr)*) => {
         /// A hand-written probe tool.
         pub struct $ty;
 
         impl aptix::Tool for $ty {
-            const NAME: &'static str = "probe";
-            const USAGE: &'static str = "Test tool.";
-            const DESCRIPTION: &'static str = "Probes the fingerprint.";
-            const EXECUTOR: aptix::ExecutorKind = aptix::ExecutorKind::Server;
-            const APPROVAL: aptix::Approval = aptix::Approval::Auto;
-            const SOURCE: aptix::SourceLocation = aptix::SourceLocation {
-                file: "probe.rs",
-                line: 1,
-                module_path: "probe",
+            const META: aptix::ToolMeta = {
+                #[allow(unused_mut)]
+                let mut meta = aptix::ToolMeta::new(
+                    "probe",
+                    "Test tool.",
+                    "Probes the fingerprint.",
+                    aptix::SourceLocation {
+                        file: "probe.rs",
+                        line: 1,
+                        module_path: "probe",
+                    },
+                );
+                $(meta.$($field).+ = $value;)*
+                meta
             };
-            probe!(@timeout $($konst : $kty = $value),*);
-            $(probe!(@other $konst : $kty = $value);)*
             type Args = NoArgs;
             type Output = ();
-            fn definition(
-            ) -> Result<&'static aptix::ToolDefinition, &'static aptix::DefinitionError> {
-                static DEFINITION: std::sync::OnceLock<
-                    Result<aptix::ToolDefinition, aptix::DefinitionError>,
-                > = std::sync::OnceLock::new();
-                DEFINITION
-                    .get_or_init(aptix::ToolDefinition::build::<Self>)
-                    .as_ref()
-            }
-            fn dyn_tool() -> &'static dyn aptix::DynTool {
-                &aptix::executor::FnTool::<Self>::NEW
+            fn code() -> aptix::tool::Code {
+                aptix::tool::Code::function::<Self>()
             }
         }
 
@@ -148,35 +142,22 @@ macro_rules! probe {
             }
         }
     };
-    (@timeout TIMEOUT : $kty:ty = $value:expr) => {
-        const TIMEOUT: Option<std::time::Duration> = $value;
-    };
-    (@timeout $($rest:tt)*) => {
-        const TIMEOUT: Option<std::time::Duration> = None;
-    };
-    (@other TIMEOUT : $kty:ty = $value:expr) => {};
-    (@other $konst:ident : $kty:ty = $value:expr) => {
-        const $konst: $kty = $value;
-    };
 }
 
 probe!(Plain);
-probe!(Titled, TITLE: Option<&'static str> = Some("Probe"));
-probe!(ReadOnly, READ_ONLY: bool = true);
-probe!(Gentle, DESTRUCTIVE: bool = false);
-probe!(ClosedWorld, OPEN_WORLD: bool = false);
-probe!(Idempotent, IDEMPOTENT: bool = true);
+probe!(Titled, title = Some("Probe"));
+probe!(ReadOnly, annotations.read_only = true);
+probe!(Gentle, annotations.destructive = false);
+probe!(ClosedWorld, annotations.open_world = false);
+probe!(Idempotent, annotations.idempotent = true);
 probe!(
     Redacting,
-    REDACTION: aptix::tool::Redaction = aptix::tool::Redaction::Deny(&["/secret"])
+    redaction = aptix::tool::Redaction::Deny(&["/secret"])
 );
-probe!(
-    Timed,
-    TIMEOUT: Option<std::time::Duration> = Some(std::time::Duration::from_secs(5))
-);
+probe!(Timed, timeout = Some(std::time::Duration::from_secs(5)));
 probe!(
     Suspending,
-    SUSPEND_TIMEOUT: Option<std::time::Duration> = Some(std::time::Duration::from_secs(60))
+    suspend_timeout = Some(std::time::Duration::from_secs(60))
 );
 
 fn fingerprint_of<T: aptix::Tool>() -> String {
@@ -256,20 +237,120 @@ fn usage_prompt_lists_when_to_call_each_tool() {
 fn tool_constants_match_the_declaration() {
     assert_eq!(HelloWorldTool::NAME, "agent_hello_world");
     assert_eq!(
-        HelloWorldTool::USAGE,
+        HelloWorldTool::META.usage,
         "Call when the user asks to be greeted or welcomed."
     );
     assert_eq!(
-        HelloWorldTool::DESCRIPTION,
+        HelloWorldTool::META.description,
         "Creates a friendly greeting using the user's name."
     );
-    assert_eq!(HelloWorldTool::EXECUTOR, ExecutorKind::Server);
-    assert_eq!(HelloWorldTool::APPROVAL, aptix::Approval::Auto);
-    assert_eq!(HelloWorldTool::TIMEOUT, None);
+    assert_eq!(HelloWorldTool::META.executor, ExecutorKind::Server);
+    assert_eq!(HelloWorldTool::META.approval, aptix::Approval::Auto);
+    assert_eq!(HelloWorldTool::META.timeout, None);
     assert_eq!(
-        GetCurrentTimeTool::TIMEOUT,
+        GetCurrentTimeTool::META.timeout,
         Some(std::time::Duration::from_secs(2))
     );
-    assert_eq!(SendEmailTool::APPROVAL, aptix::Approval::RequiresApproval);
-    assert!(HelloWorldTool::SOURCE.file.ends_with("hello_world.rs"));
+    assert_eq!(
+        SendEmailTool::META.approval,
+        aptix::Approval::RequiresApproval
+    );
+    assert!(HelloWorldTool::META.source.file.ends_with("hello_world.rs"));
+}
+
+/// A tool made at run time from `agent_hello_world`'s own schema, whose
+/// closure answers as the declared function does.
+fn hello_at_run_time() -> aptix::ToolEntryBuilder {
+    let declared = HelloWorldTool::definition().unwrap_or_else(|e| panic!("{e}"));
+    aptix::ToolEntry::from_json_schema(
+        "hello_at_run_time",
+        declared.usage(),
+        declared.description(),
+        declared.parameters().clone(),
+        |args: Value, ctx: aptix::ToolContext| async move {
+            let name = args["name"].as_str().unwrap_or_default().trim().to_owned();
+            if name.is_empty() {
+                return Err(aptix::ToolError::invalid_arguments(
+                    "`name` is empty: pass the name of the person to greet.",
+                ));
+            }
+            Ok(serde_json::json!({
+                "message": format!("Hello, {name}! Welcome."),
+                "conversation_id": ctx.conversation_id(),
+                "session_id": ctx.session_id(),
+            }))
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one() {
+    let catalog = Catalog::builder()
+        .tool::<HelloWorldTool>()
+        .entry(hello_at_run_time().title("Hello"))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        catalog.names().collect::<Vec<_>>(),
+        ["agent_hello_world", "hello_at_run_time"]
+    );
+    let (Some(declared), Some(made)) = (
+        catalog.get("agent_hello_world"),
+        catalog.get("hello_at_run_time"),
+    ) else {
+        panic!("both tools are listed: {catalog:?}");
+    };
+    assert_eq!(made.title(), Some("Hello"));
+    assert_eq!(made.executor(), ExecutorKind::Server);
+    assert_eq!(made.route(), declared.route());
+    assert!(
+        made.source().file.ends_with("catalog.rs"),
+        "{:?}",
+        made.source()
+    );
+    assert!(
+        catalog
+            .usage_prompt()
+            .contains(&format!("\n- hello_at_run_time: {}", declared.usage()))
+    );
+    let same_name = |value: Value| {
+        value
+            .to_string()
+            .replace("hello_at_run_time", "agent_hello_world")
+    };
+    for dialect in Dialect::ALL {
+        assert_eq!(
+            made.lower(dialect).map(same_name),
+            declared.lower(dialect).map(|value| value.to_string()),
+            "{dialect:?}"
+        );
+    }
+
+    let executor = aptix::Executor::new(catalog);
+    let ctx = aptix::ToolContext::new().with_conversation_id("c-1");
+    for arguments in [
+        r#"{"name": "Ada"}"#,
+        r#"{"name": "  "}"#,
+        r#"{"name": 7}"#,
+        r#"{"name": "Ada", "extra": true}"#,
+        r#"{"name": "#,
+        "[]",
+    ] {
+        let run = |name: &str| {
+            let call = aptix::ToolCall::new("call-1", name, arguments);
+            let executor = executor.clone();
+            let ctx = ctx.clone();
+            async move {
+                executor
+                    .execute(&call, &ctx)
+                    .await
+                    .into_envelope()
+                    .map(|envelope| envelope.to_json_string())
+                    .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            }
+        };
+        let declared = run("agent_hello_world").await;
+        assert!(declared.is_some(), "{arguments}");
+        assert_eq!(run("hello_at_run_time").await, declared, "{arguments}");
+    }
 }

@@ -83,28 +83,20 @@ pub struct Empty {}
 pub struct Impostor;
 
 impl aptix::Tool for Impostor {
-    const NAME: &'static str = "shared_name";
-    const USAGE: &'static str = "Test tool.";
-    const DESCRIPTION: &'static str = "Another tool with the same name.";
-    const EXECUTOR: aptix::ExecutorKind = aptix::ExecutorKind::Server;
-    const APPROVAL: aptix::Approval = aptix::Approval::Auto;
-    const TIMEOUT: Option<std::time::Duration> = None;
-    const SOURCE: aptix::SourceLocation = aptix::SourceLocation {
-        file: "other_crate/src/lib.rs",
-        line: 7,
-        module_path: "other_crate",
-    };
+    const META: aptix::ToolMeta = aptix::ToolMeta::new(
+        "shared_name",
+        "Test tool.",
+        "Another tool with the same name.",
+        aptix::SourceLocation {
+            file: "other_crate/src/lib.rs",
+            line: 7,
+            module_path: "other_crate",
+        },
+    );
     type Args = Empty;
     type Output = ();
-    fn definition() -> Result<&'static aptix::ToolDefinition, &'static DefinitionError> {
-        static DEFINITION: std::sync::OnceLock<Result<aptix::ToolDefinition, DefinitionError>> =
-            std::sync::OnceLock::new();
-        DEFINITION
-            .get_or_init(aptix::ToolDefinition::build::<Self>)
-            .as_ref()
-    }
-    fn dyn_tool() -> &'static dyn aptix::DynTool {
-        &aptix::executor::FnTool::<Self>::NEW
+    fn code() -> aptix::tool::Code {
+        aptix::tool::Code::function::<Self>()
     }
 }
 
@@ -175,7 +167,7 @@ fn linked_catalog_reports_every_problem_at_once() {
             first,
             second,
         }) => {
-            assert_eq!(*name, "shared_name");
+            assert_eq!(name, "shared_name");
             let files = [first.file, second.file];
             assert!(
                 files.contains(&"other_crate/src/lib.rs") && files.contains(&file),
@@ -231,29 +223,20 @@ macro_rules! hand_tool {
         pub struct $ty;
 
         impl aptix::Tool for $ty {
-            const NAME: &'static str = $name;
-            const USAGE: &'static str = $usage;
-            const DESCRIPTION: &'static str = $description;
-            const EXECUTOR: aptix::ExecutorKind = aptix::ExecutorKind::Server;
-            const APPROVAL: aptix::Approval = aptix::Approval::Auto;
-            const TIMEOUT: Option<std::time::Duration> = None;
-            const SOURCE: aptix::SourceLocation = aptix::SourceLocation {
-                file: "hand/src/lib.rs",
-                line: 1,
-                module_path: "hand",
-            };
+            const META: aptix::ToolMeta = aptix::ToolMeta::new(
+                $name,
+                $usage,
+                $description,
+                aptix::SourceLocation {
+                    file: "hand/src/lib.rs",
+                    line: 1,
+                    module_path: "hand",
+                },
+            );
             type Args = Empty;
             type Output = ();
-            fn definition() -> Result<&'static aptix::ToolDefinition, &'static DefinitionError> {
-                static DEFINITION: std::sync::OnceLock<
-                    Result<aptix::ToolDefinition, DefinitionError>,
-                > = std::sync::OnceLock::new();
-                DEFINITION
-                    .get_or_init(aptix::ToolDefinition::build::<Self>)
-                    .as_ref()
-            }
-            fn dyn_tool() -> &'static dyn aptix::DynTool {
-                &aptix::executor::FnTool::<Self>::NEW
+            fn code() -> aptix::tool::Code {
+                aptix::tool::Code::function::<Self>()
             }
         }
 
@@ -338,4 +321,205 @@ fn hand_written_tools_are_checked_like_declared_ones() {
         "{text}"
     );
     assert!(Catalog::builder().tool::<Fine>().build().is_ok());
+}
+
+/// A run-time tool's closure: never run by these tests.
+async fn never_run(
+    _args: serde_json::Value,
+    _ctx: ToolContext,
+) -> Result<serde_json::Value, ToolError> {
+    Ok(serde_json::Value::Null)
+}
+
+/// A closed object with one described field, as the macro makes them.
+fn city_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": { "city": { "type": "string", "description": "The city." } },
+        "required": ["city"],
+        "additionalProperties": false,
+    })
+}
+
+#[test]
+fn tools_made_at_run_time_are_checked_like_declared_ones() {
+    use aptix::ToolEntry;
+    let entries = [
+        ToolEntry::from_json_schema(
+            "send email",
+            "Test tool.",
+            "Sends.",
+            city_schema(),
+            never_run,
+        ),
+        ToolEntry::from_json_schema("", "Test tool.", "No name.", city_schema(), never_run),
+        ToolEntry::from_json_schema("no_usage", "", "Has no usage.", city_schema(), never_run),
+        ToolEntry::from_json_schema(
+            "no_description",
+            "Test tool.",
+            " ",
+            city_schema(),
+            never_run,
+        ),
+        ToolEntry::from_json_schema(
+            "bare_array",
+            "Test tool.",
+            "Takes an array.",
+            serde_json::json!({ "type": "array" }),
+            never_run,
+        ),
+        ToolEntry::from_json_schema(
+            "undocumented",
+            "Test tool.",
+            "A field without a description.",
+            serde_json::json!({
+                "type": "object",
+                "properties": { "city": { "type": "string" } },
+                "additionalProperties": false,
+            }),
+            never_run,
+        ),
+        ToolEntry::from_json_schema(
+            "broken_schema",
+            "Test tool.",
+            "Not a schema jsonschema compiles.",
+            serde_json::json!({
+                "type": "object",
+                "properties": { "city": { "type": 7, "description": "The city." } },
+            }),
+            never_run,
+        ),
+        ToolEntry::from_json_schema(
+            "secretive",
+            "Test tool.",
+            "Takes a password and declares no redaction.",
+            serde_json::json!({
+                "type": "object",
+                "properties": { "password": { "type": "string", "description": "The password." } },
+                "additionalProperties": false,
+            }),
+            never_run,
+        ),
+        ToolEntry::declared_json_schema(
+            "codeless",
+            "Test tool.",
+            "A server tool without code.",
+            city_schema(),
+        ),
+        ToolEntry::from_json_schema(
+            "fine_at_run_time",
+            "Test tool.",
+            "Fine.",
+            city_schema(),
+            never_run,
+        ),
+    ];
+    let builder = entries
+        .into_iter()
+        .fold(Catalog::builder(), |builder, entry| builder.entry(entry));
+    let error = match builder.build() {
+        Ok(catalog) => panic!("expected errors, got {catalog:?}"),
+        Err(error) => error,
+    };
+    let found: Vec<(String, &str)> = error
+        .problems
+        .iter()
+        .map(|problem| match problem {
+            CatalogProblem::InvalidName { name, location } => {
+                assert!(location.file.ends_with("catalog_errors.rs"), "{location}");
+                (name.clone(), "name")
+            }
+            CatalogProblem::MissingText { tool, field, .. } => (tool.clone(), *field),
+            CatalogProblem::MissingCode { tool, .. } => (tool.clone(), "code"),
+            CatalogProblem::UndeclaredSecret(secret) => (secret.tool.clone(), "secret"),
+            CatalogProblem::Definition(DefinitionError::ArgsNotObject { tool, found, .. }) => {
+                assert_eq!(found, "a JSON array");
+                (tool.clone(), "not an object")
+            }
+            CatalogProblem::Definition(DefinitionError::UndocumentedField {
+                tool, field, ..
+            }) => {
+                assert_eq!(field, "city");
+                (tool.clone(), "undocumented")
+            }
+            CatalogProblem::Definition(DefinitionError::InvalidSchema { tool, .. }) => {
+                (tool.clone(), "invalid schema")
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let expected: Vec<(String, &str)> = [
+        ("", "name"),
+        ("bare_array", "not an object"),
+        ("broken_schema", "invalid schema"),
+        ("codeless", "code"),
+        ("no_description", "description"),
+        ("no_usage", "usage"),
+        ("secretive", "secret"),
+        ("send email", "name"),
+        ("undocumented", "undocumented"),
+    ]
+    .into_iter()
+    .map(|(name, what)| (name.to_owned(), what))
+    .collect();
+    assert_eq!(found, expected);
+    assert!(
+        error
+            .to_string()
+            .starts_with("the tool catalog is invalid (9 problems):"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_tool_made_at_run_time_cannot_reuse_a_declared_name() {
+    let made = aptix::ToolEntry::from_json_schema(
+        "shared_name",
+        "Test tool.",
+        "Made at run time.",
+        city_schema(),
+        never_run,
+    );
+    let error = match Catalog::builder()
+        .tool::<SharedNameTool>()
+        .entry(made)
+        .build()
+    {
+        Ok(catalog) => panic!("expected a duplicate, got {catalog:?}"),
+        Err(error) => error,
+    };
+    match error.problems.as_slice() {
+        [
+            CatalogProblem::DuplicateName {
+                name,
+                first,
+                second,
+            },
+        ] => {
+            assert_eq!(name, "shared_name");
+            // Both point at this file: the declaration and the call that made the other.
+            assert!(first.file.ends_with("catalog_errors.rs"), "{first}");
+            assert!(second.file.ends_with("catalog_errors.rs"), "{second}");
+            assert_ne!(first.line, second.line);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same tool added twice is one tool; a made tool added twice is two.
+    assert!(
+        Catalog::builder()
+            .tool::<SharedNameTool>()
+            .tool::<SharedNameTool>()
+            .build()
+            .is_ok()
+    );
+    let twice = || {
+        aptix::ToolEntry::from_json_schema("made", "Test tool.", "Made.", city_schema(), never_run)
+    };
+    assert!(
+        Catalog::builder()
+            .entry(twice())
+            .entry(twice())
+            .build()
+            .is_err()
+    );
 }

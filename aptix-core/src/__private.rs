@@ -14,14 +14,11 @@ pub use schemars::JsonSchema;
 pub use serde::Serialize;
 pub use serde::de::DeserializeOwned;
 
-pub use crate::catalog::{DynTool, TOOLS};
+pub use crate::catalog::{LinkedTool, TOOLS};
 pub use crate::context::ToolContext;
 pub use crate::error::ToolError;
-pub use crate::executor::{FnTool, SchemaOnlyTool};
-pub use crate::schema::{DefinitionError, ToolDefinition};
-pub use crate::tool::{
-    Approval, ExecutorKind, SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema,
-};
+pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
+pub use crate::tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema};
 pub use serde_json::Value;
 
 /// The arguments of the stub a failed `#[agent_tool]` emits; never used at run time.

@@ -1,61 +1,347 @@
 //! The catalog: which tools a model may call, in a fixed order.
 //!
-//! Tools declared with `#[agent_tool]` register themselves in a link-time
-//! list ([`TOOLS`], a `linkme` distributed slice); [`Catalog::linked`] takes
-//! all of them, [`Catalog::builder`] an explicit subset. Building checks
-//! every definition and refuses duplicate names, reporting all problems at
-//! once, so a broken tool stops the process at start-up (or in CI through
+//! A catalog holds [`ToolEntry`]s: a definition plus the tool's server
+//! code, shared. `#[agent_tool]` is one producer of entries: the tools it
+//! declares register themselves in a link-time list ([`TOOLS`], a `linkme`
+//! distributed slice), which [`Catalog::linked`] takes whole and
+//! [`CatalogBuilder::tool`] one at a time. A tool made at run time is
+//! another ([`ToolEntry::from_json_schema`]: a JSON Schema and an async
+//! closure). Building checks every entry the same way and refuses
+//! duplicate names, reporting all problems at once, so a broken tool stops
+//! the process at start-up (or in CI through
 //! `aptix_testkit::assert_catalog_valid`) rather than in front of a model.
 
+use std::any::TypeId;
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::context::ToolContext;
-use crate::envelope::JsonText;
+use crate::definition::{Texts, ToolDefinition};
+use crate::erased::{ClosureTool, Declared, ErasedTool};
 use crate::error::ToolError;
-use crate::executor::RunFuture;
-use crate::schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
-use crate::tool::{SourceLocation, Tool};
-use crate::validate::Rejection;
+use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
+use crate::schema::{DefinitionError, Dialect, DialectError, canonical_output};
+use crate::tool::Tool;
 
-/// A boxed, sendable future: what type-erased tools return.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Why an erased tool run did not produce a result.
-#[derive(Debug)]
-pub enum RunFailure {
-    /// The arguments were refused before the tool ran.
-    Rejected(Rejection),
-    /// The tool ran and returned an error.
-    Tool(ToolError),
+/// One tool as a catalog holds it: its definition and its server code.
+/// Cheap to clone: both are shared.
+#[derive(Clone)]
+pub struct ToolEntry {
+    definition: ToolDefinition,
+    code: Arc<dyn ErasedTool>,
+    /// The type a declared tool was made from: the same type added twice
+    /// is one tool.
+    origin: Option<TypeId>,
 }
 
-/// A tool with its types erased, as the catalog and executor hold it.
-/// Implemented by the adapters in [`crate::executor`]; users never implement it.
-pub trait DynTool: Send + Sync + 'static {
+impl fmt::Debug for ToolEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolEntry")
+            .field("name", &self.definition.name())
+            .field("runs_function", &self.code.runs_function())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolEntry {
+    /// The tool's definition.
+    pub fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
     /// The tool's name.
-    fn name(&self) -> &'static str;
-    /// Where it was declared.
-    fn source(&self) -> SourceLocation;
-    /// Its definition, built on first use.
-    fn definition(&self) -> Result<&'static ToolDefinition, &'static DefinitionError>;
-    /// Validates `raw` and runs the server step: the function for the
-    /// function form, validation alone for the struct form (the payload is
-    /// then the validated arguments).
-    fn run<'a>(&'a self, raw: &'a str, ctx: &'a ToolContext) -> RunFuture<'a>;
-    /// Validates `raw` without running anything; the validated arguments are
-    /// the payload shown to whoever approves the call.
-    fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure>;
+    pub fn name(&self) -> &str {
+        self.definition.name()
+    }
+
+    /// Whether the tool runs code of its own on the server (a function or
+    /// a closure), rather than validating its arguments alone.
+    pub fn runs_function(&self) -> bool {
+        self.code.runs_function()
+    }
+
+    pub(crate) fn code(&self) -> &dyn ErasedTool {
+        &*self.code
+    }
+
+    /// A tool made at run time: its arguments are described by the JSON
+    /// Schema `parameters` (a closed object whose fields are described, as
+    /// `#[agent_tool]` requires), and a call runs `run` with the validated
+    /// arguments and a copy of the call's context. It is a server tool
+    /// that needs no approval until the builder says otherwise.
+    ///
+    /// Nothing is checked here: [`CatalogBuilder::build`] checks the name,
+    /// the usage, the description and the schema the way it checks a
+    /// declared tool, and reports every problem at once.
+    #[track_caller]
+    pub fn from_json_schema<F, Fut>(
+        name: impl Into<String>,
+        usage: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        run: F,
+    ) -> ToolEntryBuilder
+    where
+        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        ToolEntryBuilder::new(
+            name.into(),
+            usage.into(),
+            description.into(),
+            parameters,
+            Arc::new(ClosureTool(run)),
+            SourceLocation::caller(),
+        )
+    }
+
+    /// A tool made at run time with no server code: a client, human or
+    /// provider tool (set with [`ToolEntryBuilder::executor`]) whose
+    /// validated arguments are the payload. Checked like
+    /// [`ToolEntry::from_json_schema`].
+    #[track_caller]
+    pub fn declared_json_schema(
+        name: impl Into<String>,
+        usage: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+    ) -> ToolEntryBuilder {
+        ToolEntryBuilder::new(
+            name.into(),
+            usage.into(),
+            description.into(),
+            parameters,
+            Arc::new(Declared),
+            SourceLocation::caller(),
+        )
+    }
+
+    /// The entry of the declared tool `T`.
+    fn of<T: Tool>() -> Result<ToolEntry, Box<Failed>> {
+        match T::definition() {
+            Ok(definition) => Ok(ToolEntry {
+                definition: definition.clone(),
+                code: Arc::new(T::code()),
+                origin: Some(TypeId::of::<T>()),
+            }),
+            Err(error) => Err(Box::new(Failed {
+                name: Cow::Borrowed(T::META.name),
+                source: T::META.source,
+                origin: Some(TypeId::of::<T>()),
+                error: error.clone(),
+            })),
+        }
+    }
+}
+
+/// A tool made at run time, on its way into a catalog: the options of its
+/// definition, checked when the catalog is built.
+#[must_use]
+pub struct ToolEntryBuilder {
+    meta: ToolMeta,
+    name: String,
+    usage: String,
+    description: String,
+    title: Option<String>,
+    parameters: Value,
+    output: Option<Value>,
+    code: Arc<dyn ErasedTool>,
+}
+
+impl fmt::Debug for ToolEntryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolEntryBuilder")
+            .field("name", &self.name)
+            .field("meta", &self.meta)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolEntryBuilder {
+    fn new(
+        name: String,
+        usage: String,
+        description: String,
+        parameters: Value,
+        code: Arc<dyn ErasedTool>,
+        source: SourceLocation,
+    ) -> Self {
+        ToolEntryBuilder {
+            // The text lives in the builder's own fields.
+            meta: ToolMeta::new("", "", "", source),
+            name,
+            usage,
+            description,
+            title: None,
+            parameters,
+            output: None,
+            code,
+        }
+    }
+
+    /// Where the tool's final behaviour happens (default: the server).
+    pub fn executor(mut self, executor: ExecutorKind) -> Self {
+        self.meta.executor = executor;
+        self
+    }
+
+    /// Whether a person must approve each call (default: no).
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.meta.approval = approval;
+        self
+    }
+
+    /// The tool's own time limit (default: the executor's).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.meta.timeout = Some(timeout);
+        self
+    }
+
+    /// How long a suspended call may wait (default: the agent's).
+    pub fn suspend_timeout(mut self, timeout: Duration) -> Self {
+        self.meta.suspend_timeout = Some(timeout);
+        self
+    }
+
+    /// A short human-readable name for user interfaces (MCP `title`).
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// What its calls do, as hints for clients (default: MCP's).
+    pub fn annotations(mut self, annotations: Annotations) -> Self {
+        self.meta.annotations = annotations;
+        self
+    }
+
+    /// Which values of its arguments and result events and logs may show.
+    pub fn redaction(mut self, redaction: Redaction) -> Self {
+        self.meta.redaction = redaction;
+        self
+    }
+
+    /// The JSON Schema of the result the model finally receives (default:
+    /// any JSON value). A client's or person's answer is checked against it.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output = Some(schema);
+        self
+    }
+
+    /// Where the tool was made, for error messages (default: the caller of
+    /// [`ToolEntry::from_json_schema`]).
+    pub fn source(mut self, source: SourceLocation) -> Self {
+        self.meta.source = source;
+        self
+    }
+
+    /// Checks the definition and makes the entry, or reports every problem
+    /// (what [`CatalogBuilder::build`] reports for it).
+    pub fn build(self) -> Result<ToolEntry, CatalogError> {
+        let entry = self.into_entry().map_err(|failed| CatalogError {
+            problems: vec![CatalogProblem::Definition(failed.error)],
+        })?;
+        let mut problems = Vec::new();
+        check_declaration(&entry, &mut problems);
+        if problems.is_empty() {
+            Ok(entry)
+        } else {
+            Err(CatalogError { problems })
+        }
+    }
+
+    fn into_entry(self) -> Result<ToolEntry, Box<Failed>> {
+        let texts = Texts {
+            name: Cow::Owned(self.name),
+            usage: Cow::Owned(self.usage),
+            description: Cow::Owned(self.description),
+            title: self.title.map(Cow::Owned),
+            args_type: Cow::Borrowed("serde_json::Value"),
+        };
+        let name = texts.name.clone();
+        let output = self.output.unwrap_or_else(canonical_output::<Value>);
+        match ToolDefinition::from_parts(self.meta, texts, self.parameters, output) {
+            Ok(definition) => Ok(ToolEntry {
+                definition,
+                code: self.code,
+                origin: None,
+            }),
+            Err(error) => Err(Box::new(Failed {
+                name,
+                source: self.meta.source,
+                origin: None,
+                error,
+            })),
+        }
+    }
+}
+
+/// A tool whose definition could not be built.
+struct Failed {
+    name: Cow<'static, str>,
+    source: SourceLocation,
+    origin: Option<TypeId>,
+    error: DefinitionError,
+}
+
+/// A tool on its way into a catalog: a made entry, or a tool made at run
+/// time whose definition the build checks.
+pub struct PendingEntry(Pending);
+
+enum Pending {
+    Linked(fn() -> Result<ToolEntry, Box<Failed>>),
+    Entry(ToolEntry),
+    New(ToolEntryBuilder),
+}
+
+impl fmt::Debug for PendingEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PendingEntry")
+    }
+}
+
+impl From<ToolEntry> for PendingEntry {
+    fn from(entry: ToolEntry) -> Self {
+        PendingEntry(Pending::Entry(entry))
+    }
+}
+
+impl From<ToolEntryBuilder> for PendingEntry {
+    fn from(builder: ToolEntryBuilder) -> Self {
+        PendingEntry(Pending::New(builder))
+    }
+}
+
+impl Pending {
+    fn made(self) -> Result<ToolEntry, Box<Failed>> {
+        match self {
+            Pending::Linked(make) => make(),
+            Pending::Entry(entry) => Ok(entry),
+            Pending::New(builder) => builder.into_entry(),
+        }
+    }
+}
+
+/// A tool declared with `#[agent_tool]`, as the link-time list holds it.
+#[doc(hidden)]
+pub struct LinkedTool(fn() -> Result<ToolEntry, Box<Failed>>);
+
+impl LinkedTool {
+    /// The registration of `T`.
+    pub const fn of<T: Tool>() -> LinkedTool {
+        LinkedTool(ToolEntry::of::<T>)
+    }
 }
 
 /// The link-time list of every tool declared with `#[agent_tool]`.
 #[linkme::distributed_slice]
-pub static TOOLS: [&'static dyn DynTool];
+pub static TOOLS: [LinkedTool];
 
 /// Links the tools of crates that the binary does not otherwise name.
 ///
@@ -79,7 +365,7 @@ pub enum CatalogProblem {
     )]
     DuplicateName {
         /// The shared name.
-        name: &'static str,
+        name: String,
         /// The first declaration.
         first: SourceLocation,
         /// The second declaration.
@@ -93,7 +379,7 @@ pub enum CatalogProblem {
     )]
     InvalidName {
         /// The name.
-        name: &'static str,
+        name: String,
         /// Where the tool was declared.
         location: SourceLocation,
     },
@@ -102,9 +388,20 @@ pub enum CatalogProblem {
     #[error("tool `{tool}`, declared at {location}, has an empty {field}")]
     MissingText {
         /// The tool's name.
-        tool: &'static str,
+        tool: String,
         /// `description` or `usage`.
         field: &'static str,
+        /// Where the tool was declared.
+        location: SourceLocation,
+    },
+    /// A server tool has no code to run: a tool written by hand with a
+    /// `ToolFn` must return `Code::function::<Self>()` from `Tool::code`.
+    #[error(
+        "tool `{tool}`, declared at {location}, runs on the server but has no code: implement `ToolFn` and return `Code::function::<Self>()` from `Tool::code`, or declare it for a client, a person or the provider"
+    )]
+    MissingCode {
+        /// The tool's name.
+        tool: String,
         /// Where the tool was declared.
         location: SourceLocation,
     },
@@ -153,14 +450,8 @@ pub struct Catalog {
 }
 
 struct Inner {
-    entries: Vec<Entry>,
+    entries: Vec<ToolEntry>,
     fingerprint: String,
-}
-
-#[derive(Clone, Copy)]
-pub(crate) struct Entry {
-    pub(crate) tool: &'static dyn DynTool,
-    pub(crate) definition: &'static ToolDefinition,
 }
 
 impl fmt::Debug for Catalog {
@@ -187,7 +478,9 @@ impl Catalog {
 
     /// An explicit subset of tools.
     pub fn builder() -> CatalogBuilder {
-        CatalogBuilder { tools: Vec::new() }
+        CatalogBuilder {
+            pending: Vec::new(),
+        }
     }
 
     /// The number of tools.
@@ -201,29 +494,33 @@ impl Catalog {
     }
 
     /// The tool names, sorted.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.inner
-            .entries
-            .iter()
-            .map(|entry| entry.definition.name())
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.inner.entries.iter().map(ToolEntry::name)
     }
 
     /// The definitions, sorted by name.
-    pub fn definitions(&self) -> impl Iterator<Item = &'static ToolDefinition> + '_ {
-        self.inner.entries.iter().map(|entry| entry.definition)
+    pub fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> + '_ {
+        self.inner.entries.iter().map(ToolEntry::definition)
+    }
+
+    /// The entries, sorted by name: to build another catalog from some of
+    /// them ([`CatalogBuilder::entry`]).
+    pub fn entries(&self) -> impl Iterator<Item = &ToolEntry> + '_ {
+        self.inner.entries.iter()
     }
 
     /// The definition of the tool called `name`.
-    pub fn get(&self, name: &str) -> Option<&'static ToolDefinition> {
-        self.entry(name).map(|entry| entry.definition)
+    pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
+        self.entry(name).map(ToolEntry::definition)
     }
 
-    pub(crate) fn entry(&self, name: &str) -> Option<Entry> {
+    /// The entry of the tool called `name`.
+    pub fn entry(&self, name: &str) -> Option<&ToolEntry> {
         let entries = &self.inner.entries;
         entries
-            .binary_search_by(|entry| entry.definition.name().cmp(name))
+            .binary_search_by(|entry| entry.name().cmp(name))
             .ok()
-            .map(|index| entries[index])
+            .map(|index| &entries[index])
     }
 
     /// A stable hash (SHA-256, hex) of every definition: it changes if and
@@ -241,8 +538,7 @@ impl Catalog {
             .collect()
     }
 
-    /// A prompt section telling the model when to call each tool (the
-    /// seeds' ToolUsageMetadata, surfaced as text).
+    /// A prompt section telling the model when to call each tool.
     pub fn usage_prompt(&self) -> String {
         let mut text = String::from("Tools and when to call them:");
         for definition in self.definitions() {
@@ -259,63 +555,83 @@ impl Catalog {
 /// Collects tools for [`Catalog::builder`].
 #[must_use]
 pub struct CatalogBuilder {
-    tools: Vec<&'static dyn DynTool>,
+    pending: Vec<Pending>,
+}
+
+impl fmt::Debug for CatalogBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CatalogBuilder")
+            .field("tools", &self.pending.len())
+            .finish()
+    }
 }
 
 impl CatalogBuilder {
     /// Adds the tool `T`.
     pub fn tool<T: Tool>(mut self) -> Self {
-        self.tools.push(T::dyn_tool());
+        self.pending.push(Pending::Linked(ToolEntry::of::<T>));
         self
     }
 
-    /// Adds a type-erased tool.
-    pub fn dyn_tool(mut self, tool: &'static dyn DynTool) -> Self {
-        self.tools.push(tool);
+    /// Adds an entry: one taken from another catalog, or a tool made at
+    /// run time ([`ToolEntry::from_json_schema`]), checked by [`CatalogBuilder::build`].
+    pub fn entry(mut self, entry: impl Into<PendingEntry>) -> Self {
+        self.pending.push(entry.into().0);
         self
     }
 
     /// Adds every tool linked into the binary.
     pub fn linked(mut self) -> Self {
-        self.tools.extend(TOOLS.iter().copied());
+        self.pending
+            .extend(TOOLS.iter().map(|linked| Pending::Linked(linked.0)));
         self
     }
 
     /// Checks every tool and builds the catalog, or reports every problem.
     pub fn build(self) -> Result<Catalog, CatalogError> {
-        let mut tools = self.tools;
-        tools.sort_by(|a, b| {
-            (a.name(), a.source().file, a.source().line).cmp(&(
-                b.name(),
-                b.source().file,
-                b.source().line,
-            ))
+        let mut made: Vec<Result<ToolEntry, Box<Failed>>> =
+            self.pending.into_iter().map(Pending::made).collect();
+        let key = |made: &Result<ToolEntry, Box<Failed>>| match made {
+            Ok(entry) => (
+                Cow::Owned(entry.name().to_owned()),
+                entry.definition.source(),
+                entry.origin,
+            ),
+            Err(failed) => (failed.name.clone(), failed.source, failed.origin),
+        };
+        made.sort_by(|a, b| {
+            let (a, b) = (key(a), key(b));
+            (&a.0, a.1.file, a.1.line).cmp(&(&b.0, b.1.file, b.1.line))
         });
         // The same tool added twice (by `linked()` and by `tool::<T>()`) is one tool.
-        tools.dedup_by(|a, b| a.name() == b.name() && a.source() == b.source());
+        made.dedup_by(|a, b| {
+            let (a, b) = (key(a), key(b));
+            a.2.is_some() && a == b
+        });
 
         let mut problems = Vec::new();
-        let mut entries: Vec<Entry> = Vec::with_capacity(tools.len());
-        let mut previous: Option<&'static dyn DynTool> = None;
-        for tool in tools {
-            if let Some(first) = previous.filter(|first| first.name() == tool.name()) {
+        let mut entries: Vec<ToolEntry> = Vec::with_capacity(made.len());
+        let mut previous: Option<(Cow<'static, str>, SourceLocation)> = None;
+        for candidate in made {
+            let (name, source, _) = key(&candidate);
+            if let Some((_, first)) = previous.as_ref().filter(|(first, _)| *first == name) {
                 problems.push(CatalogProblem::DuplicateName {
-                    name: tool.name(),
-                    first: first.source(),
-                    second: tool.source(),
+                    name: name.into_owned(),
+                    first: *first,
+                    second: source,
                 });
                 continue;
             }
-            previous = Some(tool);
-            match tool.definition() {
-                Ok(definition) => {
+            previous = Some((name, source));
+            match candidate {
+                Ok(entry) => {
                     let before = problems.len();
-                    check_declaration(definition, &mut problems);
+                    check_declaration(&entry, &mut problems);
                     if problems.len() == before {
-                        entries.push(Entry { tool, definition });
+                        entries.push(entry);
                     }
                 }
-                Err(error) => problems.push(CatalogProblem::Definition(error.clone())),
+                Err(failed) => problems.push(CatalogProblem::Definition(failed.error)),
             }
         }
         if !problems.is_empty() {
@@ -332,8 +648,10 @@ impl CatalogBuilder {
 }
 
 /// What `#[agent_tool]` checks at compile time, checked again for tools
-/// that did not come through the macro (a hand `impl Tool`, a `DynTool`).
-fn check_declaration(definition: &ToolDefinition, problems: &mut Vec<CatalogProblem>) {
+/// that did not come through the macro (a hand `impl Tool`, a tool made at
+/// run time).
+fn check_declaration(entry: &ToolEntry, problems: &mut Vec<CatalogProblem>) {
+    let definition = entry.definition();
     let name = definition.name();
     let valid_name = (1..=64).contains(&name.len())
         && name
@@ -341,7 +659,7 @@ fn check_declaration(definition: &ToolDefinition, problems: &mut Vec<CatalogProb
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
     if !valid_name {
         problems.push(CatalogProblem::InvalidName {
-            name,
+            name: name.to_owned(),
             location: definition.source(),
         });
     }
@@ -351,11 +669,17 @@ fn check_declaration(definition: &ToolDefinition, problems: &mut Vec<CatalogProb
     ] {
         if text.trim().is_empty() {
             problems.push(CatalogProblem::MissingText {
-                tool: name,
+                tool: name.to_owned(),
                 field,
                 location: definition.source(),
             });
         }
+    }
+    if definition.executor() == ExecutorKind::Server && !entry.runs_function() {
+        problems.push(CatalogProblem::MissingCode {
+            tool: name.to_owned(),
+            location: definition.source(),
+        });
     }
     problems.extend(
         crate::secrets::undeclared_secrets(definition)
@@ -403,10 +727,10 @@ fn fingerprinted(definition: &ToolDefinition) -> Value {
     document
 }
 
-fn fingerprint(entries: &[Entry]) -> String {
+fn fingerprint(entries: &[ToolEntry]) -> String {
     let canonical: Vec<Value> = entries
         .iter()
-        .map(|entry| fingerprinted(entry.definition))
+        .map(|entry| fingerprinted(entry.definition()))
         .collect();
     // serde_json's maps are sorted by key (no `preserve_order`), so this text
     // is the same for the same definitions in every process.

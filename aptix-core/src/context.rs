@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::envelope::envelope_tail;
 use crate::error::ToolError;
 
 /// The context handed to a tool function.
@@ -20,36 +19,12 @@ pub struct ToolContext {
     shared: Arc<Shared>,
 }
 
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct Shared {
     conversation_id: Option<Arc<str>>,
     session_id: Option<Arc<str>>,
-    /// The two ids as the end of a result envelope's JSON, escaped once here
-    /// rather than for every call; kept in step by [`Shared::set_ids`].
-    envelope_tail: Box<str>,
     cancellation: CancellationToken,
     state: StateMap,
-}
-
-impl Default for Shared {
-    fn default() -> Self {
-        Shared {
-            conversation_id: None,
-            session_id: None,
-            envelope_tail: envelope_tail(None, None).into(),
-            cancellation: CancellationToken::default(),
-            state: StateMap::default(),
-        }
-    }
-}
-
-impl Shared {
-    fn set_ids(&mut self, conversation_id: Option<Arc<str>>, session_id: Option<Arc<str>>) {
-        self.envelope_tail =
-            envelope_tail(conversation_id.as_deref(), session_id.as_deref()).into();
-        self.conversation_id = conversation_id;
-        self.session_id = session_id;
-    }
 }
 
 type StateMap = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
@@ -73,17 +48,15 @@ impl ToolContext {
         Self::default()
     }
 
-    /// Sets the conversation id (the seeds' ConversationId).
+    /// Sets the conversation id.
     pub fn with_conversation_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        let shared = Arc::make_mut(&mut self.shared);
-        shared.set_ids(Some(id.into()), shared.session_id.clone());
+        Arc::make_mut(&mut self.shared).conversation_id = Some(id.into());
         self
     }
 
     /// Sets the session id.
     pub fn with_session_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        let shared = Arc::make_mut(&mut self.shared);
-        shared.set_ids(shared.conversation_id.clone(), Some(id.into()));
+        Arc::make_mut(&mut self.shared).session_id = Some(id.into());
         self
     }
 
@@ -130,12 +103,6 @@ impl ToolContext {
             self.shared.conversation_id.clone(),
             self.shared.session_id.clone(),
         )
-    }
-
-    /// `,"conversation_id":…,"session_id":…}`: the end of the JSON of an
-    /// envelope carrying this context's ids.
-    pub(crate) fn envelope_tail(&self) -> &str {
-        &self.shared.envelope_tail
     }
 
     /// Cancelled when the caller cancels the run. Long-running tools should

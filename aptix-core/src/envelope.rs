@@ -2,7 +2,7 @@
 //!
 //! `{"ok":true,"result":…}` or `{"ok":false,"error":{"code":…,"message":…}}`,
 //! plus the ids of the call, conversation and session, so a result can be
-//! traced without its surrounding transcript (AGN-005 §8).
+//! traced without its surrounding transcript.
 //!
 //! One optional member follows the ids: `"arguments_changed_by_approver"`,
 //! present only when a person approved the call with other arguments than
@@ -114,7 +114,7 @@ impl JsonText {
 
     /// The complete JSON of a successful envelope with `ids` around this
     /// result: in place when the result was serialized for an envelope.
-    fn into_envelope_json(self, ids: &EnvelopeIds, tail: Option<&str>) -> JsonText {
+    fn into_envelope_json(self, ids: &EnvelopeIds) -> JsonText {
         let JsonText {
             mut buf,
             start,
@@ -139,7 +139,7 @@ impl JsonText {
             buf = fresh;
         }
         let end = buf.len();
-        push_closing(&mut buf, ids.0, ids.1, ids.2, tail);
+        push_closing(&mut buf, ids.0, ids.1, ids.2);
         JsonText {
             buf,
             start: OK_PREFIX.len(),
@@ -271,24 +271,9 @@ impl Envelope {
         Self::from_parts(ids, Body::Err(error))
     }
 
-    /// A successful envelope for a call made with `ctx`, whose ids `ids`
-    /// are (the tail of the JSON is taken from the context, written once).
-    pub(crate) fn ok_in(ids: EnvelopeIds, result: JsonText, ctx: &crate::ToolContext) -> Self {
-        debug_assert_eq!(ids.conversation_id.as_deref(), ctx.conversation_id());
-        debug_assert_eq!(ids.session_id.as_deref(), ctx.session_id());
-        let result = result.into_envelope_json(&ids, Some(ctx.envelope_tail()));
-        Envelope {
-            tool_call_id: ids.tool_call_id,
-            conversation_id: ids.conversation_id,
-            session_id: ids.session_id,
-            body: Body::Ok(result),
-            changed_arguments: None,
-        }
-    }
-
     fn from_parts(ids: EnvelopeIds, body: Body) -> Self {
         let body = match body {
-            Body::Ok(result) => Body::Ok(result.into_envelope_json(&ids, None)),
+            Body::Ok(result) => Body::Ok(result.into_envelope_json(&ids)),
             Body::Err(error) => Body::Err(error),
         };
         Envelope {
@@ -397,7 +382,7 @@ impl Envelope {
                     String::with_capacity(error.len() + closing_len(ids.0, ids.1, ids.2) + 20);
                 out.push_str(r#"{"ok":false,"error":"#);
                 out.push_str(&error);
-                push_closing(&mut out, ids.0, ids.1, ids.2, None);
+                push_closing(&mut out, ids.0, ids.1, ids.2);
                 if let Some(arguments) = &self.changed_arguments {
                     out.pop();
                     push_changed_member(&mut out, arguments);
@@ -558,40 +543,20 @@ pub(crate) fn closing_len(
         + session_id.map_or(4, str::len)
 }
 
-/// Appends the ids and the closing brace of an envelope. `tail`, when
-/// given, is [`envelope_tail`] of the two other ids, already written.
+/// Appends the ids and the closing brace of an envelope.
 fn push_closing(
     out: &mut String,
     tool_call_id: &str,
     conversation_id: Option<&str>,
     session_id: Option<&str>,
-    tail: Option<&str>,
 ) {
     out.push_str(r#","tool_call_id":"#);
     push_json_string(out, tool_call_id);
-    match tail {
-        Some(tail) => out.push_str(tail),
-        None => push_tail(out, conversation_id, session_id),
-    }
-}
-
-fn push_tail(out: &mut String, conversation_id: Option<&str>, session_id: Option<&str>) {
     out.push_str(r#","conversation_id":"#);
     push_optional_json_string(out, conversation_id);
     out.push_str(r#","session_id":"#);
     push_optional_json_string(out, session_id);
     out.push('}');
-}
-
-/// `,"conversation_id":…,"session_id":…}`: how every envelope with these
-/// ids ends. A [`crate::ToolContext`] keeps it, so that the executor does
-/// not escape the same ids for every call.
-pub(crate) fn envelope_tail(conversation_id: Option<&str>, session_id: Option<&str>) -> String {
-    let mut tail = String::with_capacity(
-        closing_len("", conversation_id, session_id) - r#","tool_call_id":"""#.len(),
-    );
-    push_tail(&mut tail, conversation_id, session_id);
-    tail
 }
 
 /// Appends `text` as a JSON string, escaped exactly as serde_json does.
@@ -625,16 +590,13 @@ mod tests {
         let envelope = Envelope::ok(ids("call\n1", Some("c")), result.clone());
         assert_eq!(envelope.to_json_string(), serde_json::to_string(&envelope)?);
         assert_eq!(envelope.result(), Some(&result));
-        // With the ids' JSON kept by a context.
-        let ctx = crate::ToolContext::new()
-            .with_session_id("s\"1")
-            .with_conversation_id("c\u{1}");
+        // With ids that need escaping.
         let ctx_ids = EnvelopeIds {
             tool_call_id: "call_1".into(),
             conversation_id: Some("c\u{1}".into()),
             session_id: Some("s\"1".into()),
         };
-        let in_ctx = Envelope::ok_in(ctx_ids, JsonText::for_envelope(&1, 0)?, &ctx);
+        let in_ctx = Envelope::ok(ctx_ids, JsonText::for_envelope(&1, 0)?);
         assert_eq!(in_ctx.to_json_string(), serde_json::to_string(&in_ctx)?);
         // A result taken out of one envelope and put into another.
         let taken = envelope.result().cloned().map(JsonText::into_string);

@@ -2,14 +2,12 @@
 //!
 //! It finds the tool, validates the arguments against the schema the model
 //! saw, runs the server step, and turns every result, error, panic, time-out
-//! and cancellation into an [`Outcome`]. Nothing escapes it: this is the
-//! AGN-005 rule that a tool failure is data for the model, never a crash of
-//! the agent.
+//! and cancellation into an [`Outcome`]. Nothing escapes it: a tool
+//! failure is data for the model, never a crash of the agent.
 
 use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,14 +17,15 @@ use std::time::Duration;
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::catalog::{BoxFuture, Catalog, DynTool, RunFailure};
+use crate::catalog::Catalog;
 use crate::context::ToolContext;
-use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText, closing_len};
-use crate::error::{ErrorCode, INTERNAL_MESSAGE, ToolError};
+use crate::definition::ToolDefinition;
+use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
+use crate::erased::{RunFailure, RunFuture, RunResult};
+use crate::error::{ErrorCode, INTERNAL_MESSAGE};
+// re-export kept while the tree moves
 pub use crate::meta::AwaitReason;
 use crate::meta::{Approval, ExecutorKind, ServerStep, route};
-use crate::schema::{DefinitionError, ToolDefinition};
-use crate::tool::{SourceLocation, Tool, ToolArgs, ToolFn, ToolOutput};
 
 /// The time limit of a call whose tool declares none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -68,7 +67,7 @@ pub struct Awaiting {
     pub payload: JsonText,
 }
 
-/// What came of one call (AGN-005's execution modes).
+/// What came of one call.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     /// Finished on the server: the envelope is the tool result for the model.
@@ -112,7 +111,7 @@ impl Execution {
         }
     }
 
-    /// Whether a server-side tool mediated the call (AGN-005 `IsServerTool`):
+    /// Whether a server-side tool mediated the call:
     /// true for every catalogued tool except provider tools.
     pub fn is_server_tool(&self) -> bool {
         matches!(
@@ -121,7 +120,7 @@ impl Execution {
         )
     }
 
-    /// Whether the server step completed (AGN-005 `WasExecuted`): a
+    /// Whether the server step completed: a
     /// successful result, or a preflight that produced a payload.
     pub fn was_executed(&self) -> bool {
         match &self.outcome {
@@ -204,7 +203,7 @@ impl Executor {
 
     // One state machine for the whole call: the tool's run is written out
     // here rather than awaited as a future of its own (`dispatch`, wrapped
-    // in `Instrument` when a subscriber listens, as it once was), because
+    // in `Instrument` when a subscriber listens), because
     // every nested future is built and then copied into its caller's state
     // before it is first polled: that copy cost more than the catalog
     // lookup and the cancellation check together. The span is entered by
@@ -214,7 +213,7 @@ impl Executor {
         let Some(entry) = self.catalog.entry(&call.name) else {
             return self.unknown_tool(call, envelope_ids(call, ctx));
         };
-        let definition = entry.definition;
+        let definition = entry.definition();
         let span = call_span(definition, call, ctx, approved);
         let approval = if approved {
             Approval::Auto
@@ -229,7 +228,7 @@ impl Executor {
             ServerStep::Validate => {
                 let _entered = span.as_ref().map(tracing::Span::enter);
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    entry.tool.validate_only(&call.arguments)
+                    entry.code().validate_only(definition, &call.arguments)
                 }))
                 .map_err(Guarded::Panicked)
                 .and_then(|inner| inner.map_err(Guarded::Failed))
@@ -242,7 +241,8 @@ impl Executor {
                     Err(Guarded::Cancelled)
                 } else {
                     let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
-                    let mut run = std::pin::pin!(entry.tool.run(&call.arguments, &call_ctx));
+                    let mut run =
+                        std::pin::pin!(entry.code().run(definition, &call.arguments, &call_ctx));
                     // Most calls finish without waiting on anything: poll once
                     // before arming a timer and a cancellation listener, which
                     // cost more than such a call. A call that does wait gets
@@ -280,7 +280,7 @@ impl Executor {
             }
         };
         let Some(reason) = route.awaits else {
-            let envelope = Envelope::ok_in(ids, payload, ctx);
+            let envelope = Envelope::ok(ids, payload);
             return execution(call, definition, Outcome::Final(envelope));
         };
         let then = route.then;
@@ -331,10 +331,10 @@ impl Executor {
 }
 
 /// The execution of `call` of the catalogued tool `definition`.
-fn execution(call: &ToolCall, definition: &'static ToolDefinition, outcome: Outcome) -> Execution {
+fn execution(call: &ToolCall, definition: &ToolDefinition, outcome: Outcome) -> Execution {
     Execution {
         tool_call_id: call.id.clone(),
-        name: Cow::Borrowed(definition.name()),
+        name: definition.shared_name(),
         executor: Some(definition.executor()),
         outcome,
     }
@@ -463,9 +463,7 @@ fn poll_caught(
     }
 }
 
-fn settle(
-    result: Result<Result<JsonText, RunFailure>, Box<dyn Any + Send>>,
-) -> Result<JsonText, Guarded> {
+fn settle(result: Result<RunResult, Box<dyn Any + Send>>) -> Result<JsonText, Guarded> {
     match result {
         Ok(inner) => inner.map_err(Guarded::Failed),
         Err(panic) => Err(Guarded::Panicked(panic)),
@@ -624,214 +622,5 @@ fn humanize(duration: Duration) -> String {
         format!("{}s", duration.as_secs())
     } else {
         format!("{}ms", duration.as_millis())
-    }
-}
-
-/// The erased form of a function tool. Generated code names it through
-/// `aptix::__private`.
-pub struct FnTool<T>(PhantomData<fn() -> T>);
-
-impl<T> FnTool<T> {
-    /// The one value of this zero-sized type, for `&'static` promotion.
-    pub const NEW: Self = FnTool(PhantomData);
-}
-
-/// The erased form of a struct-form ("schema only") tool.
-pub struct SchemaOnlyTool<T>(PhantomData<fn() -> T>);
-
-impl<T> SchemaOnlyTool<T> {
-    /// The one value of this zero-sized type, for `&'static` promotion.
-    pub const NEW: Self = SchemaOnlyTool(PhantomData);
-}
-
-fn definition_of<T: Tool>() -> Result<&'static ToolDefinition, RunFailure> {
-    T::definition().map_err(|error: &DefinitionError| {
-        RunFailure::Tool(ToolError::internal_message(error.to_string()))
-    })
-}
-
-/// Validates and returns the arguments text itself as the payload.
-fn validated_payload<T: Tool>(raw: &str) -> Result<JsonText, RunFailure> {
-    let definition = definition_of::<T>()?;
-    let value: serde_json::Value = definition
-        .validator()
-        .parse(raw)
-        .map_err(RunFailure::Rejected)?;
-    // The typed parse proves the arguments fit the Rust type too.
-    <<T::Args as ToolArgs>::Serde as serde::Deserialize>::deserialize(&value).map_err(|error| {
-        RunFailure::Tool(ToolError::invalid_arguments(format!(
-            "The arguments do not match the tool's parameters: {error}"
-        )))
-    })?;
-    JsonText::from_serialize(&value).map_err(|error| RunFailure::Tool(ToolError::internal(error)))
-}
-
-impl<T: ToolFn> DynTool for FnTool<T> {
-    fn name(&self) -> &'static str {
-        T::NAME
-    }
-
-    fn source(&self) -> SourceLocation {
-        T::SOURCE
-    }
-
-    fn definition(&self) -> Result<&'static ToolDefinition, &'static DefinitionError> {
-        T::definition()
-    }
-
-    fn run<'a>(&'a self, raw: &'a str, ctx: &'a ToolContext) -> RunFuture<'a> {
-        RunFuture::new(async move {
-            let definition = definition_of::<T>()?;
-            let args: <T::Args as ToolArgs>::Serde = definition
-                .validator()
-                .parse(raw)
-                .map_err(RunFailure::Rejected)?;
-            let output = T::call(args.into(), ctx).await.map_err(RunFailure::Tool)?;
-            let output = <T::Returned as ToolOutput>::Serde::from(output);
-            let spare = closing_len(ctx.tool_call_id(), ctx.conversation_id(), ctx.session_id());
-            JsonText::for_envelope(&output, spare)
-                .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
-        })
-    }
-
-    fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure> {
-        validated_payload::<T>(raw)
-    }
-}
-
-impl<T: Tool> DynTool for SchemaOnlyTool<T> {
-    fn name(&self) -> &'static str {
-        T::NAME
-    }
-
-    fn source(&self) -> SourceLocation {
-        T::SOURCE
-    }
-
-    fn definition(&self) -> Result<&'static ToolDefinition, &'static DefinitionError> {
-        T::definition()
-    }
-
-    fn run<'a>(&'a self, raw: &'a str, _ctx: &'a ToolContext) -> RunFuture<'a> {
-        RunFuture::new(async move { validated_payload::<T>(raw) })
-    }
-
-    fn validate_only(&self, raw: &str) -> Result<JsonText, RunFailure> {
-        validated_payload::<T>(raw)
-    }
-}
-
-/// What a tool run ends in.
-type RunResult = Result<JsonText, RunFailure>;
-
-/// The future of one type-erased tool run ([`DynTool::run`]): the tool's
-/// future, boxed, which is sound for every tool shape, including a body
-/// that borrows its own locals across an `.await`.
-pub struct RunFuture<'a>(BoxFuture<'a, RunResult>);
-
-impl<'a> RunFuture<'a> {
-    /// Erases `future`.
-    pub fn new<F: Future<Output = RunResult> + Send + 'a>(future: F) -> Self {
-        RunFuture(Box::pin(future))
-    }
-}
-
-impl Future for RunFuture<'_> {
-    type Output = RunResult;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunResult> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-#[cfg(test)]
-mod run_future_tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Counts its drops; pending on its first poll, ready on the second.
-    struct Probe<'a> {
-        drops: &'a AtomicUsize,
-        polled: bool,
-        ballast: [u8; 8],
-    }
-
-    impl Future for Probe<'_> {
-        type Output = RunResult;
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RunResult> {
-            if self.polled {
-                let text = JsonText::from_serialize(&self.ballast[0]);
-                Poll::Ready(text.map_err(|e| RunFailure::Tool(ToolError::internal(e))))
-            } else {
-                self.polled = true;
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        }
-    }
-
-    impl Drop for Probe<'_> {
-        fn drop(&mut self) {
-            self.drops.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    #[tokio::test]
-    async fn futures_run_and_are_dropped_once() {
-        let drops = AtomicUsize::new(0);
-        let future = RunFuture::new(Probe {
-            drops: &drops,
-            polled: false,
-            ballast: [7; 8],
-        });
-        let result = future.await;
-        assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("7"));
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-
-        // Dropped while pending, after the first poll.
-        let future = RunFuture::new(Probe {
-            drops: &drops,
-            polled: false,
-            ballast: [0; 8],
-        });
-        {
-            let mut future = std::pin::pin!(future);
-            let waker = futures_util::task::noop_waker();
-            let mut cx = Context::from_waker(&waker);
-            assert!(future.as_mut().poll(&mut cx).is_pending());
-            assert_eq!(drops.load(Ordering::SeqCst), 1);
-        }
-        assert_eq!(drops.load(Ordering::SeqCst), 2);
-    }
-
-    /// The shape the inline storage got wrong: a body that borrows its
-    /// own local across an `.await`, and writes through the borrow after.
-    #[tokio::test]
-    async fn a_future_that_borrows_itself_across_an_await_runs() {
-        let future = RunFuture::new(async {
-            let mut local = [1u8; 8];
-            let first: &mut u8 = &mut local[0];
-            tokio::task::yield_now().await;
-            *first = first.wrapping_add(1);
-            JsonText::from_serialize(&local.iter().map(|&b| u32::from(b)).sum::<u32>())
-                .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
-        });
-        let result = future.await;
-        assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("9"));
-    }
-
-    #[tokio::test]
-    async fn large_futures_run() {
-        let big = [1u8; 512];
-        let future = RunFuture::new(async move {
-            tokio::task::yield_now().await;
-            JsonText::from_serialize(&big.iter().map(|&b| u32::from(b)).sum::<u32>())
-                .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
-        });
-        let result = future.await;
-        assert_eq!(
-            result.ok().map(JsonText::into_string).as_deref(),
-            Some("512")
-        );
     }
 }

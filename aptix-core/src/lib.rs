@@ -9,9 +9,10 @@
 //! | [`context`] | `ToolContext`: ids, cancellation, typed state |
 //! | [`error`] | `ToolError` and the stable `ErrorCode`s |
 //! | [`envelope`] | the `{"ok":…}` result envelope |
-//! | [`schema`] | canonical definitions and provider [`schema::dialect`]s |
+//! | [`schema`] | canonical schemas and provider [`schema::dialect`]s |
+//! | [`definition`] | `ToolDefinition`: a tool as a run-time value |
 //! | [`validate`] | argument validation with model-readable rejections |
-//! | [`catalog`] | the linked tool registry and `Catalog` |
+//! | [`catalog`] | `Catalog` of `ToolEntry`s: declared, linked or made at run time |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
 //! | [`transcript`] | `Message`, `Conversation` and transcript repair |
 //! | [`agent`] | the agent loop: `Agent`, `AgentEvent` |
@@ -28,8 +29,10 @@ pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod context;
+pub mod definition;
 pub mod durable;
 pub mod envelope;
+mod erased;
 pub mod error;
 pub mod executor;
 pub mod meta;
@@ -44,18 +47,21 @@ pub mod transcript;
 pub mod validate;
 
 pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input};
-pub use catalog::{Catalog, CatalogBuilder, CatalogError, CatalogProblem, DynTool};
+pub use catalog::{
+    Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry, ToolEntryBuilder,
+};
 pub use context::ToolContext;
 pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
 pub use meta::{AwaitReason, Route, ServerStep, route};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};
 pub use executor::{Awaiting, Execution, Executor, Outcome, ToolCall};
-pub use schema::{DefinitionError, Dialect, DialectError, ToolDefinition};
+pub use definition::ToolDefinition;
+pub use schema::{DefinitionError, Dialect, DialectError};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    Annotations, Approval, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs, ToolFn,
-    ToolOutput, ToolOutputSchema,
+    Annotations, Approval, Code, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs, ToolFn,
+    ToolMeta, ToolOutput, ToolOutputSchema,
 };
 pub use transcript::Conversation;
 

@@ -8,7 +8,78 @@
 //! is the one place that turns an executor kind and an approval into what
 //! runs on the server and who is then awaited.
 
+use std::time::Duration;
+
 use serde::Serialize;
+
+/// Everything a tool declares besides its types, as one constant value.
+///
+/// `#[agent_tool]` writes one per tool (`const META: ToolMeta`); a
+/// definition made at run time starts from [`ToolMeta::new`] too. A new
+/// attribute key is a new field here, read where it matters: the
+/// definition carries the whole value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ToolMeta {
+    /// The name the model calls; unique in a catalog, `^[A-Za-z0-9_-]{1,64}$`.
+    pub name: &'static str,
+    /// When the model should call the tool (surfaced in prompts and the CLI).
+    pub usage: &'static str,
+    /// What the tool does: the schema's `description`.
+    pub description: &'static str,
+    /// Where the final behaviour happens.
+    pub executor: ExecutorKind,
+    /// Whether a person must approve each call.
+    pub approval: Approval,
+    /// The tool's own time limit; `None` uses the executor's default.
+    pub timeout: Option<Duration>,
+    /// How long a suspended call (waiting for an approval, a client or a
+    /// person) may wait before it resolves to a `timeout` error; `None`
+    /// uses the agent's default.
+    pub suspend_timeout: Option<Duration>,
+    /// A short human-readable name for user interfaces (MCP `title`).
+    pub title: Option<&'static str>,
+    /// What its calls do, as hints for clients. `idempotent` also decides
+    /// whether a call a crash interrupted is run again: only when it is
+    /// safe to run twice with the same `tool_call_id`; otherwise the call
+    /// gets an "interrupted" error result.
+    pub annotations: Annotations,
+    /// Which values of the arguments and the result may reach events and
+    /// logs (`redact = [...]` or `log_fields = [...]`); the tool and the
+    /// model always see the real values.
+    pub redaction: Redaction,
+    /// Where the tool was declared.
+    pub source: SourceLocation,
+}
+
+impl ToolMeta {
+    /// A server tool that needs no approval, with no limits of its own,
+    /// MCP's default annotations and no redaction declared.
+    pub const fn new(
+        name: &'static str,
+        usage: &'static str,
+        description: &'static str,
+        source: SourceLocation,
+    ) -> ToolMeta {
+        ToolMeta {
+            name,
+            usage,
+            description,
+            executor: ExecutorKind::Server,
+            approval: Approval::Auto,
+            timeout: None,
+            suspend_timeout: None,
+            title: None,
+            annotations: Annotations::DEFAULT,
+            redaction: Redaction::Undeclared,
+            source,
+        }
+    }
+
+    /// What runs on the server for a call of this tool, and who is awaited.
+    pub const fn route(&self) -> Route {
+        route(self.executor, self.approval)
+    }
+}
 
 /// Where a tool's final behaviour happens.
 ///
@@ -176,6 +247,23 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+impl Annotations {
+    /// MCP's defaults: may change things, destructively, not idempotent,
+    /// in an open world.
+    pub const DEFAULT: Annotations = Annotations {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
+}
+
+impl Default for Annotations {
+    fn default() -> Self {
+        Annotations::DEFAULT
+    }
+}
+
 /// Which values of a tool's arguments and result events and logs may show.
 ///
 /// The pointers (RFC 6901, e.g. `/card/number`) apply to the arguments and
@@ -223,6 +311,20 @@ pub struct SourceLocation {
     pub line: u32,
     /// `module_path!()` of the declaration.
     pub module_path: &'static str,
+}
+
+impl SourceLocation {
+    /// Where the function marked `#[track_caller]` that calls this was
+    /// called: the place a tool made at run time was made.
+    #[track_caller]
+    pub fn caller() -> SourceLocation {
+        let caller = std::panic::Location::caller();
+        SourceLocation {
+            file: caller.file(),
+            line: caller.line(),
+            module_path: "made at run time",
+        }
+    }
 }
 
 impl std::fmt::Display for SourceLocation {

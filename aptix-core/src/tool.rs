@@ -1,64 +1,39 @@
 //! The tool contract: what `#[agent_tool]` implements for every declared tool.
 //!
 //! Two traits, because two kinds of declaration exist. Every tool is a [`Tool`]
-//! (name, usage, execution mode, argument schema). Only the function form also
-//! has server code to run, and so also implements [`ToolFn`]; the struct form
-//! ("schema only" tools whose final behaviour happens in a client, a person or
+//! (its [`ToolMeta`] and its argument and result types). Only the function
+//! form also has server code to run, and so also implements [`ToolFn`]; the
+//! struct form (tools whose final behaviour happens in a client, a person or
 //! the provider) does not, and the type system keeps anyone from calling it.
+//! [`Code`] is how a tool hands its server code to the catalog.
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::future::Future;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use schemars::JsonSchema;
 use serde::Serialize;
-
-pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation};
 use serde::de::DeserializeOwned;
 
-use crate::catalog::DynTool;
 use crate::context::ToolContext;
+use crate::definition::{Texts, ToolDefinition};
+use crate::envelope::{JsonText, closing_len};
 use crate::error::ToolError;
-use crate::schema::{DefinitionError, ToolDefinition};
+pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
+use crate::schema::{DefinitionError, canonical_output, canonical_parameters};
+use crate::validate::Rejection;
 
 /// A tool an LLM may call. Implemented by `#[agent_tool]`; implementing it by
-/// hand is possible but the macro's compile-time checks are then yours to do.
-pub trait Tool: Send + Sync + 'static {
-    /// The name the model calls; unique in a catalog, `^[A-Za-z0-9_-]{1,64}$`.
-    const NAME: &'static str;
-    /// When the model should call the tool (surfaced in prompts and the CLI).
-    const USAGE: &'static str;
-    /// What the tool does: the schema's `description`.
-    const DESCRIPTION: &'static str;
-    /// Where the final behaviour happens.
-    const EXECUTOR: ExecutorKind;
-    /// Whether a person must approve each call.
-    const APPROVAL: Approval;
-    /// The tool's own time limit; `None` uses the executor's default.
-    const TIMEOUT: Option<Duration>;
-    /// Where the tool was declared.
-    const SOURCE: SourceLocation;
-    /// Which values of the arguments and the result may reach events and
-    /// logs (`redact = [...]` or `log_fields = [...]`); the tool and the
-    /// model always see the real values.
-    const REDACTION: Redaction = Redaction::Undeclared;
-    /// How long a suspended call (waiting for an approval, a client or a
-    /// person) may wait before it resolves to a `timeout` error; `None`
-    /// uses the agent's default.
-    const SUSPEND_TIMEOUT: Option<Duration> = None;
-    /// Whether running a call twice with the same `tool_call_id` is safe.
-    /// After a crash, a call that was executing is run again only when its
-    /// tool is idempotent; otherwise it gets an "interrupted" error result.
-    const IDEMPOTENT: bool = false;
-    /// A short human-readable name for user interfaces (MCP `title`).
-    const TITLE: Option<&'static str> = None;
-    /// The tool changes nothing (MCP `readOnlyHint`; default false).
-    const READ_ONLY: bool = false;
-    /// When it changes something, the change may destroy or overwrite
-    /// (MCP `destructiveHint`; default true, as the MCP spec says).
-    const DESTRUCTIVE: bool = true;
-    /// It reaches beyond a closed set of things, e.g. the web (MCP
-    /// `openWorldHint`; default true).
-    const OPEN_WORLD: bool = true;
+/// hand is possible but the macro's compile-time checks are then yours to do
+/// (the catalog checks the name, the texts and the schemas again).
+pub trait Tool: Send + Sync + Sized + 'static {
+    /// Everything the tool declares besides its types.
+    const META: ToolMeta;
+    /// The name the model calls: `META.name`, for code that names a tool
+    /// by its type (`HelloWorldTool::NAME`). Never set it yourself.
+    const NAME: &'static str = Self::META.name;
 
     /// The arguments the model sends: always a JSON object.
     type Args: ToolArgs;
@@ -66,17 +41,187 @@ pub trait Tool: Send + Sync + 'static {
     /// for server tools, the declared `output` for client and human tools.
     type Output: ToolOutputSchema;
 
-    /// The canonical definition, built once and cached for the process.
-    fn definition() -> Result<&'static ToolDefinition, &'static DefinitionError>;
+    /// The canonical definition, built on first use and kept for the
+    /// process.
+    fn definition() -> Result<&'static ToolDefinition, &'static DefinitionError> {
+        cached_definition::<Self>()
+    }
 
-    /// The type-erased form the catalog and executor hold.
-    fn dyn_tool() -> &'static dyn DynTool;
+    /// The server code the catalog runs for a call. The default validates
+    /// the arguments and makes them the payload, which is right for a tool
+    /// without code (a client, human or provider tool); a tool with a
+    /// [`ToolFn`] returns [`Code::function`] (`#[agent_tool]` writes this).
+    fn code() -> Code {
+        Code::arguments::<Self>()
+    }
+}
+
+impl ToolDefinition {
+    /// Builds and checks the definition of `T` from its [`ToolMeta`] and
+    /// the schemas of its types. [`Tool::definition`] caches the result,
+    /// so this runs once per tool per process.
+    pub fn build<T: Tool>() -> Result<ToolDefinition, DefinitionError> {
+        let args_type = std::any::type_name::<T::Args>();
+        ToolDefinition::from_parts(
+            T::META,
+            Texts::of(&T::META, args_type),
+            canonical_parameters::<<T::Args as ToolArgs>::Serde>(),
+            canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
+        )
+    }
+}
+
+type Cached = &'static Result<ToolDefinition, DefinitionError>;
+
+/// The definition of `T`, built once per process: one table for every tool
+/// type, so that no tool needs code of its own to cache it.
+fn cached_definition<T: Tool>() -> Result<&'static ToolDefinition, &'static DefinitionError> {
+    static BUILT: OnceLock<Mutex<HashMap<TypeId, Cached>>> = OnceLock::new();
+    let table = BUILT.get_or_init(Mutex::default);
+    let key = TypeId::of::<T>();
+    if let Some(built) = table
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return built.as_ref();
+    }
+    // Built outside the lock: a schema may be slow to generate. Two threads
+    // that race here build it twice and keep the first.
+    let built: Cached = Box::leak(Box::new(ToolDefinition::build::<T>()));
+    let mut table = table.lock().unwrap_or_else(PoisonError::into_inner);
+    table.entry(key).or_insert(built).as_ref()
+}
+
+/// Why a run of a tool's server code did not produce a result.
+#[derive(Debug)]
+pub(crate) enum RunFailure {
+    /// The arguments were refused before the tool ran.
+    Rejected(Rejection),
+    /// The tool ran and returned an error.
+    Tool(ToolError),
+}
+
+/// A boxed, sendable future.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a run of a tool's server code ends in: the payload's JSON.
+pub(crate) type RunResult = Result<JsonText, RunFailure>;
+
+/// Runs a call's server step: validates the raw arguments and runs the code.
+type RunFn = for<'a> fn(&'a ToolDefinition, &'a str, &'a ToolContext) -> BoxFuture<'a, RunResult>;
+
+/// Validates the raw arguments without running anything.
+type ValidateFn = fn(&ToolDefinition, &str) -> RunResult;
+
+/// The server code of a tool with typed arguments, as the catalog runs it:
+/// [`Code::function`] for a tool with a [`ToolFn`], [`Code::arguments`] for
+/// one without.
+#[derive(Clone, Copy)]
+pub struct Code {
+    pub(crate) run: RunFn,
+    pub(crate) validate: ValidateFn,
+    pub(crate) runs_function: bool,
+}
+
+impl std::fmt::Debug for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Code")
+            .field("runs_function", &self.runs_function)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Code {
+    /// The tool's function: a call validates and parses the arguments into
+    /// `T::Args`, runs [`ToolFn::call`] and serializes what it returns.
+    pub const fn function<T: ToolFn>() -> Code {
+        Code {
+            run: run_function::<T>,
+            validate: validated_payload::<T>,
+            runs_function: true,
+        }
+    }
+
+    /// No code: a call validates the arguments (and that they parse into
+    /// `T::Args`), and the validated arguments are the payload.
+    pub const fn arguments<T: Tool>() -> Code {
+        Code {
+            run: run_arguments::<T>,
+            validate: validated_payload::<T>,
+            runs_function: false,
+        }
+    }
+}
+
+fn run_function<'a, T: ToolFn>(
+    definition: &'a ToolDefinition,
+    raw: &'a str,
+    ctx: &'a ToolContext,
+) -> BoxFuture<'a, RunResult> {
+    Box::pin(async move {
+        let args: <T::Args as ToolArgs>::Serde = definition
+            .validator()
+            .parse(raw)
+            .map_err(RunFailure::Rejected)?;
+        let output = T::call(args.into(), ctx).await.map_err(RunFailure::Tool)?;
+        serialize_output(&<T::Returned as ToolOutput>::Serde::from(output), ctx)
+    })
+}
+
+/// The result's JSON, with room for the envelope's closing ids.
+pub(crate) fn serialize_output<O: Serialize>(output: &O, ctx: &ToolContext) -> RunResult {
+    let spare = closing_len(ctx.tool_call_id(), ctx.conversation_id(), ctx.session_id());
+    JsonText::for_envelope(output, spare)
+        .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
+}
+
+fn run_arguments<'a, T: Tool>(
+    definition: &'a ToolDefinition,
+    raw: &'a str,
+    _ctx: &'a ToolContext,
+) -> BoxFuture<'a, RunResult> {
+    Box::pin(std::future::ready(validated_payload::<T>(definition, raw)))
+}
+
+/// Validates `raw` and returns the validated arguments as the payload,
+/// once they are also known to parse into `T::Args`.
+fn validated_payload<T: Tool>(definition: &ToolDefinition, raw: &str) -> RunResult {
+    let value = validated_value(definition, raw)?;
+    // The typed parse proves the arguments fit the Rust type too. It is the
+    // parse a call of the function makes, so it adds no code per tool.
+    if let Err(rejection) = definition
+        .validator()
+        .parse::<<T::Args as ToolArgs>::Serde>(raw)
+    {
+        return Err(RunFailure::Tool(ToolError::invalid_arguments(format!(
+            "The arguments do not match the tool's parameters: {}",
+            rejection.message
+        ))));
+    }
+    payload_of(&value)
+}
+
+/// Validates `raw` against the definition's schema, as a JSON value.
+pub(crate) fn validated_value(
+    definition: &ToolDefinition,
+    raw: &str,
+) -> Result<serde_json::Value, RunFailure> {
+    definition
+        .validator()
+        .parse(raw)
+        .map_err(RunFailure::Rejected)
+}
+
+/// The payload of validated arguments.
+pub(crate) fn payload_of(value: &serde_json::Value) -> RunResult {
+    JsonText::from_serialize(value).map_err(|error| RunFailure::Tool(ToolError::internal(error)))
 }
 
 /// A tool with server code: the function form of `#[agent_tool]`.
 ///
 /// For server tools `call` produces the final result; for client and human
-/// tools it is the server preflight (AGN-005): it validates, authorises and
+/// tools it is the server preflight: it validates, authorises and
 /// shapes the payload that the client or person then acts on.
 pub trait ToolFn: Tool {
     /// What `call` returns on success.

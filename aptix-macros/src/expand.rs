@@ -28,65 +28,55 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
         Approval::Auto => quote!(#rt::Approval::Auto),
         Approval::RequiresApproval => quote!(#rt::Approval::RequiresApproval),
     };
-    let timeout = match tool.timeout {
+    let duration = |limit: Option<(u64, u32)>| match limit {
         Some((secs, nanos)) => quote!(#rt::Option::Some(#rt::Duration::new(#secs, #nanos))),
         None => quote!(#rt::Option::None),
     };
-    let suspend_timeout = match tool.suspend_timeout {
-        Some((secs, nanos)) => quote!(#rt::Option::Some(#rt::Duration::new(#secs, #nanos))),
-        None => quote!(#rt::Option::None),
-    };
+    let timeout = duration(tool.timeout);
+    let suspend_timeout = duration(tool.suspend_timeout);
     let idempotent = tool.idempotent;
     let title = match &tool.title {
         Some(title) => quote!(#rt::Option::Some(#title)),
         None => quote!(#rt::Option::None),
     };
-    // Absent keys keep the trait's defaults, which are MCP's.
-    let read_only = tool
-        .read_only
-        .map(|value| quote!(const READ_ONLY: bool = #value;));
-    let destructive = tool
-        .destructive
-        .map(|value| quote!(const DESTRUCTIVE: bool = #value;));
-    let open_world = tool
-        .open_world
-        .map(|value| quote!(const OPEN_WORLD: bool = #value;));
-    let unique = unique_name_guard(tool);
-    // `Redaction` is named through the public `tool` module: the const's
-    // type must be written out, and `__private` does not re-export it.
+    // Absent keys keep the defaults, which are MCP's.
+    let read_only = tool.read_only.map(|value| quote!(read_only: #value,));
+    let destructive = tool.destructive.map(|value| quote!(destructive: #value,));
+    let open_world = tool.open_world.map(|value| quote!(open_world: #value,));
     let redaction = match &tool.redaction {
-        Redaction::Undeclared => TokenStream::new(),
-        Redaction::Deny(pointers) => quote! {
-            const REDACTION: ::aptix::tool::Redaction = ::aptix::tool::Redaction::Deny(&[#(#pointers),*]);
-        },
-        Redaction::Allow(pointers) => quote! {
-            const REDACTION: ::aptix::tool::Redaction = ::aptix::tool::Redaction::Allow(&[#(#pointers),*]);
-        },
+        Redaction::Undeclared => quote!(#rt::Redaction::Undeclared),
+        Redaction::Deny(pointers) => quote!(#rt::Redaction::Deny(&[#(#pointers),*])),
+        Redaction::Allow(pointers) => quote!(#rt::Redaction::Allow(&[#(#pointers),*])),
     };
-    let common = quote! {
-        #redaction
-        const NAME: &'static str = #name;
-        const USAGE: &'static str = #usage;
-        const DESCRIPTION: &'static str = #description;
-        const EXECUTOR: #rt::ExecutorKind = #executor;
-        const APPROVAL: #rt::Approval = #approval;
-        const TIMEOUT: #rt::Option<#rt::Duration> = #timeout;
-        const SUSPEND_TIMEOUT: #rt::Option<#rt::Duration> = #suspend_timeout;
-        const IDEMPOTENT: bool = #idempotent;
-        const TITLE: #rt::Option<&'static str> = #title;
-        #read_only
-        #destructive
-        #open_world
-        const SOURCE: #rt::SourceLocation = #rt::SourceLocation {
-            file: ::core::file!(),
-            line: ::core::line!(),
-            module_path: ::core::module_path!(),
+    let unique = unique_name_guard(tool);
+    // One constant per tool: everything else of the definition is built
+    // from it by library code shared by every tool.
+    let meta = quote! {
+        const META: #rt::ToolMeta = #rt::ToolMeta {
+            executor: #executor,
+            approval: #approval,
+            timeout: #timeout,
+            suspend_timeout: #suspend_timeout,
+            title: #title,
+            annotations: #rt::Annotations {
+                idempotent: #idempotent,
+                #read_only
+                #destructive
+                #open_world
+                ..#rt::Annotations::DEFAULT
+            },
+            redaction: #redaction,
+            ..#rt::ToolMeta::new(
+                #name,
+                #usage,
+                #description,
+                #rt::SourceLocation {
+                    file: ::core::file!(),
+                    line: ::core::line!(),
+                    module_path: ::core::module_path!(),
+                },
+            )
         };
-        fn definition() -> #rt::Result<&'static #rt::ToolDefinition, &'static #rt::DefinitionError> {
-            static DEFINITION: #rt::OnceLock<#rt::Result<#rt::ToolDefinition, #rt::DefinitionError>> =
-                #rt::OnceLock::new();
-            DEFINITION.get_or_init(#rt::ToolDefinition::build::<Self>).as_ref()
-        }
     };
     // What a client or person sends back is parsed into the declared type.
     let resolution = tool.output.as_ref().map(|output| {
@@ -199,11 +189,11 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 const _: () = {
                     #[automatically_derived]
                     impl #rt::Tool for #struct_ident {
-                        #common
+                        #meta
                         type Args = #args;
                         #output
-                        fn dyn_tool() -> &'static dyn #rt::DynTool {
-                            &#rt::FnTool::<Self>::NEW
+                        fn code() -> #rt::Code {
+                            #rt::Code::function::<Self>()
                         }
                     }
 
@@ -215,7 +205,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
 
                     #[#rt::linkme::distributed_slice(#rt::TOOLS)]
                     #[linkme(crate = #rt::linkme)]
-                    static REGISTRATION: &'static dyn #rt::DynTool = &#rt::FnTool::<#struct_ident>::NEW;
+                    static REGISTRATION: #rt::LinkedTool = #rt::LinkedTool::of::<#struct_ident>();
 
                     #resolution
                 };
@@ -237,17 +227,14 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 const _: () = {
                     #[automatically_derived]
                     impl #rt::Tool for #ident {
-                        #common
+                        #meta
                         #args
                         #output
-                        fn dyn_tool() -> &'static dyn #rt::DynTool {
-                            &#rt::SchemaOnlyTool::<Self>::NEW
-                        }
                     }
 
                     #[#rt::linkme::distributed_slice(#rt::TOOLS)]
                     #[linkme(crate = #rt::linkme)]
-                    static REGISTRATION: &'static dyn #rt::DynTool = &#rt::SchemaOnlyTool::<#ident>::NEW;
+                    static REGISTRATION: #rt::LinkedTool = #rt::LinkedTool::of::<#ident>();
 
                     #resolution
                 };

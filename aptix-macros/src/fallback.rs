@@ -20,25 +20,18 @@ pub(crate) fn fallback(failure: Failure, item: TokenStream) -> TokenStream {
         quote! {
             const _: () = {
                 impl #rt::Tool for #ident {
-                    const NAME: &'static str = "";
-                    const USAGE: &'static str = "";
-                    const DESCRIPTION: &'static str = "";
-                    const EXECUTOR: #rt::ExecutorKind = #rt::ExecutorKind::Server;
-                    const APPROVAL: #rt::Approval = #rt::Approval::Auto;
-                    const TIMEOUT: #rt::Option<#rt::Duration> = #rt::Option::None;
-                    const SOURCE: #rt::SourceLocation = #rt::SourceLocation {
-                        file: ::core::file!(),
-                        line: ::core::line!(),
-                        module_path: ::core::module_path!(),
-                    };
+                    const META: #rt::ToolMeta = #rt::ToolMeta::new(
+                        "",
+                        "",
+                        "",
+                        #rt::SourceLocation {
+                            file: ::core::file!(),
+                            line: ::core::line!(),
+                            module_path: ::core::module_path!(),
+                        },
+                    );
                     type Args = #rt::StubArgs;
                     type Output = ();
-                    fn definition() -> #rt::Result<&'static #rt::ToolDefinition, &'static #rt::DefinitionError> {
-                        ::core::unreachable!()
-                    }
-                    fn dyn_tool() -> &'static dyn #rt::DynTool {
-                        ::core::unreachable!()
-                    }
                 }
             };
         }

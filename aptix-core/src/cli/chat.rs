@@ -112,19 +112,18 @@ pub(super) async fn run(
 /// every call would fail).
 fn hosted_or_local(catalog: &Catalog, model: &dyn ChatModel) -> Catalog {
     let kept: Vec<_> = catalog
-        .definitions()
-        .filter(|definition| {
-            definition.route().step != ServerStep::PassThrough
-                || model.hosts_tool(definition.name())
+        .entries()
+        .filter(|entry| {
+            entry.definition().route().step != ServerStep::PassThrough
+                || model.hosts_tool(entry.name())
         })
-        .filter_map(|definition| catalog.entry(definition.name()))
         .collect();
     if kept.len() == catalog.len() {
         return catalog.clone();
     }
     kept.into_iter()
         .fold(Catalog::builder(), |builder, entry| {
-            builder.dyn_tool(entry.tool)
+            builder.entry(entry.clone())
         })
         .build()
         // A subset of a valid catalog is valid; keep the whole one otherwise

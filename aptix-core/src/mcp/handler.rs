@@ -188,7 +188,7 @@ impl AptixMcpHandler {
             .with_state(McpLog::new(
                 context.peer.clone(),
                 self.log_level.clone(),
-                definition.name(),
+                definition.shared_name(),
             ));
         if can_sample(context) {
             ctx = ctx.with_state(Sampling::new(context.peer.clone(), cancellation));
@@ -207,7 +207,7 @@ impl AptixMcpHandler {
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-        definition: &'static ToolDefinition,
+        definition: &ToolDefinition,
         call: ToolCall,
     ) -> Result<CallToolResponse, ErrorData> {
         let (ctx, progress) = self.call_context(context, definition, &call.id);
@@ -251,7 +251,7 @@ impl AptixMcpHandler {
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-        definition: &'static ToolDefinition,
+        definition: &ToolDefinition,
         call: &ToolCall,
         ctx: &ToolContext,
     ) -> CallToolResponse {

@@ -129,7 +129,7 @@ impl SessionLevel {
 pub struct McpLog {
     peer: Peer<RoleServer>,
     level: SessionLevel,
-    logger: &'static str,
+    logger: std::borrow::Cow<'static, str>,
 }
 
 impl std::fmt::Debug for McpLog {
@@ -142,7 +142,11 @@ impl std::fmt::Debug for McpLog {
 }
 
 impl McpLog {
-    pub(crate) fn new(peer: Peer<RoleServer>, level: SessionLevel, logger: &'static str) -> Self {
+    pub(crate) fn new(
+        peer: Peer<RoleServer>,
+        level: SessionLevel,
+        logger: std::borrow::Cow<'static, str>,
+    ) -> Self {
         McpLog {
             peer,
             level,
@@ -164,7 +168,7 @@ impl McpLog {
             return;
         }
         let param = LoggingMessageNotificationParam::new(level.to_mcp(), data.into())
-            .with_logger(self.logger);
+            .with_logger(self.logger.clone());
         if let Err(error) = self.peer.notify_logging_message(param).await {
             tracing::debug!(%error, "could not send an MCP log message");
         }

@@ -13,18 +13,12 @@
 
 pub mod dialect;
 
-use std::time::Duration;
-
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::tool::{
-    Annotations, Approval, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs,
-    ToolOutputSchema,
-};
-use crate::validate::ArgsValidator;
-
+// re-export kept while the tree moves
+pub use crate::definition::ToolDefinition;
 pub use dialect::{Dialect, DialectError};
 
 /// Why a tool's definition cannot be used. Reported when the catalog is
@@ -71,221 +65,6 @@ pub enum DefinitionError {
     },
 }
 
-/// The complete, validated definition of one tool, built once per process.
-#[derive(Debug)]
-pub struct ToolDefinition {
-    name: &'static str,
-    description: &'static str,
-    usage: &'static str,
-    executor: ExecutorKind,
-    approval: Approval,
-    timeout: Option<Duration>,
-    source: SourceLocation,
-    redaction: Redaction,
-    suspend_timeout: Option<Duration>,
-    idempotent: bool,
-    title: Option<&'static str>,
-    annotations: Annotations,
-    args_type: &'static str,
-    parameters: Value,
-    output: Value,
-    validator: ArgsValidator,
-    /// Built on first use: only client and human results are checked
-    /// against it, and most tools never have one.
-    output_validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
-}
-
-impl ToolDefinition {
-    /// Builds and checks the definition of `T`. Generated code caches the
-    /// result in a `OnceLock`, so this runs once per tool per process.
-    pub fn build<T: Tool>() -> Result<ToolDefinition, DefinitionError> {
-        let args_type = std::any::type_name::<T::Args>();
-        let parameters = canonical_parameters::<<T::Args as ToolArgs>::Serde>();
-        let location = T::SOURCE.to_string();
-        check_object_root(T::NAME, args_type, &parameters, &location)?;
-        check_field_descriptions(T::NAME, args_type, &parameters, &location)?;
-        let validator =
-            ArgsValidator::new(&parameters).map_err(|message| DefinitionError::InvalidSchema {
-                tool: T::NAME.to_owned(),
-                message,
-                source_location: location.clone(),
-            })?;
-        Ok(ToolDefinition {
-            name: T::NAME,
-            description: T::DESCRIPTION,
-            usage: T::USAGE,
-            executor: T::EXECUTOR,
-            approval: T::APPROVAL,
-            timeout: T::TIMEOUT,
-            source: T::SOURCE,
-            redaction: T::REDACTION,
-            suspend_timeout: T::SUSPEND_TIMEOUT,
-            idempotent: T::IDEMPOTENT,
-            title: T::TITLE,
-            annotations: Annotations {
-                read_only: T::READ_ONLY,
-                destructive: T::DESTRUCTIVE,
-                idempotent: T::IDEMPOTENT,
-                open_world: T::OPEN_WORLD,
-            },
-            args_type,
-            parameters,
-            output: canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
-            validator,
-            output_validator: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// The tool's name.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// What the tool does (the schema description).
-    pub fn description(&self) -> &'static str {
-        self.description
-    }
-
-    /// When the model should call it.
-    pub fn usage(&self) -> &'static str {
-        self.usage
-    }
-
-    /// Where its final behaviour happens.
-    pub fn executor(&self) -> ExecutorKind {
-        self.executor
-    }
-
-    /// Whether calls need approval.
-    pub fn approval(&self) -> Approval {
-        self.approval
-    }
-
-    /// What runs on the server for a call of this tool, and who is awaited
-    /// after it (see [`crate::meta::route`]). A call a person approved is
-    /// routed as `route(executor, Approval::Auto)`.
-    pub fn route(&self) -> crate::meta::Route {
-        crate::meta::route(self.executor, self.approval)
-    }
-
-    /// The tool's own time limit, if declared.
-    pub fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
-
-    /// How long a suspended call may wait, if declared.
-    pub fn suspend_timeout(&self) -> Option<Duration> {
-        self.suspend_timeout
-    }
-
-    /// Whether a call may run again after a crash interrupted it.
-    pub fn idempotent(&self) -> bool {
-        self.idempotent
-    }
-
-    /// A short human-readable name, if declared.
-    pub fn title(&self) -> Option<&'static str> {
-        self.title
-    }
-
-    /// What its calls do, as hints for clients (MCP tool annotations).
-    pub fn annotations(&self) -> Annotations {
-        self.annotations
-    }
-
-    /// Where it was declared.
-    pub fn source(&self) -> SourceLocation {
-        self.source
-    }
-
-    /// Which values of its arguments and result events and logs may show.
-    pub fn redaction(&self) -> Redaction {
-        self.redaction
-    }
-
-    /// The Rust type of its arguments.
-    pub fn args_type(&self) -> &'static str {
-        self.args_type
-    }
-
-    /// The canonical JSON Schema of the arguments.
-    pub fn parameters(&self) -> &Value {
-        &self.parameters
-    }
-
-    /// The JSON Schema of the result the model finally receives.
-    pub fn output_schema(&self) -> &Value {
-        &self.output
-    }
-
-    /// Checks a result sent by a client or a person against the declared
-    /// output schema, with every object closed: such data is user-controlled,
-    /// so an unknown field is refused rather than passed to the model.
-    /// The error lists each violation with its JSON path.
-    pub fn check_output(&self, value: &Value) -> Result<(), String> {
-        let validator = self.output_validator.get_or_init(|| {
-            let mut schema = self.output.clone();
-            close_objects(&mut schema, true);
-            jsonschema::draft202012::new(&schema).map_err(|error| error.to_string())
-        });
-        let validator = validator.as_ref().map_err(|error| {
-            format!("the output schema of `{}` is unusable: {error}", self.name)
-        })?;
-        let problems: Vec<String> = validator
-            .iter_errors(value)
-            .map(|error| {
-                let path = error.instance_path().to_string();
-                let path = if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                };
-                format!("{path}: {error}")
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
-    }
-
-    /// The validator the executor uses: built from [`ToolDefinition::parameters`].
-    pub fn validator(&self) -> &ArgsValidator {
-        &self.validator
-    }
-
-    /// The function-tool definition (TUL-011 §4): `type`, `name`,
-    /// `description`, `parameters`.
-    pub fn function_tool(&self) -> Value {
-        json!({
-            "type": "function",
-            "name": self.name,
-            "description": self.description,
-            "parameters": self.parameters,
-        })
-    }
-
-    /// The definition as a provider expects it.
-    pub fn lower(&self, dialect: Dialect) -> Result<Value, DialectError> {
-        dialect::lower(dialect, self.name, self.description, &self.parameters)
-    }
-
-    /// Everything that, when changed, changes what a model or a client sees.
-    /// Hashed by the catalog fingerprint.
-    pub fn canonical_json(&self) -> Value {
-        json!({
-            "name": self.name,
-            "description": self.description,
-            "usage": self.usage,
-            "executor": self.executor,
-            "approval": self.approval,
-            "parameters": self.parameters,
-            "output": self.output,
-        })
-    }
-}
-
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()
         .with(|settings| {
@@ -327,7 +106,7 @@ const COMBINATORS: [&str; 3] = ["allOf", "anyOf", "oneOf"];
 /// `unevaluatedProperties: false` instead, which in 2020-12 sees the members the matching branch
 /// declares; its branches are only part of the value, so they stay open. An object beside a
 /// `$ref` that [`inline_partial_refs`] could not merge is closed the same way.
-fn close_objects(schema: &mut Value, whole: bool) {
+pub(crate) fn close_objects(schema: &mut Value, whole: bool) {
     let Value::Object(map) = schema else { return };
     let has_combinator = COMBINATORS.iter().any(|key| map.contains_key(*key));
     let has_properties = map.contains_key("properties");
@@ -499,7 +278,7 @@ fn describe_kind(schema: &Value) -> String {
     }
 }
 
-fn check_object_root(
+pub(crate) fn check_object_root(
     tool: &str,
     type_name: &str,
     schema: &Value,
@@ -521,7 +300,7 @@ fn check_object_root(
 
 /// Every struct field the model fills in needs a description: the arguments
 /// type's own fields, and the fields of every struct it refers to.
-fn check_field_descriptions(
+pub(crate) fn check_field_descriptions(
     tool: &str,
     type_name: &str,
     schema: &Value,

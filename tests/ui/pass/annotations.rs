@@ -19,27 +19,45 @@ async fn read_file(args: Args) -> Result<String, ToolError> {
 }
 
 /// Deletes a file.
-#[agent_tool(name = "delete_file", usage = "Call to delete a file.", idempotent = true)]
+#[agent_tool(
+    name = "delete_file",
+    usage = "Call to delete a file.",
+    idempotent = true
+)]
 async fn delete_file(args: Args) -> Result<String, ToolError> {
     Ok(args.path)
 }
 
 fn main() {
-    let read = ReadFileTool::definition().ok().map(|d| (d.title(), d.annotations()));
+    let read = ReadFileTool::definition()
+        .ok()
+        .map(|d| (d.title(), d.annotations()));
     assert_eq!(
         read,
         Some((
             Some("Read a file"),
-            aptix::Annotations { read_only: true, destructive: true, idempotent: false, open_world: false }
+            aptix::Annotations {
+                read_only: true,
+                destructive: true,
+                idempotent: false,
+                open_world: false
+            }
         ))
     );
     // Absent keys take the MCP defaults.
-    let delete = DeleteFileTool::definition().ok().map(|d| (d.title(), d.annotations()));
+    let delete = DeleteFileTool::definition()
+        .ok()
+        .map(|d| (d.title(), d.annotations()));
     assert_eq!(
         delete,
         Some((
             None,
-            aptix::Annotations { read_only: false, destructive: true, idempotent: true, open_world: true }
+            aptix::Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: true,
+                open_world: true
+            }
         ))
     );
 }

@@ -11,12 +11,12 @@ pub struct Args {
 #[agent_tool(
     name = "greet",
     usage = "Call to greet.",
-    description = "Creates a friendly greeting.",
+    description = "Creates a friendly greeting."
 )]
 async fn greet(args: Args) -> Result<String, ToolError> {
     Ok(args.name)
 }
 
 fn main() {
-    assert_eq!(GreetTool::DESCRIPTION, "Creates a friendly greeting.");
+    assert_eq!(GreetTool::META.description, "Creates a friendly greeting.");
 }

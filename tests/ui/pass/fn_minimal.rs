@@ -15,10 +15,10 @@ async fn greet(args: Args) -> Result<String, ToolError> {
 
 fn main() {
     assert_eq!(GreetTool::NAME, "greet");
-    assert_eq!(GreetTool::USAGE, "Call to greet.");
-    assert_eq!(GreetTool::DESCRIPTION, "Greets.");
-    assert_eq!(GreetTool::EXECUTOR, aptix::ExecutorKind::Server);
-    assert_eq!(GreetTool::APPROVAL, aptix::Approval::Auto);
-    assert_eq!(GreetTool::TIMEOUT, None);
+    assert_eq!(GreetTool::META.usage, "Call to greet.");
+    assert_eq!(GreetTool::META.description, "Greets.");
+    assert_eq!(GreetTool::META.executor, aptix::ExecutorKind::Server);
+    assert_eq!(GreetTool::META.approval, aptix::Approval::Auto);
+    assert_eq!(GreetTool::META.timeout, None);
     let _ = greet;
 }

@@ -32,5 +32,8 @@ pub async fn hello_world(args: HelloArgs, ctx: &ToolContext) -> Result<Greeting,
 
 fn main() {
     assert_eq!(HelloWorldTool::NAME, "agent_hello_world");
-    assert_eq!(HelloWorldTool::APPROVAL, aptix::Approval::RequiresApproval);
+    assert_eq!(
+        HelloWorldTool::META.approval,
+        aptix::Approval::RequiresApproval
+    );
 }

@@ -21,5 +21,8 @@ async fn greet(args: Args) -> Result<String, ToolError> {
 
 fn main() {
     assert_eq!(GreetTool::NAME, "greet");
-    assert_eq!(GreetTool::TIMEOUT, Some(std::time::Duration::from_millis(500)));
+    assert_eq!(
+        GreetTool::META.timeout,
+        Some(std::time::Duration::from_millis(500))
+    );
 }

@@ -66,8 +66,11 @@ async fn login(args: Login) -> Result<String, ToolError> {
 
 fn main() {
     use aptix::tool::Redaction;
-    assert_eq!(<FillForm as Tool>::REDACTION, Redaction::Deny(&[]));
-    assert_eq!(<SignIn as Tool>::REDACTION, Redaction::Allow(&["/account"]));
-    assert_eq!(<Summarize as Tool>::REDACTION, Redaction::Undeclared);
-    assert_eq!(LoginTool::REDACTION, Redaction::Deny(&["/password"]));
+    assert_eq!(<FillForm as Tool>::META.redaction, Redaction::Deny(&[]));
+    assert_eq!(
+        <SignIn as Tool>::META.redaction,
+        Redaction::Allow(&["/account"])
+    );
+    assert_eq!(<Summarize as Tool>::META.redaction, Redaction::Undeclared);
+    assert_eq!(LoginTool::META.redaction, Redaction::Deny(&["/password"]));
 }

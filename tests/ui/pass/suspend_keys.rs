@@ -21,7 +21,13 @@ async fn charge(args: Args) -> Result<String, ToolError> {
 }
 
 fn main() {
-    assert_eq!(ChargeTool::SUSPEND_TIMEOUT, Some(Duration::from_secs(5400)));
-    assert!(ChargeTool::IDEMPOTENT);
-    assert_eq!(ChargeTool::definition().ok().map(|d| d.idempotent()), Some(true));
+    assert_eq!(
+        ChargeTool::META.suspend_timeout,
+        Some(Duration::from_secs(5400))
+    );
+    assert!(ChargeTool::META.annotations.idempotent);
+    assert_eq!(
+        ChargeTool::definition().ok().map(|d| d.idempotent()),
+        Some(true)
+    );
 }

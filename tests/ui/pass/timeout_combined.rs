@@ -15,5 +15,5 @@ async fn greet(args: Args) -> Result<String, ToolError> {
 }
 
 fn main() {
-    assert_eq!(GreetTool::TIMEOUT, Some(Duration::from_secs(90)));
+    assert_eq!(GreetTool::META.timeout, Some(Duration::from_secs(90)));
 }

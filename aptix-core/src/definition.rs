@@ -1,0 +1,284 @@
+//! A tool's definition as a run-time value: what the model, the executor,
+//! the agent, MCP and the CLI know about a tool, whichever way it was made.
+//!
+//! `#[agent_tool]` is one producer (its [`ToolMeta`] constant plus the
+//! schemas of its Rust types); a definition from a JSON Schema made at run
+//! time is another ([`crate::catalog::ToolEntry::from_json_schema`]). Both
+//! pass the same checks and come out the same: an owned value, cheap to
+//! clone, that the catalog holds and hands out.
+
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::meta::{
+    Annotations, Approval, ExecutorKind, Redaction, Route, SourceLocation, ToolMeta,
+};
+use crate::schema::dialect::{self, Dialect, DialectError};
+use crate::schema::{DefinitionError, check_field_descriptions, check_object_root, close_objects};
+use crate::validate::ArgsValidator;
+
+/// The complete, checked definition of one tool. Cheap to clone: the
+/// value is shared.
+#[derive(Clone)]
+pub struct ToolDefinition {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Cow<'static, str>,
+    usage: Cow<'static, str>,
+    description: Cow<'static, str>,
+    title: Option<Cow<'static, str>>,
+    meta: ToolMeta,
+    args_type: Cow<'static, str>,
+    parameters: Value,
+    output: Value,
+    validator: ArgsValidator,
+    /// Built on first use: only client and human results are checked
+    /// against it, and most tools never have one.
+    output_validator: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+impl std::fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.name())
+            .field("executor", &self.executor())
+            .field("approval", &self.approval())
+            .field("source", &self.source())
+            .field("args_type", &self.args_type())
+            .field("parameters", self.parameters())
+            .field("output", self.output_schema())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The text of a definition: borrowed from the program for a declared tool,
+/// owned for a tool made at run time.
+pub(crate) struct Texts {
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) usage: Cow<'static, str>,
+    pub(crate) description: Cow<'static, str>,
+    pub(crate) title: Option<Cow<'static, str>>,
+    pub(crate) args_type: Cow<'static, str>,
+}
+
+impl Texts {
+    /// The text a declaration's constant carries.
+    pub(crate) fn of(meta: &ToolMeta, args_type: &'static str) -> Texts {
+        Texts {
+            name: Cow::Borrowed(meta.name),
+            usage: Cow::Borrowed(meta.usage),
+            description: Cow::Borrowed(meta.description),
+            title: meta.title.map(Cow::Borrowed),
+            args_type: Cow::Borrowed(args_type),
+        }
+    }
+}
+
+impl ToolDefinition {
+    /// Checks a declaration and its schemas and builds the definition: the
+    /// arguments are a closed JSON object whose fields are all described,
+    /// and the schema compiles.
+    ///
+    /// The text of `meta` is replaced by `texts` (a run-time definition's
+    /// owned text); everything else is taken from `meta`.
+    pub(crate) fn from_parts(
+        meta: ToolMeta,
+        texts: Texts,
+        parameters: Value,
+        output: Value,
+    ) -> Result<ToolDefinition, DefinitionError> {
+        let location = meta.source.to_string();
+        check_object_root(&texts.name, &texts.args_type, &parameters, &location)?;
+        check_field_descriptions(&texts.name, &texts.args_type, &parameters, &location)?;
+        let validator =
+            ArgsValidator::new(&parameters).map_err(|message| DefinitionError::InvalidSchema {
+                tool: texts.name.clone().into_owned(),
+                message,
+                source_location: location,
+            })?;
+        Ok(ToolDefinition {
+            inner: Arc::new(Inner {
+                name: texts.name,
+                usage: texts.usage,
+                description: texts.description,
+                title: texts.title,
+                meta,
+                args_type: texts.args_type,
+                parameters,
+                output,
+                validator,
+                output_validator: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The name, shared without a copy when the tool was declared in code.
+    pub(crate) fn shared_name(&self) -> Cow<'static, str> {
+        self.inner.name.clone()
+    }
+
+    /// What the tool does (the schema description).
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// When the model should call it.
+    pub fn usage(&self) -> &str {
+        &self.inner.usage
+    }
+
+    /// What the tool declares besides its text and schemas (whose text
+    /// fields are empty for a tool made at run time).
+    #[allow(dead_code)]
+    pub(crate) fn meta(&self) -> &ToolMeta {
+        &self.inner.meta
+    }
+
+    /// Where its final behaviour happens.
+    pub fn executor(&self) -> ExecutorKind {
+        self.inner.meta.executor
+    }
+
+    /// Whether calls need approval.
+    pub fn approval(&self) -> Approval {
+        self.inner.meta.approval
+    }
+
+    /// What runs on the server for a call of this tool, and who is awaited
+    /// after it (see [`crate::meta::route`]). A call a person approved is
+    /// routed as `route(executor, Approval::Auto)`.
+    pub fn route(&self) -> Route {
+        self.inner.meta.route()
+    }
+
+    /// The tool's own time limit, if declared.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.inner.meta.timeout
+    }
+
+    /// How long a suspended call may wait, if declared.
+    pub fn suspend_timeout(&self) -> Option<Duration> {
+        self.inner.meta.suspend_timeout
+    }
+
+    /// Whether a call may run again after a crash interrupted it.
+    pub fn idempotent(&self) -> bool {
+        self.inner.meta.annotations.idempotent
+    }
+
+    /// A short human-readable name, if declared.
+    pub fn title(&self) -> Option<&str> {
+        self.inner.title.as_deref()
+    }
+
+    /// What its calls do, as hints for clients (MCP tool annotations).
+    pub fn annotations(&self) -> Annotations {
+        self.inner.meta.annotations
+    }
+
+    /// Where it was declared.
+    pub fn source(&self) -> SourceLocation {
+        self.inner.meta.source
+    }
+
+    /// Which values of its arguments and result events and logs may show.
+    pub fn redaction(&self) -> Redaction {
+        self.inner.meta.redaction
+    }
+
+    /// The Rust type of its arguments (`serde_json::Value` for a tool made
+    /// from a JSON Schema).
+    pub fn args_type(&self) -> &str {
+        &self.inner.args_type
+    }
+
+    /// The canonical JSON Schema of the arguments.
+    pub fn parameters(&self) -> &Value {
+        &self.inner.parameters
+    }
+
+    /// The JSON Schema of the result the model finally receives.
+    pub fn output_schema(&self) -> &Value {
+        &self.inner.output
+    }
+
+    /// Checks a result sent by a client or a person against the declared
+    /// output schema, with every object closed: such data is user-controlled,
+    /// so an unknown field is refused rather than passed to the model.
+    /// The error lists each violation with its JSON path.
+    pub fn check_output(&self, value: &Value) -> Result<(), String> {
+        let validator = self.inner.output_validator.get_or_init(|| {
+            let mut schema = self.inner.output.clone();
+            close_objects(&mut schema, true);
+            jsonschema::draft202012::new(&schema).map_err(|error| error.to_string())
+        });
+        let validator = validator.as_ref().map_err(|error| {
+            format!(
+                "the output schema of `{}` is unusable: {error}",
+                self.name()
+            )
+        })?;
+        let problems: Vec<String> = validator
+            .iter_errors(value)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                let path = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
+                format!("{path}: {error}")
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// The validator the executor uses: built from [`ToolDefinition::parameters`].
+    pub fn validator(&self) -> &ArgsValidator {
+        &self.inner.validator
+    }
+
+    /// The provider-neutral function-tool shape: `type`, `name`,
+    /// `description`, `parameters`.
+    pub fn function_tool(&self) -> Value {
+        json!({
+            "type": "function",
+            "name": self.name(),
+            "description": self.description(),
+            "parameters": self.parameters(),
+        })
+    }
+
+    /// The definition as a provider expects it.
+    pub fn lower(&self, dialect: Dialect) -> Result<Value, DialectError> {
+        dialect::provider_tool(dialect, self.name(), self.description(), self.parameters())
+    }
+
+    /// Everything that, when changed, changes what a model or a client sees.
+    /// Hashed by the catalog fingerprint.
+    pub fn canonical_json(&self) -> Value {
+        json!({
+            "name": self.name(),
+            "description": self.description(),
+            "usage": self.usage(),
+            "executor": self.executor(),
+            "approval": self.approval(),
+            "parameters": self.parameters(),
+            "output": self.output_schema(),
+        })
+    }
+}
