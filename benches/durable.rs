@@ -7,8 +7,8 @@
 //! `resolve(Approve)`, and the background run that executes the tool and
 //! asks the model again, up to its `Done` (the conversation is then stored
 //! `Idle`). The end of the background run is observed through
-//! `Agent::subscribe` (one dispatcher task, one receiver), not by polling
-//! `Agent::conversation`, which would add store reads to the measurement and
+//! `DurableAgent::subscribe` (one dispatcher task, one receiver), not by polling
+//! `DurableAgent::conversation`, which would add store reads to the measurement and
 //! round the latency up to the polling period.
 //!
 //! The model is a zero-latency stand-in that answers from the transcript (a
@@ -19,8 +19,10 @@
 //! conversations, one pending approval each, and reports its `VmRSS` growth;
 //! for SQLite also the database file's size.
 //!
-//! `cargo bench --bench durable` (PostgreSQL when `APTIX_BENCH_PG_URL` is
-//! set, e.g. `postgres://postgres@127.0.0.1:15432/aptix_test`).
+//! `cargo bench --bench durable` (PostgreSQL when `APTIX_BENCH_PG_URL`, or
+//! else `APTIX_TEST_PG_URL`, is set, e.g. `postgres://postgres@127.0.0.1:15432/aptix_test`). Run as a
+//! test (`cargo test --all-targets`, no `--bench` argument) it does one
+//! short iteration of every phase, without PostgreSQL.
 
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -33,24 +35,54 @@ use aptix::model::{
     ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
 };
 use aptix::prelude::*;
-use aptix::store::{
-    CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step,
-    Store, StoreFuture, StoredConversation,
-};
-use aptix::{Agent, AgentEvent, Catalog, Conversation, Dialect, DoneReason, Input, Resolution};
+use aptix::store::{ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Store};
+use aptix::{Agent, AgentEvent, Catalog, Dialect, DoneReason, DurableAgent, Input, Resolution};
+use aptix_testkit::faulty_store::FaultyStore;
 use futures_util::StreamExt;
 use tokio::sync::{broadcast, oneshot};
 
-/// How long each throughput phase is measured, after its warm-up.
-const MEASURE: Duration = Duration::from_secs(5);
-/// Discarded round trips at the start of each phase.
-const WARM_UP: Duration = Duration::from_millis(700);
 /// Concurrent conversations in the concurrent phase.
 const CONCURRENCY: usize = 16;
-/// Suspended conversations in the memory measurement.
-const SUSPENDED: usize = 10_000;
-/// Suspended before the memory baseline is read (pools, runtime, caches).
-const MEMORY_WARM_UP: usize = 64;
+
+/// The size of the workload.
+struct Plan {
+    /// How long each throughput phase is measured, after its warm-up.
+    measure: Duration,
+    /// Discarded round trips at the start of each phase.
+    warm_up: Duration,
+    /// Suspended conversations in the memory measurement.
+    suspended: usize,
+    /// Suspended before the memory baseline is read (pools, runtime, caches).
+    memory_warm_up: usize,
+}
+
+/// The full workload under `cargo bench` (which passes `--bench`); one
+/// short iteration of every phase when `cargo test --all-targets` runs
+/// this binary as a test, so that the test command only checks it works.
+fn plan() -> &'static Plan {
+    static PLAN: std::sync::OnceLock<Plan> = std::sync::OnceLock::new();
+    PLAN.get_or_init(|| {
+        if benchmarking() {
+            Plan {
+                measure: Duration::from_secs(5),
+                warm_up: Duration::from_millis(700),
+                suspended: 10_000,
+                memory_warm_up: 64,
+            }
+        } else {
+            Plan {
+                measure: Duration::from_millis(100),
+                warm_up: Duration::ZERO,
+                suspended: 16,
+                memory_warm_up: 2,
+            }
+        }
+    })
+}
+
+fn benchmarking() -> bool {
+    std::env::args().any(|arg| arg == "--bench")
+}
 /// The child-process mode of this binary.
 const MEMORY_FLAG: &str = "--durable-memory";
 
@@ -118,19 +150,19 @@ fn ok<T, E: Display>(result: Result<T, E>, what: &str) -> T {
     result.unwrap_or_else(|error| panic!("{what}: {error}"))
 }
 
-fn agent(store: Arc<dyn Store>) -> Agent {
+fn agent(store: Arc<dyn Store>) -> DurableAgent {
     let catalog = ok(
         Catalog::builder().tool::<ChargeTool>().build(),
         "the catalog",
     );
-    ok(
+    let agent = ok(
         Agent::builder()
             .model(TranscriptModel)
             .catalog(catalog)
-            .shared_store(store)
             .build(),
         "the agent",
-    )
+    );
+    DurableAgent::new(agent, store)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -154,7 +186,7 @@ fn run_tag() -> String {
 
 /// Sends the user message that makes the model call `charge` with id
 /// `call`, reads the run to its end, and checks that it suspended on it.
-async fn suspend(agent: &Agent, conversation: &str, call: &str) {
+async fn suspend(agent: &DurableAgent, conversation: &str, call: &str) {
     let stream = ok(
         agent.send(conversation, Input::User(call.to_owned())).await,
         "send",
@@ -187,7 +219,7 @@ impl Waiters {
     }
 
     /// Hands every background `Done` to its waiter, stamped when received.
-    fn dispatch(self: &Arc<Self>, agent: &Agent) -> tokio::task::JoinHandle<()> {
+    fn dispatch(self: &Arc<Self>, agent: &DurableAgent) -> tokio::task::JoinHandle<()> {
         let mut events = agent.subscribe();
         let waiters = Arc::clone(self);
         tokio::spawn(async move {
@@ -236,7 +268,7 @@ struct Sample {
 }
 
 async fn round_trip(
-    agent: &Agent,
+    agent: &DurableAgent,
     waiters: &Waiters,
     conversation: &str,
     call: &str,
@@ -279,11 +311,11 @@ struct Phase {
 }
 
 /// Runs round trips on `concurrency` conversations at a time for
-/// `WARM_UP + MEASURE`; throughput counts the round trips that finished in
+/// the plan's warm-up and measured window; throughput counts the round trips that finished in
 /// the measured window.
 async fn phase(
     store: &'static str,
-    agent: &Agent,
+    agent: &DurableAgent,
     waiters: &Arc<Waiters>,
     tag: &str,
     concurrency: usize,
@@ -291,8 +323,8 @@ async fn phase(
     let ran_before = RAN.load(Ordering::Relaxed);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let warm_until = started + WARM_UP;
-    let stop_at = warm_until + MEASURE;
+    let warm_until = started + plan().warm_up;
+    let stop_at = warm_until + plan().measure;
     let mut workers = Vec::new();
     for _ in 0..concurrency {
         let agent = agent.clone();
@@ -351,7 +383,7 @@ async fn phase(
     }
 }
 
-async fn check_finished(agent: &Agent, conversation: &str) {
+async fn check_finished(agent: &DurableAgent, conversation: &str) {
     let stored = ok(agent.conversation(conversation).await, "conversation")
         .unwrap_or_else(|| panic!("{conversation} is not stored"));
     assert_eq!(stored.status, ConversationStatus::Idle, "{conversation}");
@@ -370,163 +402,14 @@ async fn check_finished(agent: &Agent, conversation: &str) {
     );
 }
 
-/// A store that counts the operations an agent asks of it (for the one
-/// uncounted, untimed round trip that explains the store figures).
-struct CountingStore {
-    inner: MemoryStore,
-    counts: Mutex<Vec<(&'static str, usize)>>,
-}
-
-impl CountingStore {
-    fn count(&self, operation: &'static str) {
-        let mut counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match counts.iter_mut().find(|(name, _)| *name == operation) {
-            Some((_, count)) => *count += 1,
-            None => counts.push((operation, 1)),
-        }
-    }
-
-    /// The counts so far, as `name×n, …`, and resets them.
-    fn take(&self) -> String {
-        let counts = std::mem::take(
-            &mut *self
-                .counts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        let total: usize = counts.iter().map(|(_, count)| count).sum();
-        let listed: Vec<String> = counts
-            .iter()
-            .map(|(name, count)| format!("{name}×{count}"))
-            .collect();
-        format!("{total} ({})", listed.join(", "))
-    }
-}
-
-impl Store for CountingStore {
-    fn create_conversation<'a>(
-        &'a self,
-        conversation: &'a Conversation,
-        now: i64,
-    ) -> StoreFuture<'a, bool> {
-        self.count("create_conversation");
-        self.inner.create_conversation(conversation, now)
-    }
-
-    fn load_conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
-        self.count("load_conversation");
-        self.inner.load_conversation(id)
-    }
-
-    fn claim_conversation<'a>(
-        &'a self,
-        id: &'a str,
-        owner: &'a str,
-        now: i64,
-        lease_until: i64,
-    ) -> StoreFuture<'a, Option<StoredConversation>> {
-        self.count("claim_conversation");
-        self.inner.claim_conversation(id, owner, now, lease_until)
-    }
-
-    fn renew_lease<'a>(
-        &'a self,
-        id: &'a str,
-        owner: &'a str,
-        lease_until: i64,
-    ) -> StoreFuture<'a, bool> {
-        self.count("renew_lease");
-        self.inner.renew_lease(id, owner, lease_until)
-    }
-
-    fn save_conversation<'a>(
-        &'a self,
-        conversation: &'a Conversation,
-        owner: &'a str,
-        status: ConversationStatus,
-        lease_until: i64,
-    ) -> StoreFuture<'a, ()> {
-        self.count("save_conversation");
-        self.inner
-            .save_conversation(conversation, owner, status, lease_until)
-    }
-
-    fn conversations_with_status<'a>(
-        &'a self,
-        status: ConversationStatus,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<String>> {
-        self.count("conversations_with_status");
-        self.inner.conversations_with_status(status, limit)
-    }
-
-    fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
-        self.count("insert_call");
-        self.inner.insert_call(record)
-    }
-
-    fn call<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        tool_call_id: &'a str,
-        step: Step,
-    ) -> StoreFuture<'a, Option<CallRecord>> {
-        self.count("call");
-        self.inner.call(conversation_id, tool_call_id, step)
-    }
-
-    fn calls<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<CallRecord>> {
-        self.count("calls");
-        self.inner.calls(conversation_id)
-    }
-
-    fn transition<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        tool_call_id: &'a str,
-        step: Step,
-        from: CallState,
-        to: CallState,
-        outcome: Option<&'a str>,
-        now: i64,
-    ) -> StoreFuture<'a, bool> {
-        self.count("transition");
-        self.inner
-            .transition(conversation_id, tool_call_id, step, from, to, outcome, now)
-    }
-
-    fn set_deadline<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        tool_call_id: &'a str,
-        step: Step,
-        deadline: Option<i64>,
-    ) -> StoreFuture<'a, bool> {
-        self.count("set_deadline");
-        self.inner
-            .set_deadline(conversation_id, tool_call_id, step, deadline)
-    }
-
-    fn due_calls<'a>(&'a self, now: i64, limit: usize) -> StoreFuture<'a, Vec<CallRecord>> {
-        self.count("due_calls");
-        self.inner.due_calls(now, limit)
-    }
-}
-
 /// Prints the store operations of one round trip, by part.
 async fn count_operations() {
-    let store = Arc::new(CountingStore {
-        inner: MemoryStore::new(),
-        counts: Mutex::new(Vec::new()),
-    });
+    let store = Arc::new(FaultyStore::new(MemoryStore::new()));
     let agent = agent(Arc::clone(&store) as Arc<dyn Store>);
     let waiters = Arc::new(Waiters::default());
     let dispatcher = waiters.dispatch(&agent);
     suspend(&agent, "count", "call-count").await;
-    let suspending = store.take();
+    let suspending = store.take_counts();
     let done = waiters.register("count");
     ok(
         agent
@@ -534,16 +417,17 @@ async fn count_operations() {
             .await,
         "resolve",
     );
-    let resolving = store.take();
+    let resolving = store.take_counts();
     if !matches!(
         tokio::time::timeout(Duration::from_secs(10), done).await,
         Ok(Ok(Ok(_)))
     ) {
         panic!("the counted round trip did not complete");
     }
-    let resuming = store.take();
+    let resuming = store.take_counts();
     dispatcher.abort();
-    println!("Store operations of one round trip:");
+    let commits = suspending.commits() + resolving.commits() + resuming.commits();
+    println!("Store operations of one round trip ({commits} commits):");
     println!("- send until suspended: {suspending}");
     println!("- resolve until acknowledged: {resolving}");
     println!("- background run: {resuming}");
@@ -662,7 +546,7 @@ fn rss_kib() -> u64 {
 }
 
 /// Suspends conversations `from..to` of `tag`, 16 at a time.
-async fn suspend_many(agent: &Agent, tag: &str, from: usize, to: usize) {
+async fn suspend_many(agent: &DurableAgent, tag: &str, from: usize, to: usize) {
     let next = Arc::new(AtomicUsize::new(from));
     let mut workers = Vec::new();
     for _ in 0..CONCURRENCY {
@@ -688,7 +572,7 @@ fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0)
 }
 
-/// The child process: suspends `SUSPENDED` conversations on `store` and
+/// The child process: suspends the plan's conversations on `store` and
 /// prints `DURABLE-MEMORY <rss before KiB> <rss after KiB> <ms> <db bytes>`.
 fn memory_child(store: &str, dir: &Path) {
     let runtime = runtime();
@@ -705,13 +589,14 @@ fn memory_child(store: &str, dir: &Path) {
             None => Arc::new(MemoryStore::new()),
         };
         let agent = agent(shared);
-        suspend_many(&agent, "mem", 0, MEMORY_WARM_UP).await;
+        let (warm, suspended) = (plan().memory_warm_up, plan().suspended);
+        suspend_many(&agent, "mem", 0, warm).await;
         let before = rss_kib();
         let started = Instant::now();
-        suspend_many(&agent, "mem", MEMORY_WARM_UP, MEMORY_WARM_UP + SUSPENDED).await;
+        suspend_many(&agent, "mem", warm, warm + suspended).await;
         let elapsed = started.elapsed();
         let after = rss_kib();
-        for n in [MEMORY_WARM_UP, MEMORY_WARM_UP + SUSPENDED - 1] {
+        for n in [warm, warm + suspended - 1] {
             let pending = ok(agent.pending(&format!("mem-{n}")).await, "pending");
             assert_eq!(pending.len(), 1, "mem-{n} is not suspended");
         }
@@ -736,14 +621,12 @@ fn memory_child(store: &str, dir: &Path) {
 /// phases allocated is in its resident set.
 fn memory(store: &'static str, dir: &Path) -> Option<(u64, u64, u64, u64)> {
     let exe = ok(std::env::current_exe(), "current_exe");
-    let output = ok(
-        std::process::Command::new(exe)
-            .arg(MEMORY_FLAG)
-            .arg(store)
-            .arg(dir)
-            .output(),
-        "the memory child",
-    );
+    let mut child = std::process::Command::new(exe);
+    child.arg(MEMORY_FLAG).arg(store).arg(dir);
+    if benchmarking() {
+        child.arg("--bench");
+    }
+    let output = ok(child.output(), "the memory child");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout
         .lines()
@@ -766,9 +649,10 @@ fn memory(store: &'static str, dir: &Path) -> Option<(u64, u64, u64, u64)> {
 }
 
 fn memory_report(dir: &Path) {
+    let suspended = plan().suspended;
     println!();
     println!(
-        "| store | {SUSPENDED} conversations suspended in | suspensions/s | RSS growth | RSS per conversation | vs memory | database file per conversation |"
+        "| store | {suspended} conversations suspended in | suspensions/s | RSS growth | RSS per conversation | vs memory | database file per conversation |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     let mut baseline = None;
@@ -777,7 +661,7 @@ fn memory_report(dir: &Path) {
             continue;
         };
         let growth = after.saturating_sub(before);
-        let per = growth as f64 * 1024.0 / SUSPENDED as f64;
+        let per = growth as f64 * 1024.0 / suspended as f64;
         if store == "memory" {
             baseline = Some(per);
         }
@@ -791,13 +675,13 @@ fn memory_report(dir: &Path) {
         } else {
             format!(
                 "{:.0} B",
-                bytes as f64 / (MEMORY_WARM_UP + SUSPENDED) as f64
+                bytes as f64 / (plan().memory_warm_up + suspended) as f64
             )
         };
         println!(
             "| {name} | {:.2} s | {:.0} | {:.1} MiB | {per:.0} B | {} | {file} |",
             ms as f64 / 1000.0,
-            SUSPENDED as f64 / (ms.max(1) as f64 / 1000.0),
+            suspended as f64 / (ms.max(1) as f64 / 1000.0),
             growth as f64 / 1024.0,
             versus,
         );
@@ -850,15 +734,15 @@ fn main() {
                 )),
             ),
         ];
-        match std::env::var("APTIX_BENCH_PG_URL") {
-            Ok(url) => stores.push((
+        match std::env::var("APTIX_BENCH_PG_URL").or_else(|_| std::env::var("APTIX_TEST_PG_URL")) {
+            Ok(url) if benchmarking() => stores.push((
                 "PostgresStore",
                 Arc::new(ok(
                     PostgresStore::connect(&url).await,
                     "PostgresStore::connect",
                 )),
             )),
-            Err(_) => eprintln!("APTIX_BENCH_PG_URL is not set: skipping PostgreSQL"),
+            _ => eprintln!("no PostgreSQL URL (or not benchmarking): skipping PostgreSQL"),
         }
         let mut phases = Vec::new();
         for (name, store) in stores {
@@ -886,7 +770,10 @@ fn main() {
         "the runtime",
     );
     counting.block_on(count_operations());
-    eprintln!("memory: {SUSPENDED} suspended conversations per store…");
+    eprintln!(
+        "memory: {} suspended conversations per store…",
+        plan().suspended
+    );
     memory_report(&dir);
     drop(scratch);
 }

@@ -224,7 +224,9 @@ impl State {
                     .map(|record| record.clone()),
             };
         match write {
-            Write::EnsureConversation(conversation) => row(self, &conversation.id),
+            Write::CreateConversation(conversation) | Write::EnsureConversation(conversation) => {
+                row(self, &conversation.id)
+            }
             Write::ClaimConversation { id, .. } => row(self, id),
             Write::SaveConversation { conversation, .. } => row(self, &conversation.id),
             Write::InsertCall(record) => call(
@@ -291,6 +293,7 @@ impl State {
         for (index, write) in batch.writes().iter().enumerate() {
             undo.push(self.undo_for(write));
             let done = match *write {
+                Write::CreateConversation(conversation) => self.create(conversation),
                 Write::EnsureConversation(conversation) => {
                     self.create(conversation);
                     true

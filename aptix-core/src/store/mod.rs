@@ -257,6 +257,9 @@ pub struct CallRecord {
 /// hold is refused, and a refused write undoes the whole batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write<'a> {
+    /// [`Store::create_conversation`]: stores the conversation as `Idle`;
+    /// refused when one with its id exists.
+    CreateConversation(&'a Conversation),
     /// Stores the conversation as `Idle` when none with its id exists;
     /// never refused (an existing one is left as it is).
     EnsureConversation(&'a Conversation),
@@ -501,6 +504,9 @@ pub trait Store: Send + Sync + 'static {
             let mut claimed = None;
             for (index, write) in batch.writes().iter().enumerate() {
                 let done = match *write {
+                    Write::CreateConversation(conversation) => {
+                        self.create_conversation(conversation, 0).await?
+                    }
                     Write::EnsureConversation(conversation) => {
                         self.create_conversation(conversation, 0).await?;
                         true

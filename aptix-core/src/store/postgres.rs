@@ -14,7 +14,7 @@ use sqlx::postgres::{PgPoolOptions, PgQueryResult};
 use sqlx::{PgPool, Postgres};
 
 use super::StoreError;
-use super::sql::{Dialect, Statements, impl_store};
+use super::sql::{Dialect, GroupCommit, Statements, impl_store};
 
 /// Connections of the pool [`PostgresStore::connect`] makes.
 const MAX_CONNECTIONS: u32 = 10;
@@ -123,6 +123,12 @@ impl PostgresStore {
     /// Closes every connection, waiting for running statements.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// PostgreSQL commits concurrent transactions of its connections
+    /// together by itself: every batch is a transaction of its own.
+    fn group(&self) -> Option<&dyn GroupCommit<Postgres>> {
+        None
     }
 }
 

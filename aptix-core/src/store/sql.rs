@@ -206,7 +206,35 @@ where
 
 /// The bodies of the [`Store`](super::Store) methods over one backend's
 /// pool; [`impl_store!`] forwards a store's methods here.
-pub(super) struct SqlStore<'p, DB: Database>(pub(super) &'p Pool<DB>);
+pub(super) struct SqlStore<'p, DB: Database>(
+    pub(super) &'p Pool<DB>,
+    pub(super) Option<&'p dyn GroupCommit<DB>>,
+);
+
+/// A write prepared for its transaction: its statement (arguments bound,
+/// so it can go to another task), and how its result tells a refusal.
+pub(super) enum Prepared<DB: Database> {
+    /// Refused unless it changed exactly one row.
+    One(Query<'static, DB, DB::Arguments>),
+    /// Never refused.
+    Any(Query<'static, DB, DB::Arguments>),
+    /// A claim: refused unless it returned the claimed row.
+    Claim(Query<'static, DB, DB::Arguments>),
+}
+
+/// The answer of a [`GroupCommit`]: the batch's outcome, or the writes
+/// back, untouched, when the committer is gone (its runtime ended).
+pub(super) type Grouped<DB> = Result<Result<Applied, StoreError>, Vec<Prepared<DB>>>;
+
+/// Commits the batches of concurrent callers together, each atomic on its
+/// own, in one transaction: one commit (one `fsync`) for many batches.
+pub(super) trait GroupCommit<DB: Database>: Send + Sync {
+    /// Applies `writes` as one batch in the next group.
+    fn commit(
+        &self,
+        writes: Vec<Prepared<DB>>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Grouped<DB>> + Send + '_>>;
+}
 
 impl<DB> SqlStore<'_, DB>
 where
@@ -221,14 +249,40 @@ where
     for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
     for<'q> Option<i64>: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
 {
+    /// One write through the group commit, if the store has one and it
+    /// runs; `Err` gives the write back for a statement of its own.
+    async fn grouped(
+        &self,
+        write: Prepared<DB>,
+    ) -> Result<Result<Applied, StoreError>, Prepared<DB>> {
+        let Some(group) = self.1 else {
+            return Err(write);
+        };
+        match group.commit(vec![write]).await {
+            Ok(applied) => Ok(applied),
+            Err(mut writes) => writes.pop().map_or_else(
+                || {
+                    Ok(Err(StoreError::Corrupt(
+                        "the group commit lost a write".to_owned(),
+                    )))
+                },
+                Err,
+            ),
+        }
+    }
+
     pub(super) async fn create_conversation(
         self,
         conversation: &Conversation,
     ) -> Result<bool, StoreError> {
-        let result = Self::create_query(conversation)?
-            .execute(self.0)
+        let query = match self
+            .grouped(Prepared::One(Self::create_query(conversation)?))
             .await
-            .map_err(backend)?;
+        {
+            Ok(applied) => return Ok(applied?.is_all()),
+            Err(Prepared::One(query) | Prepared::Any(query) | Prepared::Claim(query)) => query,
+        };
+        let result = query.execute(self.0).await.map_err(backend)?;
         Ok(DB::rows_affected(&result) == 1)
     }
 
@@ -251,10 +305,24 @@ where
         now: i64,
         lease_until: i64,
     ) -> Result<Option<StoredConversation>, StoreError> {
-        let row = Self::claim_query(id, owner, now, lease_until)
-            .fetch_optional(self.0)
+        let query = match self
+            .grouped(Prepared::Claim(Self::claim_query(
+                id,
+                owner,
+                now,
+                lease_until,
+            )))
             .await
-            .map_err(backend)?;
+        {
+            Ok(applied) => {
+                return Ok(match applied? {
+                    Applied::All { claimed } => claimed,
+                    Applied::Refused { .. } => None,
+                });
+            }
+            Err(Prepared::One(query) | Prepared::Any(query) | Prepared::Claim(query)) => query,
+        };
+        let row = query.fetch_optional(self.0).await.map_err(backend)?;
         row.as_ref().map(conversation_from_row).transpose()
     }
 
@@ -265,11 +333,15 @@ where
         status: ConversationStatus,
         lease_until: i64,
     ) -> Result<(), StoreError> {
-        let result = Self::save_query(conversation, owner, status, lease_until)?
-            .execute(self.0)
-            .await
-            .map_err(backend)?;
-        if DB::rows_affected(&result) == 1 {
+        let query = Self::save_query(conversation, owner, status, lease_until)?;
+        let saved = match self.grouped(Prepared::One(query)).await {
+            Ok(applied) => applied?.is_all(),
+            Err(Prepared::One(query) | Prepared::Any(query) | Prepared::Claim(query)) => {
+                let result = query.execute(self.0).await.map_err(backend)?;
+                DB::rows_affected(&result) == 1
+            }
+        };
+        if saved {
             Ok(())
         } else {
             Err(StoreError::LostLease {
@@ -326,10 +398,17 @@ where
     }
 
     pub(super) async fn insert_call(self, record: &CallRecord) -> Result<bool, StoreError> {
-        let result = Self::insert_call_query(record)
-            .execute(self.0)
-            .await
-            .map_err(backend)?;
+        self.one(Self::insert_call_query(record)).await
+    }
+
+    /// A write refused unless it changes one row: through the group
+    /// commit, or as a statement of its own.
+    async fn one(self, query: Query<'static, DB, DB::Arguments>) -> Result<bool, StoreError> {
+        let query = match self.grouped(Prepared::One(query)).await {
+            Ok(applied) => return Ok(applied?.is_all()),
+            Err(Prepared::One(query) | Prepared::Any(query) | Prepared::Claim(query)) => query,
+        };
+        let result = query.execute(self.0).await.map_err(backend)?;
         Ok(DB::rows_affected(&result) == 1)
     }
 
@@ -369,12 +448,16 @@ where
         outcome: Option<&str>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let result =
-            Self::transition_query(conversation_id, tool_call_id, step, from, to, outcome, now)
-                .execute(self.0)
-                .await
-                .map_err(backend)?;
-        Ok(DB::rows_affected(&result) == 1)
+        self.one(Self::transition_query(
+            conversation_id,
+            tool_call_id,
+            step,
+            from,
+            to,
+            outcome,
+            now,
+        ))
+        .await
     }
 
     pub(super) async fn set_deadline(
@@ -384,11 +467,13 @@ where
         step: Step,
         deadline: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let result = Self::set_deadline_query(conversation_id, tool_call_id, step, deadline)
-            .execute(self.0)
-            .await
-            .map_err(backend)?;
-        Ok(DB::rows_affected(&result) == 1)
+        self.one(Self::set_deadline_query(
+            conversation_id,
+            tool_call_id,
+            step,
+            deadline,
+        ))
+        .await
     }
 
     pub(super) async fn due_calls(
@@ -405,66 +490,58 @@ where
         rows.iter().map(call_from_row).collect()
     }
 
-    /// The batch's statements in one transaction, committed once. A refused
-    /// write rolls it back; so does an error (the transaction is rolled back
-    /// when dropped uncommitted).
+    /// The batch's statements in one transaction, committed once (through
+    /// the group commit when the store has one). A refused write rolls it
+    /// back; so does an error (the transaction is rolled back when dropped
+    /// uncommitted).
     pub(super) async fn apply(self, batch: &Batch<'_>) -> Result<Applied, StoreError> {
         if batch.is_empty() {
             return Ok(Applied::All { claimed: None });
         }
+        let mut writes = Self::prepare(batch)?;
+        if let Some(group) = self.1 {
+            match group.commit(writes).await {
+                Ok(applied) => return applied,
+                Err(back) => writes = back,
+            }
+        }
         let mut transaction = self.0.begin_with(DB::BEGIN).await.map_err(backend)?;
-        let mut claimed = None;
-        for (index, write) in batch.writes().iter().enumerate() {
-            let done = match *write {
-                Write::EnsureConversation(conversation) => {
-                    Self::create_query(conversation)?
-                        .execute(&mut *transaction)
-                        .await
-                        .map_err(backend)?;
-                    true
-                }
-                Write::ClaimConversation {
-                    id,
-                    owner,
-                    now,
-                    lease_until,
-                } => {
-                    let row = Self::claim_query(id, owner, now, lease_until)
-                        .fetch_optional(&mut *transaction)
-                        .await
-                        .map_err(backend)?;
-                    claimed = row.as_ref().map(conversation_from_row).transpose()?;
-                    claimed.is_some()
-                }
-                Write::SaveConversation {
-                    conversation,
-                    owner,
-                    status,
-                    lease_until,
-                } => {
-                    let result = Self::save_query(conversation, owner, status, lease_until)?
-                        .execute(&mut *transaction)
-                        .await
-                        .map_err(backend)?;
-                    DB::rows_affected(&result) == 1
-                }
-                Write::InsertCall(record) => {
-                    let result = Self::insert_call_query(record)
-                        .execute(&mut *transaction)
-                        .await
-                        .map_err(backend)?;
-                    DB::rows_affected(&result) == 1
-                }
-                Write::Transition {
-                    conversation_id,
-                    tool_call_id,
-                    step,
-                    from,
-                    to,
-                    outcome,
-                    now,
-                } => {
-                    let result = Self::transition_query(
+        let applied = Self::run_prepared(&mut *transaction, writes).await?;
+        if applied.is_all() {
+            transaction.commit().await.map_err(backend)?;
+        } else {
+            transaction.rollback().await.map_err(backend)?;
+        }
+        Ok(applied)
+    }
+
+    /// The statements of `batch`, with their arguments bound.
+    pub(super) fn prepare(batch: &Batch<'_>) -> Result<Vec<Prepared<DB>>, StoreError> {
+        batch
+            .writes()
+            .iter()
+            .map(|write| {
+                Ok(match *write {
+                    Write::CreateConversation(conversation) => {
+                        Prepared::One(Self::create_query(conversation)?)
+                    }
+                    Write::EnsureConversation(conversation) => {
+                        Prepared::Any(Self::create_query(conversation)?)
+                    }
+                    Write::ClaimConversation {
+                        id,
+                        owner,
+                        now,
+                        lease_until,
+                    } => Prepared::Claim(Self::claim_query(id, owner, now, lease_until)),
+                    Write::SaveConversation {
+                        conversation,
+                        owner,
+                        status,
+                        lease_until,
+                    } => Prepared::One(Self::save_query(conversation, owner, status, lease_until)?),
+                    Write::InsertCall(record) => Prepared::One(Self::insert_call_query(record)),
+                    Write::Transition {
                         conversation_id,
                         tool_call_id,
                         step,
@@ -472,32 +549,61 @@ where
                         to,
                         outcome,
                         now,
-                    )
-                    .execute(&mut *transaction)
-                    .await
-                    .map_err(backend)?;
+                    } => Prepared::One(Self::transition_query(
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        from,
+                        to,
+                        outcome,
+                        now,
+                    )),
+                    Write::SetDeadline {
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        deadline,
+                    } => Prepared::One(Self::set_deadline_query(
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                        deadline,
+                    )),
+                })
+            })
+            .collect()
+    }
+
+    /// Runs prepared writes in order on a connection inside a transaction,
+    /// up to the first refused one. The caller commits or rolls back.
+    pub(super) async fn run_prepared(
+        connection: &mut DB::Connection,
+        writes: Vec<Prepared<DB>>,
+    ) -> Result<Applied, StoreError> {
+        let mut claimed = None;
+        for (index, write) in writes.into_iter().enumerate() {
+            let done = match write {
+                Prepared::One(query) => {
+                    let result = query.execute(&mut *connection).await.map_err(backend)?;
                     DB::rows_affected(&result) == 1
                 }
-                Write::SetDeadline {
-                    conversation_id,
-                    tool_call_id,
-                    step,
-                    deadline,
-                } => {
-                    let result =
-                        Self::set_deadline_query(conversation_id, tool_call_id, step, deadline)
-                            .execute(&mut *transaction)
-                            .await
-                            .map_err(backend)?;
-                    DB::rows_affected(&result) == 1
+                Prepared::Any(query) => {
+                    query.execute(&mut *connection).await.map_err(backend)?;
+                    true
+                }
+                Prepared::Claim(query) => {
+                    let row = query
+                        .fetch_optional(&mut *connection)
+                        .await
+                        .map_err(backend)?;
+                    claimed = row.as_ref().map(conversation_from_row).transpose()?;
+                    claimed.is_some()
                 }
             };
             if !done {
-                transaction.rollback().await.map_err(backend)?;
                 return Ok(Applied::Refused { index });
             }
         }
-        transaction.commit().await.map_err(backend)?;
         Ok(Applied::All { claimed })
     }
 
@@ -599,8 +705,9 @@ where
     }
 }
 
-/// Implements [`Store`](super::Store) for a struct with a `pool` field by
-/// forwarding every method to [`SqlStore`].
+/// Implements [`Store`](super::Store) for a struct with a `pool` field and
+/// a `group()` method (its group commit, if it has one) by forwarding every
+/// method to [`SqlStore`].
 macro_rules! impl_store {
     ($store:ty) => {
         const _: () = {
@@ -617,14 +724,14 @@ macro_rules! impl_store {
                     conversation: &'a Conversation,
                     _now: i64,
                 ) -> StoreFuture<'a, bool> {
-                    Box::pin(SqlStore(&self.pool).create_conversation(conversation))
+                    Box::pin(SqlStore(&self.pool, self.group()).create_conversation(conversation))
                 }
 
                 fn load_conversation<'a>(
                     &'a self,
                     id: &'a str,
                 ) -> StoreFuture<'a, Option<StoredConversation>> {
-                    Box::pin(SqlStore(&self.pool).load_conversation(id))
+                    Box::pin(SqlStore(&self.pool, self.group()).load_conversation(id))
                 }
 
                 fn claim_conversation<'a>(
@@ -634,7 +741,12 @@ macro_rules! impl_store {
                     now: i64,
                     lease_until: i64,
                 ) -> StoreFuture<'a, Option<StoredConversation>> {
-                    Box::pin(SqlStore(&self.pool).claim_conversation(id, owner, now, lease_until))
+                    Box::pin(SqlStore(&self.pool, self.group()).claim_conversation(
+                        id,
+                        owner,
+                        now,
+                        lease_until,
+                    ))
                 }
 
                 fn save_conversation<'a>(
@@ -644,7 +756,7 @@ macro_rules! impl_store {
                     status: ConversationStatus,
                     lease_until: i64,
                 ) -> StoreFuture<'a, ()> {
-                    Box::pin(SqlStore(&self.pool).save_conversation(
+                    Box::pin(SqlStore(&self.pool, self.group()).save_conversation(
                         conversation,
                         owner,
                         status,
@@ -658,7 +770,7 @@ macro_rules! impl_store {
                     owner: &'a str,
                     lease_until: i64,
                 ) -> StoreFuture<'a, bool> {
-                    Box::pin(SqlStore(&self.pool).renew_lease(id, owner, lease_until))
+                    Box::pin(SqlStore(&self.pool, self.group()).renew_lease(id, owner, lease_until))
                 }
 
                 fn conversations_with_status<'a>(
@@ -666,18 +778,20 @@ macro_rules! impl_store {
                     status: ConversationStatus,
                     limit: usize,
                 ) -> StoreFuture<'a, Vec<String>> {
-                    Box::pin(SqlStore(&self.pool).conversations_with_status(status, limit))
+                    Box::pin(
+                        SqlStore(&self.pool, self.group()).conversations_with_status(status, limit),
+                    )
                 }
 
                 fn suspended_without_pending<'a>(
                     &'a self,
                     limit: usize,
                 ) -> StoreFuture<'a, Vec<String>> {
-                    Box::pin(SqlStore(&self.pool).suspended_without_pending(limit))
+                    Box::pin(SqlStore(&self.pool, self.group()).suspended_without_pending(limit))
                 }
 
                 fn insert_call<'a>(&'a self, record: &'a CallRecord) -> StoreFuture<'a, bool> {
-                    Box::pin(SqlStore(&self.pool).insert_call(record))
+                    Box::pin(SqlStore(&self.pool, self.group()).insert_call(record))
                 }
 
                 fn call<'a>(
@@ -686,14 +800,18 @@ macro_rules! impl_store {
                     tool_call_id: &'a str,
                     step: Step,
                 ) -> StoreFuture<'a, Option<CallRecord>> {
-                    Box::pin(SqlStore(&self.pool).call(conversation_id, tool_call_id, step))
+                    Box::pin(SqlStore(&self.pool, self.group()).call(
+                        conversation_id,
+                        tool_call_id,
+                        step,
+                    ))
                 }
 
                 fn calls<'a>(
                     &'a self,
                     conversation_id: &'a str,
                 ) -> StoreFuture<'a, Vec<CallRecord>> {
-                    Box::pin(SqlStore(&self.pool).calls(conversation_id))
+                    Box::pin(SqlStore(&self.pool, self.group()).calls(conversation_id))
                 }
 
                 fn transition<'a>(
@@ -706,7 +824,7 @@ macro_rules! impl_store {
                     outcome: Option<&'a str>,
                     now: i64,
                 ) -> StoreFuture<'a, bool> {
-                    Box::pin(SqlStore(&self.pool).transition(
+                    Box::pin(SqlStore(&self.pool, self.group()).transition(
                         conversation_id,
                         tool_call_id,
                         step,
@@ -724,7 +842,7 @@ macro_rules! impl_store {
                     step: Step,
                     deadline: Option<i64>,
                 ) -> StoreFuture<'a, bool> {
-                    Box::pin(SqlStore(&self.pool).set_deadline(
+                    Box::pin(SqlStore(&self.pool, self.group()).set_deadline(
                         conversation_id,
                         tool_call_id,
                         step,
@@ -737,11 +855,11 @@ macro_rules! impl_store {
                     now: i64,
                     limit: usize,
                 ) -> StoreFuture<'a, Vec<CallRecord>> {
-                    Box::pin(SqlStore(&self.pool).due_calls(now, limit))
+                    Box::pin(SqlStore(&self.pool, self.group()).due_calls(now, limit))
                 }
 
                 fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
-                    Box::pin(SqlStore(&self.pool).apply(batch))
+                    Box::pin(SqlStore(&self.pool, self.group()).apply(batch))
                 }
             }
         };

@@ -5,6 +5,14 @@
 //! SQLite runs one writer at a time per file (other writers wait up to the
 //! busy timeout), and a statement reads and writes under that one write
 //! lock, so the condition and the change cannot be split by another process.
+//!
+//! With `synchronous=FULL` every commit waits for the disk, and SQLite
+//! commits one transaction at a time, so commits bound the throughput. The
+//! writes of one store therefore go through one writer task that commits
+//! whatever has queued up while the previous commit was on its way to disk
+//! as one transaction (a group commit), each batch inside its own savepoint:
+//! a refused or failed batch is rolled back to its savepoint alone, and no
+//! caller is answered before the commit that holds its writes.
 
 use std::path::Path;
 use std::sync::LazyLock;
@@ -14,10 +22,11 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
 };
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::{Connection, Sqlite, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
 
-use super::StoreError;
-use super::sql::{Dialect, Statements, impl_store};
+use super::sql::{Dialect, GroupCommit, Grouped, Prepared, SqlStore, Statements, impl_store};
+use super::{Applied, StoreError};
 
 /// How long a writer waits for another process's write to finish before
 /// giving up with "database is locked". Writes are single short statements,
@@ -26,6 +35,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connections per store: WAL lets readers run beside the one writer.
 const MAX_CONNECTIONS: u32 = 4;
+
+/// The most batches one group commit takes: bounds how long the write lock
+/// is held, and how much a failed commit has to answer for.
+const MAX_GROUP: usize = 64;
 
 /// The schema. Ids compare as bytes (SQLite's default `BINARY` collation),
 /// which is the order [`Store::calls`](super::Store::calls) promises.
@@ -75,6 +88,124 @@ const NEXT_CHANGE: &str = "(SELECT COALESCE(MAX(changed_at), 0) + 1 FROM aptix_c
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    writer: Writer,
+}
+
+/// One batch waiting for the group commit, and who waits for its answer.
+struct Job {
+    writes: Vec<Prepared<Sqlite>>,
+    answer: oneshot::Sender<Result<Applied, StoreError>>,
+}
+
+/// The queue of the store's writer task.
+#[derive(Clone)]
+struct Writer {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("running", &!self.jobs.is_closed())
+            .finish()
+    }
+}
+
+impl Writer {
+    /// Starts the writer task of `pool` on the current runtime.
+    fn start(pool: SqlitePool) -> Self {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        tokio::spawn(write_groups(pool, queue));
+        Writer { jobs }
+    }
+}
+
+impl GroupCommit<Sqlite> for Writer {
+    fn commit(
+        &self,
+        writes: Vec<Prepared<Sqlite>>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Grouped<Sqlite>> + Send + '_>> {
+        Box::pin(async move {
+            let (answer, answered) = oneshot::channel();
+            if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job { writes, answer }) {
+                // The writer's runtime ended: the caller writes itself.
+                return Err(job.writes);
+            }
+            Ok(answered.await.unwrap_or_else(|_| {
+                Err(StoreError::backend(std::io::Error::other(
+                    "the store's writer stopped before answering; the batch may or may not be written",
+                )))
+            }))
+        })
+    }
+}
+
+/// The writer task: takes every batch queued, commits them as one
+/// transaction, answers each, and goes on until the store is dropped.
+async fn write_groups(pool: SqlitePool, mut queue: mpsc::UnboundedReceiver<Job>) {
+    let mut group = Vec::new();
+    while let Some(first) = queue.recv().await {
+        group.push(first);
+        while group.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let writes = group
+            .iter_mut()
+            .map(|job| std::mem::take(&mut job.writes))
+            .collect();
+        let answers = commit_group(&pool, writes).await;
+        for (job, answer) in group.drain(..).zip(answers) {
+            // A caller that went away has nobody to tell.
+            let _ = job.answer.send(answer);
+        }
+    }
+}
+
+/// Applies each batch inside its own savepoint of one transaction and
+/// commits it: one answer per batch, in order. When the transaction itself
+/// fails, every batch is answered with that error (nothing was written).
+async fn commit_group(
+    pool: &SqlitePool,
+    batches: Vec<Vec<Prepared<Sqlite>>>,
+) -> Vec<Result<Applied, StoreError>> {
+    let count = batches.len();
+    let failed = |error: &dyn std::fmt::Display| -> Vec<Result<Applied, StoreError>> {
+        (0..count)
+            .map(|_| {
+                Err(StoreError::backend(std::io::Error::other(format!(
+                    "the commit of a group of {count} batches failed: {error}"
+                ))))
+            })
+            .collect()
+    };
+    let mut transaction = match pool.begin_with(<Sqlite as Dialect>::BEGIN).await {
+        Ok(transaction) => transaction,
+        Err(error) => return failed(&error),
+    };
+    let mut answers = Vec::with_capacity(count);
+    for writes in batches {
+        let mut savepoint = match transaction.begin().await {
+            Ok(savepoint) => savepoint,
+            Err(error) => return failed(&error),
+        };
+        let answer = SqlStore::<Sqlite>::run_prepared(&mut savepoint, writes).await;
+        let kept = if matches!(answer, Ok(Applied::All { .. })) {
+            savepoint.commit().await
+        } else {
+            savepoint.rollback().await
+        };
+        if let Err(error) = kept {
+            return failed(&error);
+        }
+        answers.push(answer);
+    }
+    match transaction.commit().await {
+        Ok(()) => answers,
+        Err(error) => failed(&error),
+    }
 }
 
 impl SqliteStore {
@@ -123,13 +254,18 @@ impl SqliteStore {
                 .await
                 .map_err(StoreError::backend)?;
         }
-        Ok(SqliteStore { pool })
+        let writer = Writer::start(pool.clone());
+        Ok(SqliteStore { pool, writer })
     }
 
     /// Closes every connection, waiting for running statements. Dropping
     /// the store closes them too, only without waiting.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    fn group(&self) -> Option<&dyn GroupCommit<Sqlite>> {
+        Some(&self.writer)
     }
 }
 
