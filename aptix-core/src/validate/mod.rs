@@ -97,17 +97,26 @@ impl ArgsValidator {
     ///
     /// An empty or all-whitespace string counts as `{}`: some models send
     /// nothing at all for a tool without parameters.
+    #[inline]
     pub fn parse<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
-        // Stops at the first non-blank byte: the first, for any real object.
-        let raw = if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
-            "{}"
-        } else {
-            raw
-        };
         // One pass that validates while it parses; it answers only when it
-        // is sure, so a `None` just means "ask the next layer".
-        if let Some(args) = self.fused.as_ref().and_then(|fused| fused.parse::<A>(raw)) {
+        // is sure, so a `None` just means "ask the exact path".
+        if let Some(fused) = &self.fused
+            && let Some(args) = fused.parse::<A>(raw)
+        {
             return Ok(args);
+        }
+        self.parse_declined(raw)
+    }
+
+    /// What the fused validator did not vouch for: a blank string read as `{}`, then the exact
+    /// path.
+    fn parse_declined<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
+        if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
+            if let Some(args) = self.fused.as_ref().and_then(|fused| fused.parse::<A>("{}")) {
+                return Ok(args);
+            }
+            return self.parse_full("{}");
         }
         self.parse_full(raw)
     }

@@ -274,10 +274,10 @@ fn internally_tagged_newtype_variants_validate() {
 /// each, or is refused.
 #[test]
 fn dialects_keep_combined_objects_closed() {
-    use crate::schema::dialect::{Dialect, lower};
+    use crate::schema::dialect::{Dialect, provider_tool};
     let page = canonical_parameters::<OpenUrl>();
     for dialect in [Dialect::Anthropic, Dialect::Mcp] {
-        let lowered = lower(dialect, "open_url", "Opens a page.", &page).expect("lowers");
+        let lowered = provider_tool(dialect, "open_url", "Opens a page.", &page).expect("lowers");
         assert!(
             lowered
                 .to_string()
@@ -285,7 +285,8 @@ fn dialects_keep_combined_objects_closed() {
         );
     }
     // OpenAI strict has no `unevaluatedProperties`: each variant becomes one closed object.
-    let openai = lower(Dialect::OpenAiStrict, "open_url", "Opens a page.", &page).expect("lowers");
+    let openai =
+        provider_tool(Dialect::OpenAiStrict, "open_url", "Opens a page.", &page).expect("lowers");
     let variants = openai["parameters"]["$defs"]["Page"]["anyOf"]
         .as_array()
         .expect("one closed object per variant");
@@ -297,7 +298,8 @@ fn dialects_keep_combined_objects_closed() {
     }
     assert!(!openai.to_string().contains("unevaluatedProperties"));
     // Gemini cannot close objects at all; the executor still does.
-    let gemini = lower(Dialect::Gemini, "open_url", "Opens a page.", &page).expect("lowers");
+    let gemini =
+        provider_tool(Dialect::Gemini, "open_url", "Opens a page.", &page).expect("lowers");
     assert!(!gemini.to_string().contains("unevaluatedProperties"));
     // The tagged newtype variant is one plain closed object everywhere.
     let draw = canonical_parameters::<Draw>();
@@ -307,6 +309,6 @@ fn dialects_keep_combined_objects_closed() {
         Dialect::Gemini,
         Dialect::Mcp,
     ] {
-        lower(dialect, "draw", "Draws.", &draw).expect("lowers");
+        provider_tool(dialect, "draw", "Draws.", &draw).expect("lowers");
     }
 }

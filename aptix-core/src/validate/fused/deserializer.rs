@@ -729,8 +729,31 @@ pub(super) fn find_slot(slots: &[Slot], ranges: &[(u32, u32)], name: &str) -> Op
     start.checked_add(u32::try_from(offset).ok()?)
 }
 
-/// Byte equality without a `memcmp` call: member names are short.
+/// Byte equality without a `memcmp` call for the short strings member names and `enum` values
+/// mostly are: up to 16 bytes, two overlapping word loads per side cover every byte.
 #[inline]
 pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    if a.len() != b.len() {
+        return false;
+    }
+    let len = a.len();
+    match (a, b) {
+        _ if len > 16 => a == b,
+        _ if len >= 8 => {
+            word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, len - 8) == word::<8>(b, len - 8)
+        }
+        _ if len >= 4 => {
+            word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, len - 4) == word::<4>(b, len - 4)
+        }
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
+}
+
+/// The `N` bytes of `bytes` from `at` (zeros past the end, which the callers never reach).
+#[inline(always)]
+fn word<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    bytes
+        .get(at..at + N)
+        .and_then(|slice| <[u8; N]>::try_from(slice).ok())
+        .unwrap_or([0; N])
 }

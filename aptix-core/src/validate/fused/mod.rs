@@ -287,6 +287,7 @@ impl FusedValidator {
     /// Some(args) only if `raw` is valid against the schema AND deserializes into `A`.
     /// None means "invalid or not sure": the caller then takes the slow, exact path
     /// (which produces the error messages). So None is always safe; Some must be sound.
+    #[inline]
     pub(crate) fn parse<A: DeserializeOwned>(&self, raw: &str) -> Option<A> {
         let cx = Cx {
             v: self,
