@@ -673,7 +673,7 @@ async fn request_body_without_strict_sends_the_canonical_schema() -> TestResult 
     extra.insert("seed".into(), json!(7));
     extra.insert("stream".into(), json!(false));
     let model = model_for(&server).with_strict(false).with_extra_body(extra);
-    assert_eq!(model.dialect(), Dialect::Mcp);
+    assert_eq!(model.dialect(), Dialect::OpenAiCompatible);
     let lowered = tools_for(&model)?;
     let mut request = ask("Weather?", lowered.clone());
     request.tool_choice = ToolChoice::Required;
@@ -683,7 +683,7 @@ async fn request_body_without_strict_sends_the_canonical_schema() -> TestResult 
     let function = &body["tools"][0]["function"];
     assert_eq!(body["tools"][0]["type"], "function");
     assert_eq!(function["name"], "lookup_weather");
-    assert_eq!(function["parameters"], lowered[0]["inputSchema"]);
+    assert_eq!(function["parameters"], lowered[0]["parameters"]);
     assert_eq!(function["parameters"]["required"], json!(["city"]));
     assert_eq!(function.get("strict"), None);
     assert_eq!(body["tool_choice"], "required");
@@ -987,4 +987,14 @@ async fn a_huge_error_body_is_read_only_up_to_its_cap() -> TestResult {
         "the client let the server write {written} of {size} bytes"
     );
     Ok(())
+}
+
+#[test]
+fn a_model_without_strict_mode_reports_the_openai_compatible_dialect() {
+    let model = OpenAiChat::new("smollm2").with_strict(false);
+    assert_eq!(model.dialect().as_str(), "openai_compatible");
+    assert_eq!(
+        OpenAiChat::new("gpt-4o-mini").dialect(),
+        Dialect::OpenAiStrict
+    );
 }

@@ -6,7 +6,8 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::Value;
 
 use crate::catalog::Catalog;
-use crate::schema::{Dialect, ToolDefinition};
+use crate::schema::ToolDefinition;
+use crate::schema::dialect::{self, Dialect};
 use crate::tool::ExecutorKind;
 
 /// Whether MCP clients may see and call the tool: only tools whose final
@@ -39,15 +40,14 @@ pub(crate) fn tools(catalog: &Catalog) -> Vec<Tool> {
 
 /// One definition as an MCP tool.
 pub(crate) fn tool(definition: &ToolDefinition) -> Result<Tool, String> {
-    let lowered = definition
-        .lower(Dialect::Mcp)
-        .map_err(|error| error.to_string())?;
-    let Some(Value::Object(mut input_schema)) = lowered.get("inputSchema").cloned() else {
-        return Err("the MCP dialect gave no object `inputSchema`".to_owned());
+    let lowered = dialect::lower_schema(Dialect::Mcp, definition.parameters())
+        .map_err(|error| error.for_tool(definition.name()).to_string())?;
+    let Value::Object(mut input_schema) = lowered else {
+        return Err("the MCP dialect gave no object schema".to_owned());
     };
     declare_dialect(&mut input_schema);
     let mut tool = Tool::new(
-        definition.name(),
+        definition.name().to_owned(),
         description(definition),
         Arc::new(input_schema),
     );

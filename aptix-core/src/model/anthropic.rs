@@ -35,13 +35,14 @@ use std::pin::Pin;
 use std::sync::OnceLock;
 
 use futures_util::{Stream, StreamExt};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
-    ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, Usage,
+    ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
 use crate::schema::Dialect;
 
@@ -168,7 +169,15 @@ impl Anthropic {
         }
         body.insert("messages".into(), Value::Array(messages(&request.messages)));
         if !request.tools.is_empty() {
-            body.insert("tools".into(), Value::Array(request.tools.to_vec()));
+            let specs: Vec<ToolSpec> = request
+                .tools
+                .iter()
+                .map(|tool| ToolSpec::from_provider_tool(tool, Dialect::Anthropic))
+                .collect();
+            let tools: Vec<Tool<'_>> = specs.iter().map(Tool::from).collect();
+            // Plain structs of strings and JSON values: serializing them
+            // cannot fail.
+            body.insert("tools".into(), json!(tools));
             body.insert(
                 "tool_choice".into(),
                 tool_choice(&request.tool_choice, request.parallel_tool_calls),
@@ -202,6 +211,24 @@ impl Anthropic {
         ];
         let events = http::post_sse(&client, &url, &headers, &body, &self.policy).await?;
         Ok(Box::pin(events))
+    }
+}
+
+/// A tool in a Messages API request.
+#[derive(Debug, Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+impl<'a> From<&'a ToolSpec> for Tool<'a> {
+    fn from(spec: &'a ToolSpec) -> Self {
+        Tool {
+            name: &spec.name,
+            description: &spec.description,
+            input_schema: &spec.parameters,
+        }
     }
 }
 

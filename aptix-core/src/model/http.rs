@@ -45,15 +45,15 @@ impl Default for HttpPolicy {
 
 /// One Server-Sent Event: its `event:` name (empty when absent) and data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The event type.
-    pub event: String,
+    pub(crate) event: String,
     /// The data lines, joined.
-    pub data: String,
+    pub(crate) data: String,
 }
 
 /// Builds a client with the policy's connect timeout.
-pub fn client(policy: &HttpPolicy) -> Result<reqwest::Client, ModelError> {
+pub(crate) fn client(policy: &HttpPolicy) -> Result<reqwest::Client, ModelError> {
     reqwest::Client::builder()
         .connect_timeout(policy.connect_timeout)
         .build()
@@ -61,7 +61,7 @@ pub fn client(policy: &HttpPolicy) -> Result<reqwest::Client, ModelError> {
 }
 
 /// POSTs `body` to `url` and returns the response's events.
-pub async fn post_sse(
+pub(crate) async fn post_sse(
     client: &reqwest::Client,
     url: &str,
     headers: &[(&'static str, String)],

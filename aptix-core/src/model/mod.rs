@@ -6,9 +6,12 @@
 //! these events and nothing more: assembling streamed tool calls happens in
 //! one place for every provider, [`assembly`].
 
+#[cfg(feature = "anthropic")]
 pub mod anthropic;
 pub mod assembly;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
+#[cfg(feature = "openai")]
 pub mod openai;
 
 use std::pin::Pin;
@@ -17,7 +20,7 @@ use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::schema::Dialect;
+use crate::schema::{Dialect, DialectError, ToolDefinition};
 
 // re-export kept while the tree moves
 pub use crate::transcript::{AssistantToolCall, Message, ThinkingBlock};
@@ -63,6 +66,67 @@ pub enum ToolChoice {
     Required,
     /// This tool, by name.
     Tool(String),
+}
+
+/// A tool as offered to a model: its name, what the model is told about it,
+/// and its parameters lowered to the model's [`Dialect`]. Each adapter puts
+/// these into its provider's own tool shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// The description, then when to call it: providers show the model only
+    /// the description, so the usage goes there.
+    pub description: String,
+    /// The parameters schema in [`ToolSpec::dialect`].
+    pub parameters: Value,
+    /// The dialect `parameters` is written in.
+    pub dialect: Dialect,
+}
+
+impl ToolSpec {
+    /// `definition` as offered to a model that takes `dialect`.
+    pub fn new(definition: &ToolDefinition, dialect: Dialect) -> Result<ToolSpec, DialectError> {
+        let parameters = crate::schema::dialect::lower_schema(dialect, definition.parameters())
+            .map_err(|error| error.for_tool(definition.name()))?;
+        let usage = definition.usage().trim();
+        let description = if usage.is_empty() {
+            definition.description().to_owned()
+        } else {
+            format!("{}\n\nUsage: {usage}", definition.description())
+        };
+        Ok(ToolSpec {
+            name: definition.name().to_owned(),
+            description,
+            parameters,
+            dialect,
+        })
+    }
+
+    /// Reads back a tool that [`crate::schema::dialect::provider_tool`] wrapped,
+    /// as the agent still hands them in [`ChatRequest::tools`].
+    // re-export kept while the tree moves: goes once `ChatRequest::tools`
+    // holds `ToolSpec`s.
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
+    pub(crate) fn from_provider_tool(tool: &Value, dialect: Dialect) -> ToolSpec {
+        let text = |key: &str| {
+            tool.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let parameters = ["parameters", "input_schema", "inputSchema"]
+            .iter()
+            .find_map(|key| tool.get(*key))
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({ "type": "object" }));
+        ToolSpec {
+            name: text("name"),
+            description: text("description"),
+            parameters,
+            dialect,
+        }
+    }
 }
 
 /// One request to a chat model.

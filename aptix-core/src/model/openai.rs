@@ -30,13 +30,14 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use futures_util::{Stream, StreamExt, stream};
+use serde::Serialize;
 use serde_json::{Map, Number, Value, json};
 use tracing::Instrument;
 
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
-    ToolCallDelta, ToolChoice, Usage,
+    ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
 use crate::schema::Dialect;
 
@@ -178,8 +179,8 @@ impl OpenAiChat {
 
     /// Whether tools are sent in strict mode (Structured Outputs), the
     /// default. Servers that do not support strict mode, such as llama.cpp,
-    /// take `false`: tools are then lowered to the canonical schema
-    /// ([`Dialect::Mcp`]) and sent without `strict`.
+    /// take `false`: tools are then lowered to [`Dialect::OpenAiCompatible`]
+    /// (the canonical schema) and sent without `strict`.
     pub fn with_strict(mut self, strict: bool) -> Self {
         self.strict = strict;
         self
@@ -216,10 +217,16 @@ impl OpenAiChat {
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({ "include_usage": true }));
         if !request.tools.is_empty() {
-            body.insert(
-                "tools".into(),
-                Value::Array(request.tools.iter().map(tool_json).collect()),
-            );
+            let dialect = self.dialect();
+            let specs: Vec<ToolSpec> = request
+                .tools
+                .iter()
+                .map(|tool| ToolSpec::from_provider_tool(tool, dialect))
+                .collect();
+            let tools: Vec<ChatTool<'_>> = specs.iter().map(ChatTool::from).collect();
+            // Plain structs of strings and JSON values: serializing them
+            // cannot fail.
+            body.insert("tools".into(), json!(tools));
             body.insert("tool_choice".into(), tool_choice_json(&request.tool_choice));
             body.insert(
                 "parallel_tool_calls".into(),
@@ -272,7 +279,7 @@ impl ChatModel for OpenAiChat {
         if self.strict {
             Dialect::OpenAiStrict
         } else {
-            Dialect::Mcp
+            Dialect::OpenAiCompatible
         }
     }
 
@@ -359,36 +366,39 @@ fn message_json(message: &Message) -> Value {
     }
 }
 
-/// Wraps one lowered tool definition the way Chat Completions wants it:
+/// A tool in a Chat Completions request:
 /// `{"type":"function","function":{name, description, parameters[, strict]}}`.
-///
-/// [`Dialect::OpenAiStrict`] produces the flat Responses-API shape
-/// (`parameters`, `strict`), [`Dialect::Mcp`] the canonical one
-/// (`inputSchema`); Anthropic's `input_schema` is read too. A definition that
-/// is already wrapped, or is not an object, is sent as it is.
-fn tool_json(tool: &Value) -> Value {
-    let Some(flat) = tool.as_object() else {
-        return tool.clone();
-    };
-    if flat.get("function").is_some_and(Value::is_object) {
-        return tool.clone();
-    }
-    let mut function = Map::new();
-    for key in ["name", "description"] {
-        if let Some(value) = flat.get(key) {
-            function.insert(key.into(), value.clone());
+#[derive(Debug, Serialize)]
+struct ChatTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+/// The function a [`ChatTool`] offers.
+#[derive(Debug, Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+    /// `true` exactly when the parameters are in strict mode's dialect:
+    /// strict mode refuses any other schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
+impl<'a> From<&'a ToolSpec> for ChatTool<'a> {
+    fn from(spec: &'a ToolSpec) -> Self {
+        ChatTool {
+            kind: "function",
+            function: Function {
+                name: &spec.name,
+                description: &spec.description,
+                parameters: &spec.parameters,
+                strict: (spec.dialect == Dialect::OpenAiStrict).then_some(true),
+            },
         }
     }
-    if let Some(parameters) = ["parameters", "inputSchema", "input_schema"]
-        .iter()
-        .find_map(|key| flat.get(*key))
-    {
-        function.insert("parameters".into(), parameters.clone());
-    }
-    if let Some(strict) = flat.get("strict") {
-        function.insert("strict".into(), strict.clone());
-    }
-    json!({ "type": "function", "function": function })
 }
 
 fn tool_choice_json(choice: &ToolChoice) -> Value {
