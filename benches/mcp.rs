@@ -23,7 +23,8 @@
 //! server's phase is measured in two halves in the order rmcp, aptix, aptix,
 //! rmcp, so that load drifting during the run weighs on both alike.
 //!
-//! `cargo bench --bench mcp`
+//! `cargo bench --bench mcp`. Run as a test (`cargo test --all-targets`)
+//! every phase makes one round trip per caller instead of measuring.
 
 #[path = "../examples/hello_world.rs"]
 #[allow(dead_code)]
@@ -48,10 +49,26 @@ use rmcp::{Json, Peer, RoleClient, ServerHandler, ServiceExt, tool, tool_handler
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 
-/// How long each half of a phase is measured (two halves per server).
-const HALF: Duration = Duration::from_millis(1500);
-/// Discarded round trips before each server's phase.
-const WARM_UP: Duration = Duration::from_millis(400);
+/// How long the phases run.
+#[derive(Debug, Clone, Copy)]
+struct Windows {
+    /// How long each half of a phase is measured (two halves per server).
+    half: Duration,
+    /// Discarded round trips before each server's phase.
+    warm_up: Duration,
+}
+
+/// Under `cargo bench` (which passes `--bench`).
+const BENCH: Windows = Windows {
+    half: Duration::from_millis(1500),
+    warm_up: Duration::from_millis(400),
+};
+/// Run as a test (`cargo test --all-targets`, no `--bench`): every caller
+/// makes one round trip per window, so every path runs once and quickly.
+const TEST: Windows = Windows {
+    half: Duration::ZERO,
+    warm_up: Duration::ZERO,
+};
 /// Concurrent callers in the concurrent phase.
 const CONCURRENCY: usize = 8;
 /// The child-process modes of this binary.
@@ -327,6 +344,8 @@ struct Samples {
 
 /// `callers` tasks each doing round trips back to back on `peer` until
 /// `window` has passed (calls in flight then are finished and counted).
+/// Round trips by `callers` callers until `window` has passed; each caller
+/// makes at least one.
 async fn window(peer: &Peer<RoleClient>, callers: usize, window: Duration) -> Samples {
     let started = Instant::now();
     let deadline = started + window;
@@ -338,11 +357,11 @@ async fn window(peer: &Peer<RoleClient>, callers: usize, window: Duration) -> Sa
             let mut latencies = Vec::with_capacity(1 << 14);
             loop {
                 let start = Instant::now();
-                if start >= deadline {
-                    break;
-                }
                 std::hint::black_box(call(&peer, &params).await);
                 latencies.push(start.elapsed());
+                if Instant::now() >= deadline {
+                    break;
+                }
             }
             latencies
         }));
@@ -363,15 +382,16 @@ struct Phase {
 }
 
 /// Both servers on one transport with `callers` callers, in the order
-/// rmcp, aptix, aptix, rmcp (halves of `HALF`), after a warm-up each.
+/// rmcp, aptix, aptix, rmcp (halves of `windows.half`), after a warm-up each.
 async fn phases(
     transport: Transport,
     callers: usize,
     connections: &[(Server, Connection)],
+    windows: Windows,
 ) -> Vec<Phase> {
     let mut merged: Vec<Phase> = Vec::new();
     for (server, connection) in connections {
-        window(connection.client.peer(), callers, WARM_UP).await;
+        window(connection.client.peer(), callers, windows.warm_up).await;
         merged.push(Phase {
             transport,
             callers,
@@ -384,7 +404,7 @@ async fn phases(
         let Some((_, connection)) = connections.iter().find(|(s, _)| *s == server) else {
             continue;
         };
-        let half = window(connection.client.peer(), callers, HALF).await;
+        let half = window(connection.client.peer(), callers, windows.half).await;
         if let Some(phase) = merged.iter_mut().find(|phase| phase.server == server) {
             phase.samples.latencies.extend(half.latencies);
             phase.samples.elapsed += half.elapsed;
@@ -540,6 +560,11 @@ fn main() {
     if args.iter().any(|arg| arg == "--list") {
         return;
     }
+    let windows = if args.iter().any(|arg| arg == "--bench") {
+        BENCH
+    } else {
+        TEST
+    };
     let filters: Vec<&String> = args
         .iter()
         .skip(1)
@@ -559,7 +584,7 @@ fn main() {
             }
             check_same_answer(&connections).await;
             for callers in [1, CONCURRENCY] {
-                all.extend(phases(transport, callers, &connections).await);
+                all.extend(phases(transport, callers, &connections, windows).await);
             }
             for (_, connection) in connections {
                 connection.close().await;
