@@ -504,11 +504,14 @@ impl Ledger {
         let approved = gate != Gate::Model;
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
-        // What runs on the server before anyone is awaited is recorded
-        // first, so a crash is noticed and it never runs twice; a person's
-        // question is only shaped, and shaped again after a crash.
+        // A call past its gate is recorded before its server step runs (a
+        // server tool's body, a client tool's preflight), so a crash is
+        // noticed and it never runs twice. Before an approval the step
+        // only validates or shapes what the approver sees, and a person's
+        // question is only shaped: nothing to guard.
         let runs_code = self.route_of(&call.name, approved).is_some_and(|route| {
-            route.step == ServerStep::Run && route.awaits != Some(AwaitReason::Human)
+            route.step == ServerStep::Run
+                && matches!(route.awaits, None | Some(AwaitReason::Client))
         });
         if runs_code {
             let now = now_ms();
