@@ -297,7 +297,7 @@ pub struct PendingEntry(Pending);
 enum Pending {
     Linked(fn() -> Result<ToolEntry, Box<Failed>>),
     Entry(ToolEntry),
-    New(ToolEntryBuilder),
+    New(Box<ToolEntryBuilder>),
 }
 
 impl fmt::Debug for PendingEntry {
@@ -314,7 +314,7 @@ impl From<ToolEntry> for PendingEntry {
 
 impl From<ToolEntryBuilder> for PendingEntry {
     fn from(builder: ToolEntryBuilder) -> Self {
-        PendingEntry(Pending::New(builder))
+        PendingEntry(Pending::New(Box::new(builder)))
     }
 }
 
