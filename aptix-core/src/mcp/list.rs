@@ -40,7 +40,7 @@ pub(crate) fn tools(catalog: &Catalog) -> Vec<Tool> {
 
 /// One definition as an MCP tool.
 pub(crate) fn tool(definition: &ToolDefinition) -> Result<Tool, String> {
-    let lowered = dialect::lower_schema(Dialect::Mcp, definition.parameters())
+    let lowered = dialect::lower(Dialect::Mcp, definition.parameters())
         .map_err(|error| error.for_tool(definition.name()).to_string())?;
     let Value::Object(mut input_schema) = lowered else {
         return Err("the MCP dialect gave no object schema".to_owned());

@@ -87,7 +87,7 @@ pub struct ToolSpec {
 impl ToolSpec {
     /// `definition` as offered to a model that takes `dialect`.
     pub fn new(definition: &ToolDefinition, dialect: Dialect) -> Result<ToolSpec, DialectError> {
-        let parameters = crate::schema::dialect::lower_schema(dialect, definition.parameters())
+        let parameters = crate::schema::dialect::lower(dialect, definition.parameters())
             .map_err(|error| error.for_tool(definition.name()))?;
         let usage = definition.usage().trim();
         let description = if usage.is_empty() {

@@ -5,7 +5,7 @@
 //! `additionalProperties: false` on every object that has `properties`, or
 //! `unevaluatedProperties: false` when they sit beside `oneOf`/`anyOf`,
 //! reusable types under root `$defs`). Each LLM provider accepts a different
-//! subset of JSON Schema in its tool definitions; [`lower_schema`] turns the
+//! subset of JSON Schema in its tool definitions; [`lower`] turns the
 //! canonical schema into the schema one provider accepts. Putting it into a
 //! provider's tool object is the adapter's business (`model::openai`,
 //! `model::anthropic`, `mcp`); [`provider_tool`] shows the whole tool as the
@@ -191,7 +191,7 @@ impl FromStr for Dialect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DialectError {
     /// The tool's name; empty when the error comes straight from
-    /// [`lower_schema`], which sees only a schema ([`DialectError::for_tool`]
+    /// [`lower`], which sees only a schema ([`DialectError::for_tool`]
     /// names it).
     pub tool: String,
     /// The dialect that was asked for.
@@ -238,7 +238,7 @@ impl std::error::Error for DialectError {}
 /// `"type": "object"` whose `$ref`s all resolve inside it.
 /// [`Dialect::Anthropic`], [`Dialect::Mcp`] and [`Dialect::OpenAiCompatible`]
 /// return it unchanged once checked.
-pub fn lower_schema(dialect: Dialect, parameters: &Value) -> Result<Value, DialectError> {
+pub fn lower(dialect: Dialect, parameters: &Value) -> Result<Value, DialectError> {
     let mut cx = Lowering::new(dialect, parameters);
     let root = cx.check_root()?;
     check_references(&cx, parameters, "", 0)?;
@@ -251,7 +251,7 @@ pub fn lower_schema(dialect: Dialect, parameters: &Value) -> Result<Value, Diale
 }
 
 /// The whole tool definition as `dialect`'s provider documents it, for
-/// people and snapshots (`schema --dialect`): [`lower_schema`]'s schema
+/// people and snapshots (`schema --dialect`): [`lower`]'s schema
 /// with the name and description around it. Model adapters build their own
 /// request shapes instead.
 ///
@@ -270,7 +270,7 @@ pub fn provider_tool(
     description: &str,
     parameters: &Value,
 ) -> Result<Value, DialectError> {
-    let schema = lower_schema(dialect, parameters).map_err(|error| error.for_tool(name))?;
+    let schema = lower(dialect, parameters).map_err(|error| error.for_tool(name))?;
     Ok(match dialect {
         Dialect::OpenAiStrict => openai::provider_tool(name, description, schema, true),
         Dialect::OpenAiCompatible => openai::provider_tool(name, description, schema, false),
@@ -282,16 +282,4 @@ pub fn provider_tool(
             "inputSchema": schema,
         }),
     })
-}
-
-/// [`provider_tool`] under the name callers outside this module still use.
-// re-export kept while the tree moves: `ToolDefinition::lower` and
-// validate/tests.rs call it; they move to `provider_tool` / `lower_schema`.
-pub fn lower(
-    dialect: Dialect,
-    name: &str,
-    description: &str,
-    parameters: &Value,
-) -> Result<Value, DialectError> {
-    provider_tool(dialect, name, description, parameters)
 }

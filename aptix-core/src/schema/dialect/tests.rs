@@ -32,14 +32,14 @@ fn canonical<T: JsonSchema>() -> Value {
 }
 
 fn ok(dialect: Dialect, parameters: &Value) -> Value {
-    match lower(dialect, NAME, DESCRIPTION, parameters) {
+    match provider_tool(dialect, NAME, DESCRIPTION, parameters) {
         Ok(tool) => tool,
         Err(error) => panic!("unexpected error: {error}"),
     }
 }
 
 fn err(dialect: Dialect, parameters: &Value) -> DialectError {
-    match lower(dialect, NAME, DESCRIPTION, parameters) {
+    match provider_tool(dialect, NAME, DESCRIPTION, parameters) {
         Ok(tool) => panic!("expected an error, got {tool}"),
         Err(error) => error,
     }
@@ -1927,7 +1927,7 @@ fn arbitrary_input_never_panics() {
                 Value::Object(typed),
             ] {
                 for dialect in Dialect::ALL {
-                    match lower(dialect, NAME, DESCRIPTION, &parameters) {
+                    match provider_tool(dialect, NAME, DESCRIPTION, &parameters) {
                         Ok(tool) => assert_eq!(tool["name"], json!(NAME)),
                         Err(e) => {
                             assert_eq!((e.tool.as_str(), e.dialect), (NAME, dialect));
@@ -1971,8 +1971,8 @@ fn lowering_is_pure_and_deterministic() {
     ] {
         let before = parameters.clone();
         for dialect in Dialect::ALL {
-            let first = lower(dialect, NAME, DESCRIPTION, &parameters);
-            let second = lower(dialect, NAME, DESCRIPTION, &parameters);
+            let first = provider_tool(dialect, NAME, DESCRIPTION, &parameters);
+            let second = provider_tool(dialect, NAME, DESCRIPTION, &parameters);
             assert_eq!(first, second);
             assert_eq!(
                 first.map(|tool| tool.to_string()),
@@ -1981,4 +1981,39 @@ fn lowering_is_pure_and_deterministic() {
         }
         assert_eq!(parameters, before);
     }
+}
+
+// ---- The schema API -------------------------------------------------------
+
+#[test]
+fn lower_gives_the_schema_that_provider_tool_wraps() {
+    let parameters = weather_canonical();
+    for dialect in Dialect::ALL {
+        assert_eq!(
+            lower(dialect, &parameters).ok(),
+            Some(schema_of(dialect, &parameters)),
+            "{dialect}"
+        );
+    }
+    assert_eq!(
+        lower(Dialect::OpenAiCompatible, &parameters).ok(),
+        Some(parameters.clone())
+    );
+    let compatible = ok(Dialect::OpenAiCompatible, &parameters);
+    assert_eq!(compatible["parameters"], parameters);
+    assert_eq!(compatible.get("strict"), None);
+}
+
+#[test]
+fn errors_of_lower_name_the_tool_once_told() {
+    let parameters = json!({"type": "string"});
+    let Err(unnamed) = lower(Dialect::Mcp, &parameters) else {
+        panic!("a string root is refused");
+    };
+    assert_eq!(unnamed.tool, "");
+    assert_eq!(
+        unnamed.to_string(),
+        "the schema cannot be expressed in the mcp dialect at `/type`: tool parameters must have `\"type\": \"object\"`: arguments are always a JSON object"
+    );
+    assert_eq!(unnamed.for_tool(NAME), err(Dialect::Mcp, &parameters));
 }
