@@ -27,7 +27,7 @@ use crate::erased::{ClosureTool, Declared, ErasedTool};
 use crate::error::ToolError;
 use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
 use crate::schema::{DefinitionError, Dialect, DialectError, canonical_output};
-use crate::tool::Tool;
+use crate::tool::{Code, Tool};
 
 /// One tool as a catalog holds it: its definition and its server code.
 /// Cheap to clone: both are shared.
@@ -124,16 +124,26 @@ impl ToolEntry {
 
     /// The entry of the declared tool `T`.
     fn of<T: Tool>() -> Result<ToolEntry, Box<Failed>> {
-        match T::definition() {
+        ToolEntry::declared(T::definition(), T::code(), &T::META, TypeId::of::<T>())
+    }
+
+    /// What [`ToolEntry::of`] makes, outside the code generated per tool.
+    fn declared(
+        definition: Result<&'static ToolDefinition, &'static DefinitionError>,
+        code: Code,
+        meta: &ToolMeta,
+        origin: TypeId,
+    ) -> Result<ToolEntry, Box<Failed>> {
+        match definition {
             Ok(definition) => Ok(ToolEntry {
                 definition: definition.clone(),
-                code: Arc::new(T::code()),
-                origin: Some(TypeId::of::<T>()),
+                code: Arc::new(code),
+                origin: Some(origin),
             }),
             Err(error) => Err(Box::new(Failed {
-                name: Cow::Borrowed(T::META.name),
-                source: T::META.source,
-                origin: Some(TypeId::of::<T>()),
+                name: Cow::Borrowed(meta.name),
+                source: meta.source,
+                origin: Some(origin),
                 error: error.clone(),
             })),
         }

@@ -71,14 +71,20 @@ impl ToolDefinition {
     }
 }
 
-type Cached = &'static Result<ToolDefinition, DefinitionError>;
+type Built = Result<ToolDefinition, DefinitionError>;
 
 /// The definition of `T`, built once per process: one table for every tool
 /// type, so that no tool needs code of its own to cache it.
 fn cached_definition<T: Tool>() -> Result<&'static ToolDefinition, &'static DefinitionError> {
-    static BUILT: OnceLock<Mutex<HashMap<TypeId, Cached>>> = OnceLock::new();
+    cached(TypeId::of::<T>(), ToolDefinition::build::<T>)
+}
+
+fn cached(
+    key: TypeId,
+    build: fn() -> Built,
+) -> Result<&'static ToolDefinition, &'static DefinitionError> {
+    static BUILT: OnceLock<Mutex<HashMap<TypeId, &'static Built>>> = OnceLock::new();
     let table = BUILT.get_or_init(Mutex::default);
-    let key = TypeId::of::<T>();
     if let Some(built) = table
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -88,7 +94,7 @@ fn cached_definition<T: Tool>() -> Result<&'static ToolDefinition, &'static Defi
     }
     // Built outside the lock: a schema may be slow to generate. Two threads
     // that race here build it twice and keep the first.
-    let built: Cached = Box::leak(Box::new(ToolDefinition::build::<T>()));
+    let built: &'static Built = Box::leak(Box::new(build()));
     let mut table = table.lock().unwrap_or_else(PoisonError::into_inner);
     table.entry(key).or_insert(built).as_ref()
 }
@@ -190,16 +196,20 @@ fn validated_payload<T: Tool>(definition: &ToolDefinition, raw: &str) -> RunResu
     let value = validated_value(definition, raw)?;
     // The typed parse proves the arguments fit the Rust type too. It is the
     // parse a call of the function makes, so it adds no code per tool.
-    if let Err(rejection) = definition
+    match definition
         .validator()
         .parse::<<T::Args as ToolArgs>::Serde>(raw)
     {
-        return Err(RunFailure::Tool(ToolError::invalid_arguments(format!(
-            "The arguments do not match the tool's parameters: {}",
-            rejection.message
-        ))));
+        Ok(_) => payload_of(&value),
+        Err(rejection) => Err(type_mismatch(rejection)),
     }
-    payload_of(&value)
+}
+
+fn type_mismatch(rejection: Rejection) -> RunFailure {
+    RunFailure::Tool(ToolError::invalid_arguments(format!(
+        "The arguments do not match the tool's parameters: {}",
+        rejection.message
+    )))
 }
 
 /// Validates `raw` against the definition's schema, as a JSON value.

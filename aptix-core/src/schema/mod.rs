@@ -13,8 +13,8 @@
 
 pub mod dialect;
 
-use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value};
 
 // re-export kept while the tree moves
@@ -77,20 +77,27 @@ fn generator() -> SchemaGenerator {
 /// The canonical arguments schema of `A`: schemars' 2020-12 output, without
 /// the root `title` (the tool name is the title), objects closed.
 pub fn canonical_parameters<A: JsonSchema>() -> Value {
-    let mut schema = generator().into_root_schema_for::<A>().to_value();
-    if let Value::Object(root) = &mut schema {
-        root.remove("title");
-        root.remove("$schema");
-    }
-    inline_partial_refs(&mut schema);
-    close_objects(&mut schema, true);
-    schema
+    parameters_from(generator().into_root_schema_for::<A>())
 }
 
 /// The canonical schema of a result type. Results are produced by our own
 /// serializer, so their objects are left as schemars describes them.
 pub fn canonical_output<T: JsonSchema>() -> Value {
-    let mut schema = generator().into_root_schema_for::<T>().to_value();
+    untitled(generator().into_root_schema_for::<T>())
+}
+
+// The generic functions above only ask schemars for the schema; everything
+// else is done once, here, rather than copied into every tool.
+
+fn parameters_from(schema: Schema) -> Value {
+    let mut schema = untitled(schema);
+    inline_partial_refs(&mut schema);
+    close_objects(&mut schema, true);
+    schema
+}
+
+fn untitled(schema: Schema) -> Value {
+    let mut schema = schema.to_value();
     if let Value::Object(root) = &mut schema {
         root.remove("title");
         root.remove("$schema");
