@@ -1,4 +1,4 @@
-//! TUL-011's reference tool, `agent_hello_world`, run through the executor.
+//! The reference tool, `agent_hello_world`, run through the executor.
 //!
 //! `cargo run --example hello_world`
 // The tool types are `pub` as they would be in a library crate; here they
@@ -15,7 +15,7 @@ pub struct HelloArgs {
     pub name: String,
 }
 
-/// The greeting, with the ids of the call that produced it (TUL-011 §6).
+/// The greeting, with the ids of the call that produced it.
 #[derive(Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Greeting {
     /// The greeting to show the user.

@@ -1,4 +1,4 @@
-//! TUL-011 §5 for every example tool: the happy path, argument validation,
+//! Every example tool: the happy path, argument validation,
 //! and the error path, each through the real executor.
 
 #[path = "../examples/get_current_time.rs"]

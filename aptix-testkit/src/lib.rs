@@ -4,7 +4,7 @@
 //!   envelope, through the real executor: the same validation, time limits
 //!   and error mapping as production.
 //! - [`assert_catalog_valid`]: the one-line CI test every tool crate adds
-//!   (TUL-011's start-up test): every linked tool has a valid definition and
+//!   at start-up: every linked tool has a valid definition and
 //!   a unique name.
 //! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
 //!   every provider dialect, so a schema change shows up as a reviewable diff.
