@@ -436,3 +436,142 @@ async fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing() {
     assert_eq!(store.calls("conv-mid").await.expect("calls"), [fine]);
     store.close().await;
 }
+
+/// What one durable round trip costs the store: `send` until the run
+/// suspends on an approval, `resolve(Approve)`, and the background run that
+/// executes the tool and answers, counted with `FaultyStore`'s counters.
+/// Every write operation or batch is its own transaction (one commit, one
+/// `fsync` on SQLite unless concurrent ones share a group commit), so the
+/// number of commits is what bounds throughput.
+mod round_trip {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use aptix::prelude::*;
+    use aptix::store::{MemoryStore, SqliteStore, Store};
+    use aptix::{Agent, AgentEvent, Catalog, DoneReason, DurableAgent, Input, Resolution};
+    use aptix_testkit::faulty_store::{FaultyStore, OpCounts};
+    use aptix_testkit::{ScriptedModel, ScriptedTurn};
+    use futures_util::StreamExt;
+
+    /// The most commits a round trip may make. Send: claim (created when
+    /// new, in the same batch), the user message before the model turn, the
+    /// assistant turn before its calls run, the approval's row, the
+    /// suspended transcript. Resolve: the resolution. Resumed run: the
+    /// claim, the execution row before the tool runs, its result after, the
+    /// transcript before the model turn, the final transcript.
+    const MAX_COMMITS: u64 = 11;
+
+    /// Arguments of `charge`.
+    #[derive(Debug, Deserialize, JsonSchema)]
+    pub struct Charge {
+        /// The amount in cents.
+        pub cents: u32,
+    }
+
+    /// Charges the card on file, once a person approves.
+    #[agent_tool(name = "charge", usage = "Test tool.", approval = requires_approval)]
+    async fn charge(args: Charge) -> Result<String, ToolError> {
+        Ok(format!("charged {}", args.cents))
+    }
+
+    /// The operations of each part of one round trip.
+    async fn count<S: Store>(store: Arc<FaultyStore<S>>) -> [OpCounts; 3] {
+        let catalog = Catalog::builder()
+            .tool::<ChargeTool>()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let model = ScriptedModel::new(vec![
+            ScriptedTurn::new().tool_call("call-1", "charge", r#"{"cents":500}"#),
+            ScriptedTurn::new().text("Charged."),
+        ]);
+        let agent = Agent::builder()
+            .model(model)
+            .catalog(catalog)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let agent = DurableAgent::builder(agent, Arc::clone(&store) as Arc<dyn Store>)
+            .deadline_worker(None)
+            .build();
+        let mut background = agent.subscribe();
+        store.take_counts();
+
+        let events: Vec<AgentEvent> = agent
+            .send("conv", Input::User("charge me".into()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .collect()
+            .await;
+        assert!(
+            matches!(
+                events.last(),
+                Some(AgentEvent::Done {
+                    reason: DoneReason::Suspended(_),
+                    ..
+                })
+            ),
+            "the run did not suspend: {events:?}"
+        );
+        let suspending = store.take_counts();
+        // The send's own events reach the subscriber too: skip them.
+        while let Ok(event) = background.try_recv() {
+            drop(event);
+        }
+
+        agent
+            .resolve("conv", "call-1", Resolution::Approve)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let resolving = store.take_counts();
+
+        let finished = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match background.recv().await {
+                    Ok(event) => {
+                        if let AgentEvent::Done { reason, .. } = event.event {
+                            return reason;
+                        }
+                    }
+                    Err(error) => panic!("no background Done: {error}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the background run did not finish"));
+        assert!(
+            matches!(finished, DoneReason::Completed),
+            "the background run ended with {finished:?}"
+        );
+        // Let the run's last save land before counting it.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let resuming = store.take_counts();
+        [suspending, resolving, resuming]
+    }
+
+    fn check(name: &str, [suspending, resolving, resuming]: [OpCounts; 3]) {
+        let commits = suspending.commits() + resolving.commits() + resuming.commits();
+        assert!(
+            commits <= MAX_COMMITS,
+            "{name}: {commits} commits per round trip (at most {MAX_COMMITS}):\n\
+             - send until suspended: {suspending}\n\
+             - resolve: {resolving}\n\
+             - background run: {resuming}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_trip_commits_at_most_eleven_times_on_memory() {
+        let store = Arc::new(FaultyStore::new(MemoryStore::new()));
+        check("MemoryStore", count(store).await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_trip_commits_at_most_eleven_times_on_sqlite() {
+        let file = super::TempDb::new("round-trip");
+        let store = SqliteStore::open(&file.0)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = Arc::new(FaultyStore::new(store));
+        check("SqliteStore", count(store).await);
+    }
+}

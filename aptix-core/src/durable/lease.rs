@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::store::{ConversationStatus, Store, StoreError, StoredConversation};
+use crate::store::{
+    Applied, Batch, ConversationStatus, Store, StoreError, StoredConversation, Write,
+};
 use crate::transcript::Conversation;
 
 /// Milliseconds since the Unix epoch: the store's clock.
@@ -69,6 +71,29 @@ impl Lease {
         self.store
             .claim_conversation(conversation_id, &self.owner, now_ms(), self.until())
             .await
+    }
+
+    /// Takes the conversation, storing it empty first when it does not
+    /// exist: one batch, so one commit. `None` when another process holds
+    /// it (and then nothing is created).
+    pub(crate) async fn claim_or_create(
+        &self,
+        conversation_id: &str,
+    ) -> Result<Option<StoredConversation>, StoreError> {
+        let empty = Conversation::new(conversation_id);
+        let batch =
+            Batch::new()
+                .with(Write::EnsureConversation(&empty))
+                .with(Write::ClaimConversation {
+                    id: conversation_id,
+                    owner: &self.owner,
+                    now: now_ms(),
+                    lease_until: self.until(),
+                });
+        Ok(match self.store.apply(&batch).await? {
+            Applied::All { claimed } => claimed,
+            Applied::Refused { .. } => None,
+        })
     }
 
     /// Saves the transcript with `status`, holding it a lease longer.

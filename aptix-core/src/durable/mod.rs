@@ -401,22 +401,12 @@ impl DurableAgent {
             .runs
             .begin(conversation_id)
             .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
-        // Most sends continue a stored conversation: claim first, and
-        // create only when there is nothing to claim.
-        let claimed = match inner.lease.claim(conversation_id).await? {
-            Some(claimed) => claimed,
-            None => {
-                inner
-                    .store
-                    .create_conversation(&Conversation::new(conversation_id), now_ms())
-                    .await?;
-                inner
-                    .lease
-                    .claim(conversation_id)
-                    .await?
-                    .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?
-            }
-        };
+        // Created (empty) when absent and claimed, in one commit.
+        let claimed = inner
+            .lease
+            .claim_or_create(conversation_id)
+            .await?
+            .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
         let pending = inner.ledger.pending_count(conversation_id).await?;
         if pending > 0 {
             inner
