@@ -64,10 +64,21 @@ impl JsonText {
         value: &T,
         spare: usize,
     ) -> Result<Self, serde_json::Error> {
+        // Only the serialization depends on `T`: the rest is not copied
+        // into the code of every tool.
+        let mut bytes = Self::envelope_buffer(spare);
+        serde_json::to_writer(&mut bytes, value)?;
+        Self::envelope_result(bytes)
+    }
+
+    fn envelope_buffer(spare: usize) -> Vec<u8> {
         // 128 bytes for the result, as `serde_json::to_string` starts with.
         let mut bytes = Vec::with_capacity(OK_PREFIX.len() + 128 + spare);
         bytes.extend_from_slice(OK_PREFIX.as_bytes());
-        serde_json::to_writer(&mut bytes, value)?;
+        bytes
+    }
+
+    fn envelope_result(bytes: Vec<u8>) -> Result<Self, serde_json::Error> {
         // serde_json writes only UTF-8 and `OK_PREFIX` is ASCII, so this
         // check never fails; the crate forbids skipping it.
         let buf =

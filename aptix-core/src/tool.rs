@@ -166,20 +166,31 @@ fn run_function<'a, T: ToolFn>(
     ctx: &'a ToolContext,
 ) -> BoxFuture<'a, RunResult> {
     Box::pin(async move {
-        let args: <T::Args as ToolArgs>::Serde = definition
-            .validator()
-            .parse(raw)
-            .map_err(RunFailure::Rejected)?;
-        let output = T::call(args.into(), ctx).await.map_err(RunFailure::Tool)?;
-        serialize_output(&<T::Returned as ToolOutput>::Serde::from(output), ctx)
+        let args: <T::Args as ToolArgs>::Serde = match definition.validator().parse(raw) {
+            Ok(args) => args,
+            Err(rejection) => return Err(RunFailure::Rejected(rejection)),
+        };
+        match T::call(args.into(), ctx).await {
+            Ok(output) => serialize_output(&<T::Returned as ToolOutput>::Serde::from(output), ctx),
+            Err(error) => Err(RunFailure::Tool(error)),
+        }
     })
 }
 
 /// The result's JSON, with room for the envelope's closing ids.
 pub(crate) fn serialize_output<O: Serialize>(output: &O, ctx: &ToolContext) -> RunResult {
-    let spare = closing_len(ctx.tool_call_id(), ctx.conversation_id(), ctx.session_id());
-    JsonText::for_envelope(output, spare)
-        .map_err(|error| RunFailure::Tool(ToolError::internal(error)))
+    match JsonText::for_envelope(output, closing_space(ctx)) {
+        Ok(text) => Ok(text),
+        Err(error) => Err(unserializable(error)),
+    }
+}
+
+fn closing_space(ctx: &ToolContext) -> usize {
+    closing_len(ctx.tool_call_id(), ctx.conversation_id(), ctx.session_id())
+}
+
+fn unserializable(error: serde_json::Error) -> RunFailure {
+    RunFailure::Tool(ToolError::internal(error))
 }
 
 fn run_arguments<'a, T: Tool>(
