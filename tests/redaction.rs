@@ -1,7 +1,7 @@
 //! Declared secrets never leave: not in any event (its `Debug`, its JSON),
 //! not in any log line, whatever the call does (fails validation, sends
-//! broken JSON, suspends for an approval). The reproduction of fault 9 of the
-//! November 2026 review, and the allowlist form (`log_fields`).
+//! broken JSON, suspends for an approval), in the deny-list form
+//! (`redact`) and the allowlist form (`log_fields`).
 
 use aptix::prelude::*;
 use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, DurableAgent, Input};
@@ -234,7 +234,8 @@ fn suspended(events: &[AgentEvent]) -> &[aptix::agent::SuspendedCall] {
         .unwrap_or_else(|| panic!("the run did not suspend: {events:?}"))
 }
 
-/// Fault 9: the review's reproduction.
+/// One run whose calls carry secrets: one fails validation, one sends
+/// broken JSON, one suspends.
 #[tokio::test]
 async fn no_declared_secret_appears_in_any_event_or_log_line() {
     let (events, logs) = run_logged(
@@ -506,31 +507,28 @@ pub struct VaultOutput {
 pub struct Vault<const DECLARED: bool>;
 
 impl<const DECLARED: bool> aptix::Tool for Vault<DECLARED> {
-    const NAME: &'static str = "vault";
-    const USAGE: &'static str = "Test tool.";
-    const DESCRIPTION: &'static str = "Rotates keys.";
-    const EXECUTOR: aptix::ExecutorKind = aptix::ExecutorKind::Server;
-    const APPROVAL: aptix::Approval = aptix::Approval::Auto;
-    const TIMEOUT: Option<std::time::Duration> = None;
-    const SOURCE: aptix::SourceLocation = aptix::SourceLocation {
-        file: "other_crate/src/lib.rs",
-        line: 7,
-        module_path: "other_crate",
-    };
-    const REDACTION: aptix::tool::Redaction = if DECLARED {
-        aptix::tool::Redaction::Deny(&[])
-    } else {
-        aptix::tool::Redaction::Undeclared
+    const META: aptix::ToolMeta = {
+        let mut meta = aptix::ToolMeta::new(
+            "vault",
+            "Test tool.",
+            "Rotates keys.",
+            aptix::SourceLocation {
+                file: "other_crate/src/lib.rs",
+                line: 7,
+                module_path: "other_crate",
+            },
+        );
+        meta.redaction = if DECLARED {
+            aptix::tool::Redaction::Deny(&[])
+        } else {
+            aptix::tool::Redaction::Undeclared
+        };
+        meta
     };
     type Args = VaultArgs;
     type Output = VaultOutput;
-    fn definition() -> Result<&'static aptix::ToolDefinition, &'static aptix::DefinitionError> {
-        let built: &'static Result<aptix::ToolDefinition, aptix::DefinitionError> =
-            Box::leak(Box::new(aptix::ToolDefinition::build::<Self>()));
-        built.as_ref()
-    }
-    fn dyn_tool() -> &'static dyn aptix::DynTool {
-        &aptix::executor::FnTool::<Self>::NEW
+    fn code() -> aptix::tool::Code {
+        aptix::tool::Code::function::<Self>()
     }
 }
 
