@@ -464,7 +464,7 @@ mod round_trip {
 
     /// Arguments of `charge`.
     #[derive(Debug, Deserialize, JsonSchema)]
-    pub struct Charge {
+    pub(crate) struct Charge {
         /// The amount in cents.
         pub cents: u32,
     }
