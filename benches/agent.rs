@@ -15,8 +15,9 @@ mod hello_world;
 use std::hint::black_box;
 
 use aptix::model::assembly::TurnAssembler;
-use aptix::model::{AssistantToolCall, FinishReason, Message, ModelEvent, ToolCallDelta};
+use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
 use aptix::transcript;
+use aptix::transcript::{AssistantToolCall, Message};
 use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

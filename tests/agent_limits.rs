@@ -6,10 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use aptix::agent::AgentError;
-use aptix::model::{
-    ChatModel, ChatRequest, Message, ModelError, ModelEvent, ModelStream, ToolCallDelta,
-};
+use aptix::model::{ChatModel, ChatRequest, ModelError, ModelEvent, ModelStream, ToolCallDelta};
 use aptix::prelude::*;
+use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Catalog, Conversation, Dialect, DoneReason, DurableAgent, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;

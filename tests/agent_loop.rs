@@ -9,8 +9,9 @@ mod hello_world;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aptix::model::{FinishReason, Message, ModelError};
+use aptix::model::{FinishReason, ModelError};
 use aptix::prelude::*;
+use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, AwaitReason, Catalog, Conversation, DoneReason, Envelope, EnvelopeIds, Input,
 };
@@ -316,7 +317,7 @@ async fn a_dangling_call_is_repaired_before_the_next_request() {
     conversation.messages.push(Message::user("hi"));
     conversation.messages.push(Message::Assistant {
         content: String::new(),
-        tool_calls: vec![aptix::model::AssistantToolCall {
+        tool_calls: vec![aptix::transcript::AssistantToolCall {
             id: "lost".into(),
             name: "nap".into(),
             arguments: "{}".into(),

@@ -14,11 +14,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aptix::durable::{DurableAgent, DurableError, Revival};
-use aptix::model::Message;
 use aptix::prelude::*;
 use aptix::store::{
     CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step, Store,
 };
+use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
 };
@@ -853,12 +853,12 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
     conversation.messages.push(Message::Assistant {
         content: String::new(),
         tool_calls: vec![
-            aptix::model::AssistantToolCall {
+            aptix::transcript::AssistantToolCall {
                 id: safe.clone(),
                 name: "import".into(),
                 arguments: r#"{"cents":11}"#.into(),
             },
-            aptix::model::AssistantToolCall {
+            aptix::transcript::AssistantToolCall {
                 id: unsafe_call.clone(),
                 name: "charge".into(),
                 arguments: r#"{"cents":12}"#.into(),

@@ -21,12 +21,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aptix::model::{ChatModel, Message};
+use aptix::model::ChatModel;
 use aptix::prelude::*;
 use aptix::store::{
     CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step,
     Store, StoreError, StoreFuture, StoredConversation,
 };
+use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, Catalog, Conversation, DoneReason, DurableAgent, Envelope, Input,
     Resolution, ResolveError,
@@ -698,7 +699,7 @@ async fn colliding_turn(
         content: String::new(),
         tool_calls: calls
             .iter()
-            .map(|(name, arguments)| aptix::model::AssistantToolCall {
+            .map(|(name, arguments)| aptix::transcript::AssistantToolCall {
                 id: "x".into(),
                 name: (*name).into(),
                 arguments: arguments.to_string(),
@@ -840,7 +841,7 @@ async fn ledger_refuses_an_approval_of_other_arguments(backend: Backend) {
     conversation.messages.push(Message::user("charge"));
     conversation.messages.push(Message::Assistant {
         content: String::new(),
-        tool_calls: vec![aptix::model::AssistantToolCall {
+        tool_calls: vec![aptix::transcript::AssistantToolCall {
             id: "c1".into(),
             name: "charge".into(),
             arguments: r#"{"cents":99999}"#.into(),

@@ -35,9 +35,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aptix::durable::{DurableAgent, Revival};
-use aptix::model::Message;
 use aptix::prelude::*;
 use aptix::store::{CallState, ConversationStatus, PostgresStore, SqliteStore, Step, Store};
+use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
 };

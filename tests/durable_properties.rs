@@ -29,12 +29,11 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use aptix::durable::{ConversationEvent, DurableAgent, DurableError, Revival};
-use aptix::model::{
-    ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
-};
+use aptix::model::{ChatModel, ChatRequest, FinishReason, ModelEvent, ModelStream, ToolCallDelta};
 use aptix::prelude::*;
 use aptix::store::{CallRecord, CallState, ConversationStatus, MemoryStore, SqliteStore, Step};
 use aptix::store::{Store, StoredConversation};
+use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Catalog, Dialect, DoneReason, Input, Resolution, ResolveError};
 use aptix_testkit::faulty_store::{Fault, FaultyStore, StoreOp};
 use futures_util::StreamExt;

@@ -8,8 +8,9 @@
 #[path = "../examples/hello_world.rs"]
 mod hello_world;
 
+use aptix::model::ToolChoice;
 use aptix::model::openai::OpenAiChat;
-use aptix::model::{Message, ToolChoice};
+use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
 use futures_util::StreamExt;
 use hello_world::HelloWorldTool;
