@@ -31,11 +31,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aptix::model::{
-    ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
-};
+use aptix::model::{ChatModel, ChatRequest, FinishReason, ModelEvent, ModelStream, ToolCallDelta};
 use aptix::prelude::*;
 use aptix::store::{ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Store};
+use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Catalog, Dialect, DoneReason, DurableAgent, Input, Resolution};
 use aptix_testkit::faulty_store::FaultyStore;
 use futures_util::StreamExt;

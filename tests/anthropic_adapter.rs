@@ -8,9 +8,9 @@ use aptix_core::model::anthropic::Anthropic;
 use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::http::HttpPolicy;
 use aptix_core::model::{
-    AssistantToolCall, ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent,
-    ModelStream, ThinkingBlock, ToolChoice, Usage,
+    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream, ToolChoice, Usage,
 };
+use aptix_core::transcript::{AssistantToolCall, Message, ThinkingBlock};
 use aptix_testkit::mock_anthropic::{
     AnthropicTurn, MockAnthropicServer, error_frame, error_response, frame, ping_frame,
 };

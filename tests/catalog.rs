@@ -150,10 +150,7 @@ probe!(ReadOnly, annotations.read_only = true);
 probe!(Gentle, annotations.destructive = false);
 probe!(ClosedWorld, annotations.open_world = false);
 probe!(Idempotent, annotations.idempotent = true);
-probe!(
-    Redacting,
-    redaction = aptix::tool::Redaction::Deny(&["/secret"])
-);
+probe!(Redacting, redaction = aptix::Redaction::Deny(&["/secret"]));
 probe!(Timed, timeout = Some(std::time::Duration::from_secs(5)));
 probe!(
     Suspending,

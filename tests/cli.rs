@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use aptix::cli::{Cli, CliError};
-use aptix::model::Message;
+use aptix::transcript::Message;
 use aptix::{Catalog, Dialect, ToolContext};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use serde_json::{Value, json};

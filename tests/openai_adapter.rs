@@ -14,9 +14,9 @@ use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::http::HttpPolicy;
 use aptix_core::model::openai::OpenAiChat;
 use aptix_core::model::{
-    AssistantToolCall, ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent,
-    ToolChoice, Usage,
+    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ToolChoice, Usage,
 };
+use aptix_core::transcript::{AssistantToolCall, Message};
 use aptix_testkit::mock_openai::{
     MockOpenAiServer, OpenAiTurn, collect_events, cut_at, cut_every_byte, error_response, truncate,
 };

@@ -519,9 +519,9 @@ impl<const DECLARED: bool> aptix::Tool for Vault<DECLARED> {
             },
         );
         meta.redaction = if DECLARED {
-            aptix::tool::Redaction::Deny(&[])
+            aptix::Redaction::Deny(&[])
         } else {
-            aptix::tool::Redaction::Undeclared
+            aptix::Redaction::Undeclared
         };
         meta
     };

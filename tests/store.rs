@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aptix::Conversation;
-use aptix::model::Message;
 use aptix::store::{
     CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step, Store,
 };
+use aptix::transcript::Message;
 use aptix_testkit::store_suite;
 
 /// Every case of the suite; `every_case_has_a_test` keeps this list and the

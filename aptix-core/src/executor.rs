@@ -23,9 +23,7 @@ use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 use crate::erased::{RunFailure, RunFuture, RunResult};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE};
-// re-export kept while the tree moves
-pub use crate::meta::AwaitReason;
-use crate::meta::{Approval, ExecutorKind, ServerStep, route};
+use crate::meta::{Approval, AwaitReason, ExecutorKind, ServerStep, route};
 
 /// The time limit of a call whose tool declares none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

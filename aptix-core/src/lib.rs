@@ -35,9 +35,9 @@ pub mod envelope;
 mod erased;
 pub mod error;
 pub mod executor;
-pub mod meta;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod meta;
 pub mod model;
 pub mod schema;
 pub mod secrets;
@@ -48,21 +48,22 @@ pub mod validate;
 
 pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input};
 pub use catalog::{
-    Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry, ToolEntryBuilder,
+    Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
+    ToolEntryBuilder,
 };
 pub use context::ToolContext;
+pub use definition::ToolDefinition;
 pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
-pub use meta::{AwaitReason, Route, ServerStep, route};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};
 pub use executor::{Awaiting, Execution, Executor, Outcome, ToolCall};
-pub use definition::ToolDefinition;
+pub use meta::{
+    Annotations, Approval, AwaitReason, ExecutorKind, Redaction, Route, ServerStep, SourceLocation,
+    ToolMeta, route,
+};
 pub use schema::{DefinitionError, Dialect, DialectError};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{
-    Annotations, Approval, Code, ExecutorKind, Redaction, SourceLocation, Tool, ToolArgs, ToolFn,
-    ToolMeta, ToolOutput, ToolOutputSchema,
-};
+pub use tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema};
 pub use transcript::Conversation;
 
 #[doc(hidden)]

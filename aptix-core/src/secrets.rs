@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use crate::schema::ToolDefinition;
-use crate::tool::SourceLocation;
+use crate::definition::ToolDefinition;
+use crate::meta::SourceLocation;
 
 /// A field whose name looks secret in a tool that declares no redaction.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,7 +21,7 @@ use crate::context::ToolContext;
 use crate::definition::{Texts, ToolDefinition};
 use crate::envelope::{JsonText, closing_len};
 use crate::error::ToolError;
-pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
+use crate::meta::ToolMeta;
 use crate::schema::{DefinitionError, canonical_output, canonical_parameters};
 use crate::validate::Rejection;
 

@@ -26,11 +26,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aptix_core::Conversation;
-use aptix_core::model::{AssistantToolCall, Message};
 use aptix_core::store::{
     Applied, Batch, CallRecord, CallState, ConversationStatus, Step, Store, StoreError,
     StoredConversation, Write,
 };
+use aptix_core::transcript::{AssistantToolCall, Message};
 use tokio::sync::Barrier;
 
 /// One case of the suite, callable without naming it.

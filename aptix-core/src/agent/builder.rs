@@ -8,11 +8,12 @@ use serde_json::Value;
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
+use crate::definition::ToolDefinition;
 use crate::executor::Executor;
 use crate::meta::ServerStep;
 use crate::model::assembly::TurnLimits;
 use crate::model::{ChatModel, ToolChoice};
-use crate::schema::{Dialect, DialectError, ToolDefinition};
+use crate::schema::{Dialect, DialectError};
 
 /// Why an agent could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -29,8 +29,6 @@ mod run;
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
 pub(crate) use journal::{Journal, JournalFuture};
-// re-export kept while the tree moves
-pub use crate::transcript::Conversation;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,11 +38,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::ToolContext;
+use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, JsonText};
 use crate::executor::{Awaiting, Executor};
+use crate::meta::Redaction;
 use crate::model::{ChatModel, ModelError, Usage};
-use crate::schema::ToolDefinition;
-use crate::tool::Redaction;
+use crate::transcript::Conversation;
 use builder::Settings;
 
 /// How many calls of one turn run, unless the builder says otherwise.

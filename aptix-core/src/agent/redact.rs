@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 use crate::envelope::JsonText;
-use crate::tool::Redaction;
+use crate::meta::Redaction;
 
 /// What a redacted value reads as.
 pub const REDACTED: &str = "[redacted]";

@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::{Cli, CliError, PrettyEnvelope, confirm, envelope_ids, unknown_tool, write_pretty};
 use crate::envelope::Envelope;
 use crate::error::ErrorCode;
-use crate::executor::{AwaitReason, Executor, Outcome, ToolCall};
+use crate::executor::{Executor, Outcome, ToolCall};
+use crate::meta::AwaitReason;
 
 /// What the command line asked for.
 pub(super) struct Request<'a> {

@@ -14,18 +14,19 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::{Cli, CliError, confirm, envelope_ids, read_line};
-use crate::agent::{Agent, AgentEvent, Conversation, DoneReason, Input, SuspendedCall};
+use crate::agent::{Agent, AgentEvent, DoneReason, Input, SuspendedCall};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::envelope::Envelope;
 use crate::error::ErrorCode;
-use crate::executor::{AwaitReason, Awaiting, Outcome, ToolCall};
+use crate::executor::{Awaiting, Outcome, ToolCall};
+use crate::meta::AwaitReason;
 use crate::meta::ServerStep;
 use crate::model::openai::OpenAiChat;
-use crate::model::{
-    ChatModel, ChatRequest, FinishReason, Message, ModelEvent, ModelStream, ToolCallDelta,
-};
+use crate::model::{ChatModel, ChatRequest, FinishReason, ModelEvent, ModelStream, ToolCallDelta};
 use crate::schema::Dialect;
+use crate::transcript::Conversation;
+use crate::transcript::Message;
 
 /// The id of the chat's conversation: in every tool context and envelope.
 const CONVERSATION_ID: &str = "cli-chat";
@@ -297,7 +298,7 @@ fn shown_payload(agent: &Agent, name: &str, awaiting: &Awaiting) -> crate::envel
         .executor()
         .catalog()
         .get(name)
-        .map_or(crate::tool::Redaction::Undeclared, |definition| {
+        .map_or(crate::meta::Redaction::Undeclared, |definition| {
             definition.redaction()
         });
     crate::agent::redact::redacted_payload(&awaiting.payload, redaction)

@@ -21,8 +21,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::definition::ToolDefinition;
 use crate::envelope::JsonText;
-use crate::schema::{ToolDefinition, canonical_output};
+use crate::schema::canonical_output;
 
 /// One MCP content block a tool returns: return `Content` for one block,
 /// `Vec<Content>` for several (e.g. a caption and an image). The MCP server

@@ -5,8 +5,8 @@ use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, Elicitat
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::definition::ToolDefinition;
 use crate::envelope::JsonText;
-use crate::schema::ToolDefinition;
 
 /// The property of the approval form.
 pub(crate) const APPROVE: &str = "approve";

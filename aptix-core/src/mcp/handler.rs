@@ -21,11 +21,12 @@ use super::list;
 use super::logging::{LogLevel, McpLog, SessionLevel};
 use super::{McpServer, Progress, Sampling, request_id_text};
 use crate::context::ToolContext;
+use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, JsonText};
 use crate::error::ErrorCode;
-use crate::executor::{AwaitReason, Executor, Outcome, ToolCall};
+use crate::executor::{Executor, Outcome, ToolCall};
+use crate::meta::AwaitReason;
 use crate::meta::ServerStep;
-use crate::schema::ToolDefinition;
 
 /// The MCP server handler: `tools/list`, `tools/call` and
 /// `logging/setLevel` over an [`Executor`]. Cheap to clone; clones share

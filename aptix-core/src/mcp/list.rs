@@ -6,9 +6,9 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::Value;
 
 use crate::catalog::Catalog;
-use crate::schema::ToolDefinition;
+use crate::definition::ToolDefinition;
+use crate::meta::ExecutorKind;
 use crate::schema::dialect::{self, Dialect};
-use crate::tool::ExecutorKind;
 
 /// Whether MCP clients may see and call the tool: only tools whose final
 /// behaviour this server can bring about (server tools, and human tools

@@ -20,10 +20,9 @@ use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::schema::{Dialect, DialectError, ToolDefinition};
-
-// re-export kept while the tree moves
-pub use crate::transcript::{AssistantToolCall, Message, ThinkingBlock};
+use crate::definition::ToolDefinition;
+use crate::schema::{Dialect, DialectError};
+use crate::transcript::{Message, ThinkingBlock};
 
 /// A piece of a thinking block as it streams in, keyed by the block's
 /// `index` in the turn like [`ToolCallDelta`].

@@ -698,7 +698,7 @@ fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::AssistantToolCall;
+    use crate::transcript::AssistantToolCall;
 
     fn decode_all(lines: &[&str]) -> Vec<Result<ModelEvent, ModelError>> {
         let mut decoder = ChunkDecoder::default();
@@ -877,11 +877,11 @@ mod tests {
                         arguments: "{}".into(),
                     }],
                     thinking: vec![
-                        crate::model::ThinkingBlock::Thinking {
+                        crate::transcript::ThinkingBlock::Thinking {
                             thinking: "secret reasoning".into(),
                             signature: "sig-value".into(),
                         },
-                        crate::model::ThinkingBlock::RedactedThinking {
+                        crate::transcript::ThinkingBlock::RedactedThinking {
                             data: "redacted-data".into(),
                         },
                     ],

@@ -17,8 +17,6 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value};
 
-// re-export kept while the tree moves
-pub use crate::definition::ToolDefinition;
 pub use dialect::{Dialect, DialectError};
 
 /// Why a tool's definition cannot be used. Reported when the catalog is
