@@ -241,7 +241,14 @@ fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
 fn repair(c: &mut Criterion) {
     let mut group = c.benchmark_group("transcript repair (one turn of n calls)");
     group.sample_size(10);
-    for n in [10_000, 40_000] {
+    // Under `cargo test --all-targets` (no `--bench` argument) criterion runs
+    // each routine once; the inputs are kept small there too.
+    let sizes: &[usize] = if std::env::args().any(|arg| arg == "--bench") {
+        &[10_000, 40_000]
+    } else {
+        &[100]
+    };
+    for &n in sizes {
         for reversed in [false, true] {
             let messages = big_turn(n, reversed);
             let order = if reversed { "reversed" } else { "in order" };
