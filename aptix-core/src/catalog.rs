@@ -13,9 +13,9 @@
 
 use std::any::TypeId;
 use std::borrow::Cow;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -461,14 +461,16 @@ pub struct Catalog {
 
 struct Inner {
     entries: Vec<ToolEntry>,
-    fingerprint: String,
+    /// Hashed on first use: hashing every definition is most of what building
+    /// a catalog costs, and many processes never ask.
+    fingerprint: OnceLock<String>,
 }
 
 impl fmt::Debug for Catalog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Catalog")
             .field("tools", &self.names().collect::<Vec<_>>())
-            .field("fingerprint", &self.inner.fingerprint)
+            .field("fingerprint", &self.fingerprint())
             .finish()
     }
 }
@@ -538,7 +540,9 @@ impl Catalog {
     /// definition, title, annotations, redaction, time limits). Use it as a
     /// prompt-cache key and in telemetry.
     pub fn fingerprint(&self) -> &str {
-        &self.inner.fingerprint
+        self.inner
+            .fingerprint
+            .get_or_init(|| fingerprint(&self.inner.entries))
     }
 
     /// Every definition lowered to `dialect`, in name order.
@@ -647,11 +651,10 @@ impl CatalogBuilder {
         if !problems.is_empty() {
             return Err(CatalogError { problems });
         }
-        let fingerprint = fingerprint(&entries);
         Ok(Catalog {
             inner: Arc::new(Inner {
                 entries,
-                fingerprint,
+                fingerprint: OnceLock::new(),
             }),
         })
     }
@@ -746,5 +749,10 @@ fn fingerprint(entries: &[ToolEntry]) -> String {
     // is the same for the same definitions in every process.
     let text = Value::Array(canonical).to_string();
     let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    let mut hex = String::with_capacity(2 * digest.len());
+    for byte in digest {
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
