@@ -779,9 +779,9 @@ async fn retry_transition(
 /// store error may come after the row was written, and then the row, read
 /// back, decides. `Ok(true)`: the row is in the store; `Ok(false)`: another
 /// call's row holds the id and step; `Err`: it was not recorded. When even
-/// the read back fails, the row (if it was written after all) is withdrawn
-/// in the background: the call is reported as not run, so nothing may wait
-/// or run for it.
+/// the read back fails, the row (if it was written after all) is withdrawn,
+/// at once or, while the store keeps failing, in the background: the call
+/// is reported as not run, so nothing may wait or run for it.
 async fn insert_or_confirm(
     store: &Arc<dyn Store>,
     record: &CallRecord,
@@ -804,6 +804,24 @@ async fn insert_or_confirm(
         Ok(Some(_)) => Ok(false),
         Ok(None) => Err(error),
         Err(read_error) => {
+            // Withdrawn at once when the store answers: until then a row
+            // written after all would be listed as pending, resolvable, for
+            // a call the model is told did not run.
+            let withdrawn = store
+                .transition(
+                    conversation_id,
+                    tool_call_id,
+                    record.step,
+                    record.state,
+                    CallState::Cancelled,
+                    None,
+                    now_ms(),
+                )
+                .await;
+            if withdrawn.is_ok() {
+                tracing::warn!(%error, %read_error, %conversation_id, %tool_call_id, step = %record.step, "cannot tell whether the ledger row was written; withdrew it");
+                return Err(error);
+            }
             tracing::warn!(%error, %read_error, %conversation_id, %tool_call_id, step = %record.step, "cannot tell whether the ledger row was written; withdrawing it in the background");
             let store = store.clone();
             let record = record.clone();
