@@ -152,6 +152,24 @@ fn backend(error: sqlx::Error) -> StoreError {
     StoreError::backend(error)
 }
 
+/// How many times a batch the database aborted is run again.
+const TRANSIENT_RETRIES: u32 = 4;
+
+/// Whether the database aborted the transaction to resolve a conflict with
+/// another one (PostgreSQL's deadlock_detected and serialization_failure):
+/// nothing of it was written and running it again is safe.
+fn is_transient(error: &StoreError) -> bool {
+    let StoreError::Backend(source) = error else {
+        return false;
+    };
+    match source.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Database(database)) => {
+            matches!(database.code().as_deref(), Some("40P01" | "40001"))
+        }
+        _ => false,
+    }
+}
+
 /// A `usize` limit as SQL's `LIMIT`; anything past `i64::MAX` is no limit.
 fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
@@ -505,14 +523,32 @@ where
                 Err(back) => writes = back,
             }
         }
-        let mut transaction = self.0.begin_with(DB::BEGIN).await.map_err(backend)?;
-        let applied = Self::run_prepared(&mut *transaction, writes).await?;
-        if applied.is_all() {
-            transaction.commit().await.map_err(backend)?;
-        } else {
-            transaction.rollback().await.map_err(backend)?;
+        // A batch is all or nothing, so one the database aborted to break a
+        // deadlock or a serialization conflict with another conversation's
+        // batch is run again, a few times, before its error is reported.
+        let mut attempt = 0u32;
+        loop {
+            let result = async {
+                let mut transaction = self.0.begin_with(DB::BEGIN).await.map_err(backend)?;
+                let applied = Self::run_prepared(&mut *transaction, writes).await?;
+                if applied.is_all() {
+                    transaction.commit().await.map_err(backend)?;
+                } else {
+                    transaction.rollback().await.map_err(backend)?;
+                }
+                Ok(applied)
+            }
+            .await;
+            match result {
+                Err(error) if attempt < TRANSIENT_RETRIES && is_transient(&error) => {
+                    attempt += 1;
+                    tracing::debug!(%error, attempt, "store batch aborted by the database; running it again");
+                    tokio::time::sleep(std::time::Duration::from_millis(2 << attempt)).await;
+                    writes = Self::prepare(batch)?;
+                }
+                other => return other,
+            }
         }
-        Ok(applied)
     }
 
     /// The statements of `batch`, with their arguments bound.
