@@ -845,7 +845,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
         return;
     };
     let id = format!("crash-{}", uuid());
-    let (safe, unsafe_call) = (format!("s-{}", uuid()), format!("u-{}", uuid()));
+    let (safe, risky_call) = (format!("s-{}", uuid()), format!("u-{}", uuid()));
     let mut conversation = Conversation::new(&id);
     conversation
         .messages
@@ -859,7 +859,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
                 arguments: r#"{"cents":11}"#.into(),
             },
             aptix::transcript::AssistantToolCall {
-                id: unsafe_call.clone(),
+                id: risky_call.clone(),
                 name: "charge".into(),
                 arguments: r#"{"cents":12}"#.into(),
             },
@@ -894,7 +894,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
         .unwrap_or_else(|e| panic!("{e}"));
     for (call, tool, arguments, approval) in [
         (&safe, "import", r#"{"cents":11}"#, false),
-        (&unsafe_call, "charge", r#"{"cents":12}"#, true),
+        (&risky_call, "charge", r#"{"cents":12}"#, true),
     ] {
         let record = |step, state, outcome: Option<&str>| CallRecord {
             conversation_id: id.clone(),
@@ -945,6 +945,6 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
             .is_some_and(|m| m.contains("interrupted")),
     );
     assert_eq!(runs(&safe), 1, "the idempotent call ran again, once");
-    assert_eq!(runs(&unsafe_call), 0, "the non-idempotent call ran again");
+    assert_eq!(runs(&risky_call), 0, "the non-idempotent call ran again");
     assert_eq!(last_text(&conversation), Some("Recovered."));
 }
