@@ -7,6 +7,8 @@
 # Each step prints how long it took, and the run ends with a table of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A clean clone is built once: incremental caches would only add gigabytes.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
 TIMES=()
 RUN_STARTED=$SECONDS
@@ -21,7 +23,7 @@ step() {
 finish_step() {
   if [ -n "$STEP_NAME" ]; then
     local took=$((SECONDS - STEP_STARTED))
-    echo "-- ${took}s: $STEP_NAME"
+    echo "-- ${took}s: $STEP_NAME ($(du -sh target 2>/dev/null | cut -f1) in target/, $(df -h . | awk 'NR==2 {print $4}') free)"
     TIMES+=("$(printf '%6ss  %s' "$took" "$STEP_NAME")")
   fi
   STEP_NAME=""
