@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use aptix::model::ChatModel;
 use aptix::prelude::*;
 use aptix::store::{
-    CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step,
-    Store, StoreError, StoreFuture, StoredConversation,
+    Applied, Batch, CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore,
+    SqliteStore, Step, Store, StoreError, StoreFuture, StoredConversation, Write,
 };
 use aptix::transcript::Message;
 use aptix::{
@@ -416,6 +416,66 @@ impl Store for FaultyStore {
             Ok(due)
         })
     }
+
+    /// The same faults as the single writes, for a batch: a write that
+    /// would fail fails the whole batch before it reaches the store (nothing
+    /// is written), a lost acknowledgement comes after the whole batch was
+    /// applied, and the batch itself goes to the store in one piece, as
+    /// atomic as the store's own.
+    fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
+        let mut fail = false;
+        let mut lose_ack = false;
+        let mut suspends = false;
+        let mut resolves = false;
+        for write in batch.writes() {
+            match write {
+                Write::SaveConversation { status, .. } => {
+                    fail |= self.fail_save_number.fetch_update(
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                        |n| n.checked_sub(1),
+                    ) == Ok(1);
+                    suspends |= *status == ConversationStatus::Suspended;
+                }
+                Write::InsertCall(_) => {
+                    if Self::take(&self.fail_inserts) {
+                        fail = true;
+                    } else if Self::take(&self.lose_insert_acks) {
+                        lose_ack = true;
+                    }
+                }
+                Write::Transition { to, .. } => {
+                    fail |= Self::take(&self.fail_transitions);
+                    resolves |= *to == CallState::Resolved;
+                }
+                _ => {}
+            }
+        }
+        if fail {
+            return injected();
+        }
+        if suspends {
+            let hold = lock(&self.hold_after_suspend).take();
+            if hold.is_some() {
+                *lock(&self.hold_next_calls) = hold;
+            }
+        }
+        Box::pin(async move {
+            let applied = self.inner.apply(batch).await?;
+            if applied.is_all()
+                && resolves
+                && self
+                    .fail_calls_after_resolution
+                    .swap(false, Ordering::SeqCst)
+            {
+                self.fail_next_calls.store(true, Ordering::SeqCst);
+            }
+            if lose_ack && applied.is_all() {
+                return Err(StoreError::backend(Injected));
+            }
+            Ok(applied)
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -613,6 +673,8 @@ on_every_store!(
     lost_insert_acknowledgement_leaves_no_orphan_wait,
     ensure_started_beside_an_ending_run_resumes_once_it_ends,
     store_error_in_a_resumed_run_is_retried,
+    failed_resolution_batch_changes_nothing,
+    failed_batch_carrying_the_turn_runs_each_call_once,
     approval_with_changed_arguments_is_visible_to_the_model,
     client_approval_with_changed_arguments_is_visible_to_the_model,
 );
@@ -1215,6 +1277,58 @@ async fn failed_save_after_the_model_turn_leaves_no_unanswered_call(backend: Bac
     );
 }
 
+/// The turn is stored in the same batch as the first record of its calls;
+/// here that batch fails while two calls of the turn run side by side.
+/// The call whose batch failed does not run; the other runs only once its
+/// own batch stored the turn; the run stops, and `ensure_started` runs the
+/// first: each call runs once and has one result.
+async fn failed_batch_carrying_the_turn_runs_each_call_once(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner);
+    let id = format!("turnbatch-{}", uuid());
+    let (agent, _) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new()
+                .tool_call("e1", "send_email", r#"{"to":"ann"}"#)
+                .tool_call("e2", "send_email", r#"{"to":"ben"}"#),
+            answer("Sent both."),
+        ],
+        true,
+    );
+    // The user's message is saved before the model turn (1); the turn
+    // goes with the first call's record (2).
+    faulty.fail_save_number.store(2, Ordering::SeqCst);
+    let events = send(&agent, &id, "email ann and ben").await;
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::Done {
+                reason: DoneReason::StoreFailed(_),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(
+        runs_of(&id, "send_email").len(),
+        1,
+        "one call ran before the stop"
+    );
+    let revived = agent
+        .ensure_started(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(revived, aptix::durable::Revival::Resumed);
+    let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
+    let mut sent = runs_of(&id, "send_email");
+    sent.sort_by_key(ToString::to_string);
+    assert_eq!(sent, vec![json!({"to": "ann"}), json!({"to": "ben"})]);
+    assert_every_call_answered_once(&conversation.messages, "after ensure_started");
+}
+
 /// An `insert_call` that was applied but reported failed: the row read
 /// back decides, so a wait is suspended (not left pending for a call the
 /// model was told failed) and an execution runs (not left `executing`
@@ -1338,9 +1452,10 @@ async fn ensure_started_beside_an_ending_run_resumes_once_it_ends(backend: Backe
     assert_every_call_answered_once(&conversation.messages, "after the run ended");
 }
 
-/// A run resumed after a resolution is stopped by a store error (the
-/// approved call's execution cannot be recorded): it is resumed again,
-/// not left running until a sweep notices its lease ran out.
+/// A run resumed after a resolution is stopped by a store error (its
+/// final save fails, after the approved call ran): it is resumed again,
+/// not left running until a sweep notices its lease ran out, and the call
+/// does not run a second time.
 async fn store_error_in_a_resumed_run_is_retried(backend: Backend) {
     let Some(inner) = store(backend).await else {
         return;
@@ -1352,22 +1467,63 @@ async fn store_error_in_a_resumed_run_is_retried(backend: Backend) {
         vec![
             ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":9}"#),
             answer("Charged."),
+            answer("Charged."),
         ],
         true,
     );
     send(&agent, &id, "charge 9").await;
-    faulty.fail_inserts.store(1, Ordering::SeqCst);
+    // The resolution saves no transcript: the next save is the resumed
+    // run's last.
+    faulty.fail_save_number.store(1, Ordering::SeqCst);
     agent
         .resolve(&id, "c1", Resolution::Approve)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
     assert_eq!(
-        faulty.fail_inserts.load(Ordering::SeqCst),
+        faulty.fail_save_number.load(Ordering::SeqCst),
         0,
-        "no insert failed"
+        "no save failed"
     );
     assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 9})]);
+    assert_every_call_answered_once(&conversation.messages, "after the retry");
+}
+
+/// The resolution that also records the approved call's execution and
+/// claims the resumed run is one batch: when the store fails it, nothing
+/// changed (the call still waits, nothing ran), and the same resolution
+/// sent again goes through.
+async fn failed_resolution_batch_changes_nothing(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner);
+    let id = format!("resbatch-{}", uuid());
+    let (agent, _) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":11}"#),
+            answer("Charged."),
+        ],
+        true,
+    );
+    send(&agent, &id, "charge 11").await;
+    faulty.fail_inserts.store(1, Ordering::SeqCst);
+    let refused = agent.resolve(&id, "c1", Resolution::Approve).await;
+    assert!(
+        matches!(refused, Err(ResolveError::Store(_))),
+        "{refused:?}"
+    );
+    assert_eq!(faulty.fail_inserts.load(Ordering::SeqCst), 0);
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert!(runs_of(&id, "charge").is_empty());
+    agent
+        .resolve(&id, "c1", Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
+    assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 11})]);
     assert_every_call_answered_once(&conversation.messages, "after the retry");
 }
 

@@ -18,9 +18,12 @@ pub(crate) type JournalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + '
 
 /// The journal of one run: where its calls and its transcript are kept.
 pub(crate) trait Journal: Send + Sync + 'static {
-    /// Saves the transcript as it stands, the run still going: after the
-    /// model's turn (before any of its calls runs) and after the turn's
-    /// results. An `Err` ends the run with `StoreFailed`.
+    /// Keeps the transcript as it stands, the run still going: after the
+    /// model's turn and after the turn's results. A journal may put the
+    /// save off, but it must hold the turn before it records any of the
+    /// turn's calls. An `Err` ends the run with `StoreFailed` (after
+    /// results, the turn's results are dropped: the journal has those of
+    /// calls that ran).
     fn checkpoint<'a>(
         &'a self,
         conversation: &'a Conversation,

@@ -159,6 +159,7 @@ impl Agent {
                     reason = DoneReason::Completed;
                     break;
                 }
+                let turn_end = conversation.messages.len();
                 // The calls are in the store before any of them runs, so a
                 // crash from here on is noticed and recovered.
                 if let Some(journal) = &journal
@@ -215,6 +216,11 @@ impl Agent {
                     && suspended.is_empty()
                     && let Err(error) = journal.checkpoint(conversation).await
                 {
+                    // The turn's results are not kept: those of calls that
+                    // ran are in the journal, which gives them back when the
+                    // run is resumed, and the others were not run, so the
+                    // resumed run runs them.
+                    conversation.messages.truncate(turn_end);
                     reason = DoneReason::StoreFailed(error);
                     break;
                 }

@@ -48,6 +48,11 @@ impl Lease {
         }
     }
 
+    /// The store the leases are kept in.
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// The name this process holds conversations under.
     pub(crate) fn owner(&self) -> &str {
         &self.owner
@@ -73,6 +78,17 @@ impl Lease {
             .await
     }
 
+    /// The write that takes the conversation, for a batch that must take
+    /// it together with other writes.
+    pub(crate) fn claim_write<'a>(&'a self, conversation_id: &'a str) -> Write<'a> {
+        Write::ClaimConversation {
+            id: conversation_id,
+            owner: &self.owner,
+            now: now_ms(),
+            lease_until: self.until(),
+        }
+    }
+
     /// Takes the conversation, storing it empty first when it does not
     /// exist: one batch, so one commit. `None` when another process holds
     /// it (and then nothing is created).
@@ -81,15 +97,9 @@ impl Lease {
         conversation_id: &str,
     ) -> Result<Option<StoredConversation>, StoreError> {
         let empty = Conversation::new(conversation_id);
-        let batch =
-            Batch::new()
-                .with(Write::EnsureConversation(&empty))
-                .with(Write::ClaimConversation {
-                    id: conversation_id,
-                    owner: &self.owner,
-                    now: now_ms(),
-                    lease_until: self.until(),
-                });
+        let batch = Batch::new()
+            .with(Write::EnsureConversation(&empty))
+            .with(self.claim_write(conversation_id));
         Ok(match self.store.apply(&batch).await? {
             Applied::All { claimed } => claimed,
             Applied::Refused { .. } => None,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::checkpoint::{Carried, Checkpoint};
 use super::clients::Clients;
 use super::lease::{millis, now_ms};
 use super::resolve::Resolution;
@@ -59,6 +60,52 @@ impl Ledger {
             route(definition.executor(), Approval::Auto)
         } else {
             definition.route()
+        })
+    }
+
+    /// The execution row of an approved call that runs its server step as
+    /// soon as it is approved (nobody else is awaited), for the batch that
+    /// records the approval and claims the run that executes it: one commit
+    /// instead of three. `None` for any other wait or resolution.
+    ///
+    /// Should the process stop between that commit and the step, the row
+    /// reads as interrupted, as it does when the stop comes just after the
+    /// step started: an idempotent tool runs again, another is reported as
+    /// possibly interrupted, never run twice.
+    pub(crate) fn handover_row(
+        &self,
+        wait: &CallRecord,
+        resolution: &Resolution,
+        now: i64,
+    ) -> Option<CallRecord> {
+        if wait.step != Step::Approval {
+            return None;
+        }
+        let arguments = match resolution {
+            Resolution::Approve => wait.arguments.clone(),
+            Resolution::ApproveWithArgs(arguments) => arguments.to_string(),
+            _ => return None,
+        };
+        let declared = self.route_of(&wait.tool, false)?;
+        let approved = self.route_of(&wait.tool, true)?;
+        if declared.after(AwaitReason::Approval).is_some()
+            || approved.step != ServerStep::Run
+            || approved.awaits.is_some()
+        {
+            return None;
+        }
+        Some(CallRecord {
+            conversation_id: wait.conversation_id.clone(),
+            tool_call_id: wait.tool_call_id.clone(),
+            step: Step::Execution,
+            tool: wait.tool.clone(),
+            arguments,
+            payload: "null".to_owned(),
+            state: CallState::Executing,
+            outcome: None,
+            deadline: None,
+            created_at: now,
+            updated_at: now,
         })
     }
 
@@ -130,10 +177,16 @@ impl Ledger {
     /// expiries, client and human answers, and calls a crash interrupted.
     /// Returns the events of the results it added, and the calls still
     /// waiting.
+    ///
+    /// `handed_over` names an approved call whose execution row the
+    /// resolution recorded together with the claim of this run (see
+    /// [`Ledger::handover_row`]): that row is this run's to execute, not
+    /// one a crash left behind.
     pub(crate) async fn settle(
         &self,
         conversation: &mut Conversation,
         context: &ToolContext,
+        handed_over: Option<&str>,
     ) -> Result<(Vec<AgentEvent>, Vec<SuspendedCall>), StoreError> {
         let unanswered = unanswered_calls(conversation);
         if unanswered.is_empty() {
@@ -151,9 +204,36 @@ impl Ledger {
                 .iter()
                 .filter(|record| record.tool_call_id == call.id && record.tool == call.name)
                 .collect();
+            let handed_over = handed_over == Some(call.id.as_str())
+                && of_call.iter().any(|record| {
+                    record.step == Step::Execution && record.state == CallState::Executing
+                });
+            let mut ran_handed_over = false;
             let settled = self
-                .settle_call(conversation, context, &call, &of_call)
-                .await?;
+                .settle_call(
+                    conversation,
+                    context,
+                    &call,
+                    &of_call,
+                    handed_over.then_some(&mut ran_handed_over),
+                )
+                .await;
+            if handed_over && !ran_handed_over && settled.is_ok() {
+                // Settled otherwise (the approval was for other arguments):
+                // the row recorded for it answers nothing.
+                self.store
+                    .transition(
+                        &conversation.id,
+                        &call.id,
+                        Step::Execution,
+                        CallState::Executing,
+                        CallState::Cancelled,
+                        None,
+                        now_ms(),
+                    )
+                    .await?;
+            }
+            let settled = settled?;
             match settled {
                 CallResult::Finished(result) => {
                     let redaction = self.agent.redactions(&call.name);
@@ -184,12 +264,15 @@ impl Ledger {
         Ok((events, waiting))
     }
 
+    /// `handed_over` is set for a call whose execution row the resolution
+    /// recorded for this run, and told whether that row's step ran.
     async fn settle_call(
         &self,
         conversation: &Conversation,
         context: &ToolContext,
         call: &AssistantToolCall,
         records: &[&CallRecord],
+        handed_over: Option<&mut bool>,
     ) -> Result<CallResult, StoreError> {
         let find = |step: Step| records.iter().copied().find(|record| record.step == step);
         let ids = || ids_for(conversation, &call.id);
@@ -203,7 +286,7 @@ impl Ledger {
         let tool_call =
             |arguments: String| ToolCall::new(call.id.as_str(), call.name.as_str(), arguments);
 
-        if let Some(execution) = find(Step::Execution) {
+        if let Some(execution) = find(Step::Execution).filter(|_| handed_over.is_none()) {
             match (execution.state, &execution.outcome) {
                 (CallState::Done, Some(envelope)) => {
                     return Ok(CallResult::Finished(ResultText::from_stored(
@@ -284,7 +367,16 @@ impl Ledger {
                 let gate = Gate::Approved {
                     changed: changed.is_some(),
                 };
-                return self.execute_recorded_as(&call_now, context, gate).await;
+                let record = match handed_over {
+                    Some(ran) => {
+                        *ran = true;
+                        Record::Made
+                    }
+                    None => Record::Insert(None),
+                };
+                return self
+                    .execute_recorded_as(&call_now, context, gate, record)
+                    .await;
             };
             // Approved, and the client acts next: with the payload its
             // preflight shaped before the approval, or, for changed
@@ -307,13 +399,13 @@ impl Ledger {
                 })
             };
             return self
-                .record_outcome(&call_now, &conversation.id, outcome)
+                .record_outcome(&call_now, &conversation.id, outcome, None)
                 .await;
         }
         // Never recorded: the run stopped between saving the model's turn
         // and executing it. Nothing ran, so run it now.
         let call_now = tool_call(call.arguments.clone());
-        self.execute_recorded_as(&call_now, context, Gate::Model)
+        self.execute_recorded_as(&call_now, context, Gate::Model, Record::Insert(None))
             .await
     }
 
@@ -450,7 +542,7 @@ impl Ledger {
             };
             let outcome = gate.mark(&tool_call, execution.outcome);
             return self
-                .finish_execution(&tool_call, &conversation.id, outcome)
+                .finish_execution(&tool_call, &conversation.id, outcome, None)
                 .await;
         }
         tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a crash interrupted a call that is not idempotent; it is not run again");
@@ -476,7 +568,8 @@ impl Ledger {
 
     /// Executes a call inside a durable run: records server execution
     /// before it starts and its envelope after, and records every wait with
-    /// its deadline. `approved` runs it past its approval gate.
+    /// its deadline. The run's parked transcript (see [`Checkpoint`]) goes
+    /// into the store with the call's first record.
     ///
     /// An `Err` means the call did not run (it could not be recorded
     /// first); once the tool ran, its result is returned even when the
@@ -485,14 +578,10 @@ impl Ledger {
         &self,
         call: &ToolCall,
         context: &ToolContext,
-        approved: bool,
+        checkpoint: &Checkpoint,
     ) -> Result<CallResult, StoreError> {
-        let gate = if approved {
-            Gate::Approved { changed: false }
-        } else {
-            Gate::Model
-        };
-        self.execute_recorded_as(call, context, gate).await
+        self.execute_recorded_as(call, context, Gate::Model, Record::Insert(Some(checkpoint)))
+            .await
     }
 
     async fn execute_recorded_as(
@@ -500,8 +589,13 @@ impl Ledger {
         call: &ToolCall,
         context: &ToolContext,
         gate: Gate,
+        record: Record<'_>,
     ) -> Result<CallResult, StoreError> {
         let approved = gate != Gate::Model;
+        let checkpoint = match record {
+            Record::Insert(checkpoint) => checkpoint,
+            Record::Made => None,
+        };
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
         // A call past its gate is recorded before its server step runs (a
@@ -513,7 +607,7 @@ impl Ledger {
             route.step == ServerStep::Run
                 && matches!(route.awaits, None | Some(AwaitReason::Client))
         });
-        if runs_code {
+        if runs_code && matches!(record, Record::Insert(_)) {
             let now = now_ms();
             let record = CallRecord {
                 conversation_id: conversation_id.to_owned(),
@@ -528,7 +622,7 @@ impl Ledger {
                 created_at: now,
                 updated_at: now,
             };
-            if !insert_or_confirm(store, &record).await? {
+            if !insert_or_confirm(store, &record, checkpoint).await? {
                 // Recorded before: the model reused an id, or another
                 // process got here first. Never run it a second time.
                 let existing = store
@@ -576,9 +670,11 @@ impl Ledger {
         };
         let outcome = gate.mark(call, execution.outcome);
         if runs_code {
-            self.finish_execution(call, conversation_id, outcome).await
+            self.finish_execution(call, conversation_id, outcome, checkpoint)
+                .await
         } else {
-            self.record_outcome(call, conversation_id, outcome).await
+            self.record_outcome(call, conversation_id, outcome, checkpoint)
+                .await
         }
     }
 
@@ -588,6 +684,7 @@ impl Ledger {
         call: &ToolCall,
         conversation_id: &str,
         outcome: Outcome,
+        checkpoint: Option<&Checkpoint>,
     ) -> Result<CallResult, StoreError> {
         let envelope = match &outcome {
             Outcome::Final(envelope) => Some(envelope.to_json_string()),
@@ -636,7 +733,8 @@ impl Ledger {
                 );
             }
         }
-        self.record_outcome(call, conversation_id, outcome).await
+        self.record_outcome(call, conversation_id, outcome, checkpoint)
+            .await
     }
 
     /// Records the wait an outcome asks for (with its deadline), or passes
@@ -646,6 +744,7 @@ impl Ledger {
         call: &ToolCall,
         conversation_id: &str,
         outcome: Outcome,
+        checkpoint: Option<&Checkpoint>,
     ) -> Result<CallResult, StoreError> {
         match outcome {
             Outcome::Final(envelope) => {
@@ -682,7 +781,7 @@ impl Ledger {
                     created_at: now,
                     updated_at: now,
                 };
-                if !insert_or_confirm(&self.store, &record).await? {
+                if !insert_or_confirm(&self.store, &record, checkpoint).await? {
                     // Another call of the conversation holds this id's wait:
                     // its approval or answer must never settle this call,
                     // so this one is refused, not suspended.
@@ -782,14 +881,43 @@ async fn retry_transition(
 /// the read back fails, the row (if it was written after all) is withdrawn,
 /// at once or, while the store keeps failing, in the background: the call
 /// is reported as not run, so nothing may wait or run for it.
+///
+/// With a `checkpoint`, its parked transcript is saved in the same batch.
 async fn insert_or_confirm(
     store: &Arc<dyn Store>,
     record: &CallRecord,
+    checkpoint: Option<&Checkpoint>,
 ) -> Result<bool, StoreError> {
-    let error = match store.insert_call(record).await {
+    let carried = match checkpoint {
+        Some(checkpoint) => checkpoint.insert_with(record).await,
+        None => None,
+    };
+    let inserted = match carried {
+        Some(carried) => carried.map(|carried| matches!(carried, Carried::Inserted)),
+        None => store.insert_call(record).await,
+    };
+    let error = match inserted {
         Ok(inserted) => return Ok(inserted),
         Err(error) => error,
     };
+    let confirmed = confirm_insert(store, record, error).await;
+    if let (Err(error), Some(checkpoint)) = (&confirmed, checkpoint) {
+        checkpoint.failed(error);
+    }
+    confirmed
+}
+
+/// After an insert answered `error`: whether the row was written after all.
+async fn confirm_insert(
+    store: &Arc<dyn Store>,
+    record: &CallRecord,
+    error: StoreError,
+) -> Result<bool, StoreError> {
+    if let StoreError::LostLease { .. } = error {
+        // Refused, not lost on the way: the conversation was taken over,
+        // and nothing of this run may go on.
+        return Err(error);
+    }
     let conversation_id = &record.conversation_id;
     let tool_call_id = &record.tool_call_id;
     match store.call(conversation_id, tool_call_id, record.step).await {
@@ -842,6 +970,17 @@ async fn insert_or_confirm(
             Err(error)
         }
     }
+}
+
+/// Where the execution row of a call that runs code comes from.
+#[derive(Clone, Copy)]
+enum Record<'a> {
+    /// Inserted before the step runs, with the run's parked transcript
+    /// when there is one.
+    Insert(Option<&'a Checkpoint>),
+    /// Already in the store: the resolution recorded it with the claim of
+    /// this run.
+    Made,
 }
 
 /// How a call passes its approval gate.

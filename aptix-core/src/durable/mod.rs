@@ -30,6 +30,7 @@
 //! - Deadlines live in the store: any process's sweep fires them, also
 //!   after a restart (`deadlines.rs`).
 
+mod checkpoint;
 mod clients;
 mod deadlines;
 mod lease;
@@ -418,6 +419,6 @@ impl DurableAgent {
                 pending,
             });
         }
-        Ok(self.clone().drive(claimed.conversation, input, run))
+        Ok(self.clone().drive(claimed.conversation, input, run, None))
     }
 }

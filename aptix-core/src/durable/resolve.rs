@@ -12,7 +12,9 @@ use tracing::Instrument;
 
 use super::DurableAgent;
 use super::lease::now_ms;
-use crate::store::{CallRecord, CallState, ConversationStatus, Step, StoreError};
+use crate::store::{
+    Applied, Batch, CallRecord, CallState, ConversationStatus, Step, StoreError, Write,
+};
 
 /// How a suspended call is resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,24 +233,66 @@ impl DurableAgent {
         let encoded = serde_json::to_string(&resolution).map_err(|error| {
             StoreError::Corrupt(format!("resolution cannot be encoded: {error}"))
         })?;
-        let won = store
-            .transition(
-                conversation_id,
-                tool_call_id,
-                target.step,
-                CallState::Pending,
-                CallState::Resolved,
-                Some(&encoded),
-                now,
-            )
-            .await?;
+        let record = Write::Transition {
+            conversation_id,
+            tool_call_id,
+            step: target.step,
+            from: CallState::Pending,
+            to: CallState::Resolved,
+            outcome: Some(&encoded),
+            now,
+        };
+        // The last wait of a conversation nobody runs: the resolution and
+        // the claim of the run it resumes are one commit.
+        let others_pending = all
+            .iter()
+            .filter(|record| {
+                record.state == CallState::Pending
+                    && !(record.tool_call_id == target.tool_call_id && record.step == target.step)
+            })
+            .count();
+        if others_pending == 0
+            && inner.resume_on_resolve
+            && let Some(run) = inner.runs.begin(conversation_id)
+        {
+            // An approved call that runs at once is recorded as executing
+            // in the same commit: the resumed run executes it.
+            let handover = inner.ledger.handover_row(target, &resolution, now);
+            let mut batch = Batch::new()
+                .with(record.clone())
+                .with(inner.lease.claim_write(conversation_id));
+            if let Some(row) = &handover {
+                batch = batch.with(Write::InsertCall(row));
+            }
+            match store.apply(&batch).await? {
+                Applied::All {
+                    claimed: Some(claimed),
+                } => {
+                    tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved; resuming");
+                    let handed_over = handover.map(|row| row.tool_call_id);
+                    self.run_claimed_in_background(claimed.conversation, run, handed_over);
+                    return Ok(Resolved { pending: 0 });
+                }
+                // Held by a run (this process's that is ending, or another
+                // process's): the resolution alone, and the resume below
+                // waits for that run.
+                // (An execution row already there is one a crash left: the
+                // resumed run settles it as interrupted.)
+                Applied::All { claimed: None } | Applied::Refused { index: 1.. } => {}
+                // Another resolver (or the deadline) got there first.
+                Applied::Refused { index: 0 } => {
+                    return Err(self
+                        .lost_to(conversation_id, target, &resolution, unknown)
+                        .await);
+                }
+            }
+        }
+        let won = store.apply(&Batch::new().with(record)).await?.is_all();
         if !won {
             // Another resolver (or the deadline) got there first.
-            let current = store
-                .call(conversation_id, tool_call_id, target.step)
-                .await?
-                .ok_or_else(unknown)?;
-            return Err(self.refused_late(conversation_id, settled_refusal(&current, &resolution)));
+            return Err(self
+                .lost_to(conversation_id, target, &resolution, unknown)
+                .await);
         }
         tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
         // The resolution is recorded: from here on nothing may fail the
@@ -270,6 +314,28 @@ impl DurableAgent {
             self.resume_in_background(conversation_id);
         }
         Ok(Resolved { pending })
+    }
+
+    /// The refusal of a resolution whose compare-and-swap another resolver
+    /// (or the deadline) won: read what the wait became.
+    async fn lost_to(
+        &self,
+        conversation_id: &str,
+        target: &CallRecord,
+        resolution: &Resolution,
+        unknown: impl FnOnce() -> ResolveError,
+    ) -> ResolveError {
+        let current = match self
+            .inner
+            .store
+            .call(conversation_id, &target.tool_call_id, target.step)
+            .await
+        {
+            Ok(Some(current)) => current,
+            Ok(None) => return unknown(),
+            Err(error) => return error.into(),
+        };
+        self.refused_late(conversation_id, settled_refusal(&current, resolution))
     }
 
     /// A refusal of a resolution that came after its call was settled. A

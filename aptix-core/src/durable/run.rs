@@ -8,7 +8,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::{ActiveRun, Lease, now_ms};
+use super::checkpoint::Checkpoint;
+use super::lease::{ActiveRun, now_ms};
 use super::ledger::{Ledger, close_in_background, has_unanswered_calls};
 use super::{ConversationEvent, DurableAgent, DurableError, Revival};
 use crate::agent::{
@@ -24,20 +25,17 @@ use crate::transcript::{Conversation, Message};
 /// ledger, its transcript saved under the run's lease.
 struct RunJournal {
     ledger: Ledger,
-    lease: Lease,
+    checkpoint: Arc<Checkpoint>,
 }
 
 impl Journal for RunJournal {
+    /// Parks the transcript: the run's next ledger write saves it in the
+    /// same batch (see [`Checkpoint`]).
     fn checkpoint<'a>(
         &'a self,
         conversation: &'a Conversation,
     ) -> JournalFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            self.lease
-                .save(conversation, ConversationStatus::Running)
-                .await
-                .map_err(|error| error.to_string())
-        })
+        Box::pin(self.checkpoint.park(conversation))
     }
 
     fn execute<'a>(
@@ -47,7 +45,7 @@ impl Journal for RunJournal {
     ) -> JournalFuture<'a, Result<CallResult, String>> {
         Box::pin(async move {
             self.ledger
-                .execute_recorded(call, context, false)
+                .execute_recorded(call, context, &self.checkpoint)
                 .await
                 .map_err(|error| error.to_string())
         })
@@ -159,11 +157,38 @@ impl DurableAgent {
         let Some(claimed) = inner.lease.claim(conversation_id).await? else {
             return Ok(Revival::Busy);
         };
+        self.run_claimed_in_background_after(claimed.conversation, run, None, failures);
+        Ok(Revival::Resumed)
+    }
+
+    /// Runs a conversation this process has just claimed in a background
+    /// task, its events going to the subscribers. `handed_over`: the call
+    /// whose execution row was recorded with the claim (see
+    /// [`Ledger::handover_row`]).
+    pub(super) fn run_claimed_in_background(
+        &self,
+        conversation: Conversation,
+        run: ActiveRun,
+        handed_over: Option<String>,
+    ) {
+        self.run_claimed_in_background_after(conversation, run, handed_over, 0);
+    }
+
+    /// [`DurableAgent::run_claimed_in_background`]. A run the store stops is
+    /// resumed again (with backoff, `failures` counting the store errors
+    /// met so far, at most `RESUME_RETRIES`).
+    fn run_claimed_in_background_after(
+        &self,
+        conversation: Conversation,
+        run: ActiveRun,
+        handed_over: Option<String>,
+        failures: u32,
+    ) {
+        let conversation_id = conversation.id.clone();
         let mut run = self
             .clone()
-            .drive(claimed.conversation, Input::Continue, run);
-        let events = inner.events.clone();
-        let conversation_id = conversation_id.to_owned();
+            .drive(conversation, Input::Continue, run, handed_over);
+        let events = self.inner.events.clone();
         let agent = self.clone();
         tokio::spawn(async move {
             let mut store_failed = false;
@@ -192,7 +217,6 @@ impl DurableAgent {
                 agent.resume_in_background_after(&conversation_id, failures);
             }
         });
-        Ok(Revival::Resumed)
     }
 
     /// The run of a claimed conversation: settle the ledger into results,
@@ -202,6 +226,7 @@ impl DurableAgent {
         mut conversation: Conversation,
         input: Input,
         active: ActiveRun,
+        mut handed_over: Option<String>,
     ) -> AgentStream<'static> {
         let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
         let stream = async_stream::stream! {
@@ -213,9 +238,10 @@ impl DurableAgent {
             let inner = &*durable.inner;
             let lease = &inner.lease;
             let mut heartbeat = Some(lease.heartbeat(&conversation.id));
+            let checkpoint = Arc::new(Checkpoint::new(lease.clone()));
             let journal: Arc<dyn Journal> = Arc::new(RunJournal {
                 ledger: inner.ledger.clone(),
-                lease: lease.clone(),
+                checkpoint: checkpoint.clone(),
             });
             let cancellation = CancellationToken::new();
             let context = inner.agent.context_for(&conversation, &cancellation);
@@ -227,7 +253,8 @@ impl DurableAgent {
                 _ => None,
             };
             loop {
-                let settled = inner.ledger.settle(&mut conversation, &context).await;
+                let handed = handed_over.take();
+                let settled = inner.ledger.settle(&mut conversation, &context, handed.as_deref()).await;
                 let (events, waiting) = match settled {
                     Ok(settled) => settled,
                     Err(error) => {
@@ -241,9 +268,15 @@ impl DurableAgent {
                 for event in events {
                     yield event;
                 }
+                // Only new input must be saved before the model turn: the
+                // results settling added are the ledger's, which holds them
+                // durably already (a crash during the turn settles them
+                // again from there).
+                let mut unsaved_input = false;
                 if let Some(text) = new_input.take() {
                     if waiting.is_empty() {
                         conversation.messages.push(Message::user(text));
+                        unsaved_input = true;
                     } else {
                         tracing::info!(waiting = waiting.len(), "settling the last turn left calls waiting; the new input was not added");
                     }
@@ -253,7 +286,12 @@ impl DurableAgent {
                 } else if !needs_model_turn(&conversation) {
                     DoneReason::Completed
                 } else {
-                    if let Err(error) = lease.save(&conversation, ConversationStatus::Running).await {
+                    let saved = if unsaved_input {
+                        lease.save(&conversation, ConversationStatus::Running).await
+                    } else {
+                        Ok(())
+                    };
+                    if let Err(error) = saved {
                         drop(heartbeat.take());
                         lease.give_up(&conversation.id).await;
                         drop(active.take());
@@ -288,6 +326,8 @@ impl DurableAgent {
                     _ if has_unanswered_calls(&conversation) => ConversationStatus::Running,
                     _ => ConversationStatus::Idle,
                 };
+                // This save holds everything a parked one would.
+                checkpoint.clear().await;
                 let lease_until = if status == ConversationStatus::Running {
                     now_ms()
                 } else {
