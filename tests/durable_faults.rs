@@ -173,6 +173,8 @@ struct FaultyStore {
     /// Once a `transition` to `Resolved` succeeds, fails the next `calls`.
     fail_calls_after_resolution: AtomicBool,
     fail_next_calls: AtomicBool,
+    /// Fails the next `call` (one row read back).
+    fail_next_call: AtomicBool,
     /// When nonzero, the save that many saves from now fails (before it
     /// reaches the store).
     fail_save_number: AtomicUsize,
@@ -211,6 +213,7 @@ impl FaultyStore {
             fail_transitions: AtomicUsize::new(0),
             fail_calls_after_resolution: AtomicBool::new(false),
             fail_next_calls: AtomicBool::new(false),
+            fail_next_call: AtomicBool::new(false),
             fail_save_number: AtomicUsize::new(0),
             lose_insert_acks: AtomicUsize::new(0),
             fail_inserts: AtomicUsize::new(0),
@@ -226,6 +229,7 @@ impl FaultyStore {
             fail_transitions: AtomicUsize::new(0),
             fail_calls_after_resolution: AtomicBool::new(false),
             fail_next_calls: AtomicBool::new(false),
+            fail_next_call: AtomicBool::new(false),
             fail_save_number: AtomicUsize::new(0),
             lose_insert_acks: AtomicUsize::new(0),
             fail_inserts: AtomicUsize::new(0),
@@ -349,6 +353,9 @@ impl Store for FaultyStore {
         tool_call_id: &'a str,
         step: Step,
     ) -> StoreFuture<'a, Option<CallRecord>> {
+        if self.fail_next_call.swap(false, Ordering::SeqCst) {
+            return injected();
+        }
         self.inner.call(conversation_id, tool_call_id, step)
     }
 
@@ -671,6 +678,7 @@ on_every_store!(
     store_error_after_a_tool_ran_is_not_reported_as_not_run,
     failed_save_after_the_model_turn_leaves_no_unanswered_call,
     lost_insert_acknowledgement_leaves_no_orphan_wait,
+    unconfirmed_wait_row_is_withdrawn_at_once,
     ensure_started_beside_an_ending_run_resumes_once_it_ends,
     store_error_in_a_resumed_run_is_retried,
     failed_resolution_batch_changes_nothing,
@@ -1405,6 +1413,37 @@ async fn lost_insert_acknowledgement_leaves_no_orphan_wait(backend: Backend) {
     assert_eq!(record.state, CallState::Done, "{record:?}");
     let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
     assert!(pending.is_empty(), "{pending:?}");
+}
+
+/// A wait row whose write was reported failed (it was written after all)
+/// and whose read back failed too: the model is told the call did not
+/// run, so the row must not stay pending, resolvable, meanwhile (it was
+/// withdrawn only by a background task a second later: a resolution in
+/// between approved a call the model had been told was not run).
+async fn unconfirmed_wait_row_is_withdrawn_at_once(backend: Backend) {
+    let Some(inner) = store(backend).await else {
+        return;
+    };
+    let faulty = FaultyStore::new(inner);
+    let id = format!("orphan-{}", uuid());
+    let (agent, _) = agent_with(
+        faulty.clone(),
+        vec![
+            ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":3}"#),
+            answer("Not charged."),
+        ],
+        true,
+    );
+    faulty.lose_insert_acks.store(1, Ordering::SeqCst);
+    faulty.fail_next_call.store(true, Ordering::SeqCst);
+    let _ = send(&agent, &id, "charge 3").await;
+    assert_eq!(faulty.lose_insert_acks.load(Ordering::SeqCst), 0);
+    assert!(!faulty.fail_next_call.load(Ordering::SeqCst));
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(pending.is_empty(), "{pending:?}");
+    let refused = agent.resolve(&id, "c1", Resolution::Approve).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(runs_of(&id, "charge").is_empty());
 }
 
 /// With `resume_on_resolve(false)`, `ensure_started` is what resumes. A
