@@ -1491,10 +1491,9 @@ async fn ensure_started_beside_an_ending_run_resumes_once_it_ends(backend: Backe
     assert_every_call_answered_once(&conversation.messages, "after the run ended");
 }
 
-/// A run resumed after a resolution is stopped by a store error (its
-/// final save fails, after the approved call ran): it is resumed again,
-/// not left running until a sweep notices its lease ran out, and the call
-/// does not run a second time.
+/// A run resumed after a resolution is stopped by a store error (the
+/// approved call's execution cannot be recorded): it is resumed again,
+/// not left running until a sweep notices its lease ran out.
 async fn store_error_in_a_resumed_run_is_retried(backend: Backend) {
     let Some(inner) = store(backend).await else {
         return;
@@ -1506,32 +1505,29 @@ async fn store_error_in_a_resumed_run_is_retried(backend: Backend) {
         vec![
             ScriptedTurn::new().tool_call("c1", "charge", r#"{"cents":9}"#),
             answer("Charged."),
-            answer("Charged."),
         ],
         true,
     );
     send(&agent, &id, "charge 9").await;
-    // The resolution saves no transcript: the next save is the resumed
-    // run's last.
-    faulty.fail_save_number.store(1, Ordering::SeqCst);
+    faulty.fail_inserts.store(1, Ordering::SeqCst);
     agent
         .resolve(&id, "c1", Resolution::Approve)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let conversation = wait_idle(&agent, &id, Duration::from_secs(10)).await;
     assert_eq!(
-        faulty.fail_save_number.load(Ordering::SeqCst),
+        faulty.fail_inserts.load(Ordering::SeqCst),
         0,
-        "no save failed"
+        "no insert failed"
     );
     assert_eq!(runs_of(&id, "charge"), vec![json!({"cents": 9})]);
     assert_every_call_answered_once(&conversation.messages, "after the retry");
 }
 
-/// The resolution that also records the approved call's execution and
-/// claims the resumed run is one batch: when the store fails it, nothing
-/// changed (the call still waits, nothing ran), and the same resolution
-/// sent again goes through.
+/// The resolution that ends the last wait and the claim of the run it
+/// resumes are one batch: when the store fails it, nothing changed (the
+/// call still waits, nothing ran), and the same resolution sent again goes
+/// through.
 async fn failed_resolution_batch_changes_nothing(backend: Backend) {
     let Some(inner) = store(backend).await else {
         return;
@@ -1547,13 +1543,13 @@ async fn failed_resolution_batch_changes_nothing(backend: Backend) {
         true,
     );
     send(&agent, &id, "charge 11").await;
-    faulty.fail_inserts.store(1, Ordering::SeqCst);
+    faulty.fail_transitions.store(1, Ordering::SeqCst);
     let refused = agent.resolve(&id, "c1", Resolution::Approve).await;
     assert!(
         matches!(refused, Err(ResolveError::Store(_))),
         "{refused:?}"
     );
-    assert_eq!(faulty.fail_inserts.load(Ordering::SeqCst), 0);
+    assert_eq!(faulty.fail_transitions.load(Ordering::SeqCst), 0);
     let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert!(runs_of(&id, "charge").is_empty());

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aptix_core::Conversation;
 use aptix_core::store::{
     Applied, Batch, CallRecord, CallState, ConversationStatus, Step, Store, StoreError,
-    StoreFuture, StoredConversation,
+    StoreFuture, StoredConversation, Write,
 };
 
 /// One kind of [`Store`] operation, named after its method.
@@ -319,6 +319,13 @@ impl<S: Store> FaultyStore<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(op)
             .or_default() += 1;
+        self.fire(op)
+    }
+
+    /// What the rules of kind `op` decide for one more operation, without
+    /// counting it as one (a write inside a batch: the batch is the
+    /// commit).
+    fn fire(&self, op: StoreOp) -> Verdict {
         let mut rules = self.lock_rules();
         let mut verdict = Verdict::Pass;
         for rule in rules.iter_mut().filter(|rule| rule.op == op) {
@@ -356,7 +363,17 @@ impl<S: Store> FaultyStore<S> {
         op: StoreOp,
         call: impl FnOnce() -> StoreFuture<'a, T>,
     ) -> StoreFuture<'a, T> {
-        match self.verdict(op) {
+        self.decided(op, self.verdict(op), call)
+    }
+
+    /// Carries out `verdict` on the operation `call` makes.
+    fn decided<'a, T: Send + 'a>(
+        &'a self,
+        op: StoreOp,
+        verdict: Verdict,
+        call: impl FnOnce() -> StoreFuture<'a, T>,
+    ) -> StoreFuture<'a, T> {
+        match verdict {
             Verdict::Pass => call(),
             Verdict::Fail { applied } => {
                 let applying = applied.then(call);
@@ -499,7 +516,31 @@ impl<S: Store> Store for FaultyStore<S> {
         if batch.is_empty() {
             return Box::pin(std::future::ready(Ok(Applied::All { claimed: None })));
         }
-        self.run(StoreOp::Apply, || self.inner.apply(batch))
+        // The rules of each write's own kind apply to it inside a batch
+        // too (a failed write fails the whole batch), or a fault aimed at
+        // a save or an insert would miss every one that is batched.
+        let mut verdict = self.verdict(StoreOp::Apply);
+        for write in batch.writes() {
+            let op = match write {
+                Write::CreateConversation(_) | Write::EnsureConversation(_) => {
+                    StoreOp::CreateConversation
+                }
+                Write::ClaimConversation { .. } => StoreOp::ClaimConversation,
+                Write::SaveConversation { .. } => StoreOp::SaveConversation,
+                Write::InsertCall(_) => StoreOp::InsertCall,
+                Write::Transition { .. } => StoreOp::Transition,
+                Write::SetDeadline { .. } => StoreOp::SetDeadline,
+            };
+            verdict = match (verdict, self.fire(op)) {
+                (Verdict::Pass, other) | (other, Verdict::Pass) => other,
+                // Not applied wins: one write failing before it took effect
+                // takes the whole batch with it.
+                (Verdict::Fail { applied: a }, Verdict::Fail { applied: b }) => {
+                    Verdict::Fail { applied: a && b }
+                }
+            };
+        }
+        self.decided(StoreOp::Apply, verdict, || self.inner.apply(batch))
     }
 }
 

@@ -28,7 +28,7 @@ pub(crate) struct Checkpoint {
     /// Why a batch carrying the transcript failed, if one did: the run
     /// must stop at its next checkpoint, as it did when the save itself
     /// came first.
-    failure: std::sync::Mutex<Option<String>>,
+    failure: std::sync::OnceLock<String>,
 }
 
 /// What a ledger write carrying a parked transcript came to.
@@ -45,7 +45,7 @@ impl Checkpoint {
         Checkpoint {
             lease,
             parked: Mutex::new(None),
-            failure: std::sync::Mutex::new(None),
+            failure: std::sync::OnceLock::new(),
         }
     }
 
@@ -53,30 +53,17 @@ impl Checkpoint {
     /// `Err` when a batch that carried an earlier one failed: the calls
     /// of that turn were not run, and the run stops.
     pub(crate) async fn park(&self, conversation: &Conversation) -> Result<(), String> {
-        let failure = self
-            .failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        if let Some(failure) = failure {
-            return Err(failure);
+        if let Some(failure) = self.failure.get() {
+            return Err(failure.clone());
         }
         *self.parked.lock().await = Some(conversation.clone());
         Ok(())
     }
 
-    /// Drops what is parked: the run's final save supersedes it.
-    pub(crate) async fn clear(&self) {
-        self.parked.lock().await.take();
-    }
-
     /// Marks the run as stopped by the store: a batch carrying the
     /// transcript failed, and reading back could not show it was written.
     pub(crate) fn failed(&self, error: &StoreError) {
-        *self
-            .failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error.to_string());
+        let _ = self.failure.set(error.to_string());
     }
 
     /// Inserts `record`, with the parked transcript (if any) saved in the
@@ -88,27 +75,30 @@ impl Checkpoint {
         &self,
         record: &CallRecord,
     ) -> Option<Result<Carried, StoreError>> {
+        // Kept parked until the batch is in: a task aborted while it waits
+        // leaves it for the next write.
         let mut parked = self.parked.lock().await;
-        let conversation = parked.take()?;
+        let conversation = parked.as_ref()?;
         let batch = Batch::new()
             .with(Write::SaveConversation {
-                conversation: &conversation,
+                conversation,
                 owner: self.lease.owner(),
                 status: ConversationStatus::Running,
                 lease_until: self.lease.until(),
             })
             .with(Write::InsertCall(record));
         let applied = self.lease.store().apply(&batch).await;
-        let outcome = match applied {
-            Ok(Applied::All { .. }) => return Some(Ok(Carried::Inserted)),
+        Some(match applied {
+            Ok(Applied::All { .. }) => {
+                *parked = None;
+                Ok(Carried::Inserted)
+            }
             Ok(Applied::Refused { index: 0 }) => Err(StoreError::LostLease {
                 conversation_id: conversation.id.clone(),
                 owner: self.lease.owner().to_owned(),
             }),
             Ok(Applied::Refused { .. }) => Ok(Carried::Taken),
             Err(error) => Err(error),
-        };
-        *parked = Some(conversation);
-        Some(outcome)
+        })
     }
 }

@@ -63,52 +63,6 @@ impl Ledger {
         })
     }
 
-    /// The execution row of an approved call that runs its server step as
-    /// soon as it is approved (nobody else is awaited), for the batch that
-    /// records the approval and claims the run that executes it: one commit
-    /// instead of three. `None` for any other wait or resolution.
-    ///
-    /// Should the process stop between that commit and the step, the row
-    /// reads as interrupted, as it does when the stop comes just after the
-    /// step started: an idempotent tool runs again, another is reported as
-    /// possibly interrupted, never run twice.
-    pub(crate) fn handover_row(
-        &self,
-        wait: &CallRecord,
-        resolution: &Resolution,
-        now: i64,
-    ) -> Option<CallRecord> {
-        if wait.step != Step::Approval {
-            return None;
-        }
-        let arguments = match resolution {
-            Resolution::Approve => wait.arguments.clone(),
-            Resolution::ApproveWithArgs(arguments) => arguments.to_string(),
-            _ => return None,
-        };
-        let declared = self.route_of(&wait.tool, false)?;
-        let approved = self.route_of(&wait.tool, true)?;
-        if declared.after(AwaitReason::Approval).is_some()
-            || approved.step != ServerStep::Run
-            || approved.awaits.is_some()
-        {
-            return None;
-        }
-        Some(CallRecord {
-            conversation_id: wait.conversation_id.clone(),
-            tool_call_id: wait.tool_call_id.clone(),
-            step: Step::Execution,
-            tool: wait.tool.clone(),
-            arguments,
-            payload: "null".to_owned(),
-            state: CallState::Executing,
-            outcome: None,
-            deadline: None,
-            created_at: now,
-            updated_at: now,
-        })
-    }
-
     /// The store the ledger is kept in.
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -177,16 +131,10 @@ impl Ledger {
     /// expiries, client and human answers, and calls a crash interrupted.
     /// Returns the events of the results it added, and the calls still
     /// waiting.
-    ///
-    /// `handed_over` names an approved call whose execution row the
-    /// resolution recorded together with the claim of this run (see
-    /// [`Ledger::handover_row`]): that row is this run's to execute, not
-    /// one a crash left behind.
     pub(crate) async fn settle(
         &self,
         conversation: &mut Conversation,
         context: &ToolContext,
-        handed_over: Option<&str>,
     ) -> Result<(Vec<AgentEvent>, Vec<SuspendedCall>), StoreError> {
         let unanswered = unanswered_calls(conversation);
         if unanswered.is_empty() {
@@ -204,36 +152,9 @@ impl Ledger {
                 .iter()
                 .filter(|record| record.tool_call_id == call.id && record.tool == call.name)
                 .collect();
-            let handed_over = handed_over == Some(call.id.as_str())
-                && of_call.iter().any(|record| {
-                    record.step == Step::Execution && record.state == CallState::Executing
-                });
-            let mut ran_handed_over = false;
             let settled = self
-                .settle_call(
-                    conversation,
-                    context,
-                    &call,
-                    &of_call,
-                    handed_over.then_some(&mut ran_handed_over),
-                )
-                .await;
-            if handed_over && !ran_handed_over && settled.is_ok() {
-                // Settled otherwise (the approval was for other arguments):
-                // the row recorded for it answers nothing.
-                self.store
-                    .transition(
-                        &conversation.id,
-                        &call.id,
-                        Step::Execution,
-                        CallState::Executing,
-                        CallState::Cancelled,
-                        None,
-                        now_ms(),
-                    )
-                    .await?;
-            }
-            let settled = settled?;
+                .settle_call(conversation, context, &call, &of_call)
+                .await?;
             match settled {
                 CallResult::Finished(result) => {
                     let redaction = self.agent.redactions(&call.name);
@@ -264,15 +185,12 @@ impl Ledger {
         Ok((events, waiting))
     }
 
-    /// `handed_over` is set for a call whose execution row the resolution
-    /// recorded for this run, and told whether that row's step ran.
     async fn settle_call(
         &self,
         conversation: &Conversation,
         context: &ToolContext,
         call: &AssistantToolCall,
         records: &[&CallRecord],
-        handed_over: Option<&mut bool>,
     ) -> Result<CallResult, StoreError> {
         let find = |step: Step| records.iter().copied().find(|record| record.step == step);
         let ids = || ids_for(conversation, &call.id);
@@ -286,7 +204,7 @@ impl Ledger {
         let tool_call =
             |arguments: String| ToolCall::new(call.id.as_str(), call.name.as_str(), arguments);
 
-        if let Some(execution) = find(Step::Execution).filter(|_| handed_over.is_none()) {
+        if let Some(execution) = find(Step::Execution) {
             match (execution.state, &execution.outcome) {
                 (CallState::Done, Some(envelope)) => {
                     return Ok(CallResult::Finished(ResultText::from_stored(
@@ -367,15 +285,8 @@ impl Ledger {
                 let gate = Gate::Approved {
                     changed: changed.is_some(),
                 };
-                let record = match handed_over {
-                    Some(ran) => {
-                        *ran = true;
-                        Record::Made
-                    }
-                    None => Record::Insert(None),
-                };
                 return self
-                    .execute_recorded_as(&call_now, context, gate, record)
+                    .execute_recorded_as(&call_now, context, gate, None)
                     .await;
             };
             // Approved, and the client acts next: with the payload its
@@ -405,7 +316,7 @@ impl Ledger {
         // Never recorded: the run stopped between saving the model's turn
         // and executing it. Nothing ran, so run it now.
         let call_now = tool_call(call.arguments.clone());
-        self.execute_recorded_as(&call_now, context, Gate::Model, Record::Insert(None))
+        self.execute_recorded_as(&call_now, context, Gate::Model, None)
             .await
     }
 
@@ -580,7 +491,7 @@ impl Ledger {
         context: &ToolContext,
         checkpoint: &Checkpoint,
     ) -> Result<CallResult, StoreError> {
-        self.execute_recorded_as(call, context, Gate::Model, Record::Insert(Some(checkpoint)))
+        self.execute_recorded_as(call, context, Gate::Model, Some(checkpoint))
             .await
     }
 
@@ -589,13 +500,9 @@ impl Ledger {
         call: &ToolCall,
         context: &ToolContext,
         gate: Gate,
-        record: Record<'_>,
+        checkpoint: Option<&Checkpoint>,
     ) -> Result<CallResult, StoreError> {
         let approved = gate != Gate::Model;
-        let checkpoint = match record {
-            Record::Insert(checkpoint) => checkpoint,
-            Record::Made => None,
-        };
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
         // A call past its gate is recorded before its server step runs (a
@@ -607,7 +514,7 @@ impl Ledger {
             route.step == ServerStep::Run
                 && matches!(route.awaits, None | Some(AwaitReason::Client))
         });
-        if runs_code && matches!(record, Record::Insert(_)) {
+        if runs_code {
             let now = now_ms();
             let record = CallRecord {
                 conversation_id: conversation_id.to_owned(),
@@ -970,17 +877,6 @@ async fn confirm_insert(
             Err(error)
         }
     }
-}
-
-/// Where the execution row of a call that runs code comes from.
-#[derive(Clone, Copy)]
-enum Record<'a> {
-    /// Inserted before the step runs, with the run's parked transcript
-    /// when there is one.
-    Insert(Option<&'a Checkpoint>),
-    /// Already in the store: the resolution recorded it with the claim of
-    /// this run.
-    Made,
 }
 
 /// How a call passes its approval gate.

@@ -419,6 +419,6 @@ impl DurableAgent {
                 pending,
             });
         }
-        Ok(self.clone().drive(claimed.conversation, input, run, None))
+        Ok(self.clone().drive(claimed.conversation, input, run))
     }
 }

@@ -255,29 +255,20 @@ impl DurableAgent {
             && inner.resume_on_resolve
             && let Some(run) = inner.runs.begin(conversation_id)
         {
-            // An approved call that runs at once is recorded as executing
-            // in the same commit: the resumed run executes it.
-            let handover = inner.ledger.handover_row(target, &resolution, now);
-            let mut batch = Batch::new()
+            let batch = Batch::new()
                 .with(record.clone())
                 .with(inner.lease.claim_write(conversation_id));
-            if let Some(row) = &handover {
-                batch = batch.with(Write::InsertCall(row));
-            }
             match store.apply(&batch).await? {
                 Applied::All {
                     claimed: Some(claimed),
                 } => {
                     tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved; resuming");
-                    let handed_over = handover.map(|row| row.tool_call_id);
-                    self.run_claimed_in_background(claimed.conversation, run, handed_over);
+                    self.run_claimed_in_background(claimed.conversation, run);
                     return Ok(Resolved { pending: 0 });
                 }
                 // Held by a run (this process's that is ending, or another
                 // process's): the resolution alone, and the resume below
                 // waits for that run.
-                // (An execution row already there is one a crash left: the
-                // resumed run settles it as interrupted.)
                 Applied::All { claimed: None } | Applied::Refused { index: 1.. } => {}
                 // Another resolver (or the deadline) got there first.
                 Applied::Refused { index: 0 } => {

@@ -25,7 +25,7 @@ use crate::transcript::{Conversation, Message};
 /// ledger, its transcript saved under the run's lease.
 struct RunJournal {
     ledger: Ledger,
-    checkpoint: Arc<Checkpoint>,
+    checkpoint: Checkpoint,
 }
 
 impl Journal for RunJournal {
@@ -157,21 +157,14 @@ impl DurableAgent {
         let Some(claimed) = inner.lease.claim(conversation_id).await? else {
             return Ok(Revival::Busy);
         };
-        self.run_claimed_in_background_after(claimed.conversation, run, None, failures);
+        self.run_claimed_in_background_after(claimed.conversation, run, failures);
         Ok(Revival::Resumed)
     }
 
     /// Runs a conversation this process has just claimed in a background
-    /// task, its events going to the subscribers. `handed_over`: the call
-    /// whose execution row was recorded with the claim (see
-    /// [`Ledger::handover_row`]).
-    pub(super) fn run_claimed_in_background(
-        &self,
-        conversation: Conversation,
-        run: ActiveRun,
-        handed_over: Option<String>,
-    ) {
-        self.run_claimed_in_background_after(conversation, run, handed_over, 0);
+    /// task, its events going to the subscribers.
+    pub(super) fn run_claimed_in_background(&self, conversation: Conversation, run: ActiveRun) {
+        self.run_claimed_in_background_after(conversation, run, 0);
     }
 
     /// [`DurableAgent::run_claimed_in_background`]. A run the store stops is
@@ -181,13 +174,10 @@ impl DurableAgent {
         &self,
         conversation: Conversation,
         run: ActiveRun,
-        handed_over: Option<String>,
         failures: u32,
     ) {
         let conversation_id = conversation.id.clone();
-        let mut run = self
-            .clone()
-            .drive(conversation, Input::Continue, run, handed_over);
+        let mut run = self.clone().drive(conversation, Input::Continue, run);
         let events = self.inner.events.clone();
         let agent = self.clone();
         tokio::spawn(async move {
@@ -226,7 +216,6 @@ impl DurableAgent {
         mut conversation: Conversation,
         input: Input,
         active: ActiveRun,
-        mut handed_over: Option<String>,
     ) -> AgentStream<'static> {
         let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
         let stream = async_stream::stream! {
@@ -238,11 +227,6 @@ impl DurableAgent {
             let inner = &*durable.inner;
             let lease = &inner.lease;
             let mut heartbeat = Some(lease.heartbeat(&conversation.id));
-            let checkpoint = Arc::new(Checkpoint::new(lease.clone()));
-            let journal: Arc<dyn Journal> = Arc::new(RunJournal {
-                ledger: inner.ledger.clone(),
-                checkpoint: checkpoint.clone(),
-            });
             let cancellation = CancellationToken::new();
             let context = inner.agent.context_for(&conversation, &cancellation);
             let mut usage = Usage::default();
@@ -253,8 +237,7 @@ impl DurableAgent {
                 _ => None,
             };
             loop {
-                let handed = handed_over.take();
-                let settled = inner.ledger.settle(&mut conversation, &context, handed.as_deref()).await;
+                let settled = inner.ledger.settle(&mut conversation, &context).await;
                 let (events, waiting) = match settled {
                     Ok(settled) => settled,
                     Err(error) => {
@@ -300,7 +283,14 @@ impl DurableAgent {
                     }
                     let mut reason = DoneReason::MaxIterations;
                     {
-                        let mut run = inner.agent.run_loop(&mut conversation, Input::Continue, cancellation.clone(), Some(journal.clone()));
+                        // One per pass: what it parks (and a failure it
+                        // met) ends with the pass, whose final save below
+                        // holds everything a parked transcript would.
+                        let journal: Arc<dyn Journal> = Arc::new(RunJournal {
+                            ledger: inner.ledger.clone(),
+                            checkpoint: Checkpoint::new(lease.clone()),
+                        });
+                        let mut run = inner.agent.run_loop(&mut conversation, Input::Continue, cancellation.clone(), Some(journal));
                         while let Some(event) = run.next().await {
                             match event {
                                 AgentEvent::Done { reason: done, usage: used } => {
@@ -326,8 +316,6 @@ impl DurableAgent {
                     _ if has_unanswered_calls(&conversation) => ConversationStatus::Running,
                     _ => ConversationStatus::Idle,
                 };
-                // This save holds everything a parked one would.
-                checkpoint.clear().await;
                 let lease_until = if status == ConversationStatus::Running {
                     now_ms()
                 } else {

@@ -495,74 +495,12 @@ pub trait Store: Send + Sync + 'static {
     /// Applies `batch` in one transaction: every write, in order, or
     /// (when one is refused, or the store fails) none of them.
     ///
-    /// The provided body applies the writes one by one through the single
-    /// methods: not atomic, and a refused write leaves the earlier ones in
-    /// place. It is there for wrappers that forward each method; a store
-    /// must override it (the stores of this crate do).
-    fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied> {
-        Box::pin(async move {
-            let mut claimed = None;
-            for (index, write) in batch.writes().iter().enumerate() {
-                let done = match *write {
-                    Write::CreateConversation(conversation) => {
-                        self.create_conversation(conversation, 0).await?
-                    }
-                    Write::EnsureConversation(conversation) => {
-                        self.create_conversation(conversation, 0).await?;
-                        true
-                    }
-                    Write::ClaimConversation {
-                        id,
-                        owner,
-                        now,
-                        lease_until,
-                    } => {
-                        claimed = self.claim_conversation(id, owner, now, lease_until).await?;
-                        claimed.is_some()
-                    }
-                    Write::SaveConversation {
-                        conversation,
-                        owner,
-                        status,
-                        lease_until,
-                    } => match self
-                        .save_conversation(conversation, owner, status, lease_until)
-                        .await
-                    {
-                        Ok(()) => true,
-                        Err(StoreError::LostLease { .. }) => false,
-                        Err(error) => return Err(error),
-                    },
-                    Write::InsertCall(record) => self.insert_call(record).await?,
-                    Write::Transition {
-                        conversation_id,
-                        tool_call_id,
-                        step,
-                        from,
-                        to,
-                        outcome,
-                        now,
-                    } => {
-                        self.transition(conversation_id, tool_call_id, step, from, to, outcome, now)
-                            .await?
-                    }
-                    Write::SetDeadline {
-                        conversation_id,
-                        tool_call_id,
-                        step,
-                        deadline,
-                    } => {
-                        self.set_deadline(conversation_id, tool_call_id, step, deadline)
-                            .await?
-                    }
-                };
-                if !done {
-                    return Ok(Applied::Refused { index });
-                }
-            }
-            Ok(Applied::All { claimed })
-        })
-    }
+    /// Every store must make this one transaction: the durable runs put a
+    /// step's writes in one batch and rely on none of them taking effect
+    /// when one is refused (a resolution with the claim of the run it
+    /// resumes, a turn with the first record of its calls). A wrapper
+    /// forwards it whole.
+    fn apply<'a>(&'a self, batch: &'a Batch<'a>) -> StoreFuture<'a, Applied>;
 
     /// Ids of the `Suspended` conversations that have no `Pending` entry,
     /// oldest change first, at most `limit`: every wait was resolved or
