@@ -37,7 +37,9 @@ thread_local! {
 
 /// Validates raw argument strings against one tool's canonical schema.
 pub struct ArgsValidator {
-    nulls: NullPlan,
+    /// Built the first time a document fails only for `null` members: deciding it compiles a
+    /// schema per optional property, too much for every tool at catalog build.
+    nulls: OnceLock<NullPlan>,
     /// The schema, for building [`ArgsValidator::full`] when first needed.
     schema: Value,
     /// `jsonschema`'s validator, built when the exact path first runs: building one checks the
@@ -81,7 +83,7 @@ impl ArgsValidator {
             let _ = full.set(Ok(built));
         }
         Ok(ArgsValidator {
-            nulls: NullPlan::build(schema),
+            nulls: OnceLock::new(),
             schema: schema.clone(),
             full,
             fused,
@@ -137,7 +139,8 @@ impl ArgsValidator {
             // OpenAI's strict mode makes every optional property required and
             // nullable, so a model sends `null` for "not given". Read it so.
             let mut stripped = value.clone();
-            if self.nulls.strip(&mut stripped, 0, 0) && full.is_valid(&stripped) {
+            let nulls = self.nulls.get_or_init(|| NullPlan::build(&self.schema));
+            if nulls.strip(&mut stripped, 0, 0) && full.is_valid(&stripped) {
                 value = stripped;
             } else {
                 let mut errors = full.iter_errors(&value);
@@ -445,8 +448,8 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
 
 /// Where a `null` member can be read as "absent": for each schema location the validator can
 /// reach, which optional members do not accept `null` themselves. Deciding that takes a schema
-/// compilation per property, so it is done once, when the validator is built, never per member
-/// of a document.
+/// compilation per property, so it is done once per validator, the first time a document needs
+/// it, never per member of a document.
 #[derive(Debug, Default)]
 struct NullPlan {
     /// Node 0 is the root; empty when no object or array schema has anything to strip.

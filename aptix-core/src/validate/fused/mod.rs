@@ -187,55 +187,38 @@ struct Checks {
 }
 
 /// The checks of `true`: containers whose members are read but not constrained.
-static OPEN: Checks = Checks {
-    types: T_ALL,
-    enums: Vec::new(),
-    minimum: None,
-    maximum: None,
-    exclusive_minimum: None,
-    exclusive_maximum: None,
-    multiple_of: None,
-    float_bounds: None,
-    min_length: None,
-    max_length: None,
-    pattern: None,
-    prefix_items: Vec::new(),
-    items: ANY,
-    min_items: None,
-    max_items: None,
-    slots: Vec::new(),
-    slot_ranges: Vec::new(),
-    required_mask: 0,
-    additional: ANY,
-    min_properties: None,
-    max_properties: None,
-};
+static OPEN: Checks = Checks::OPEN;
+
+impl Checks {
+    /// No constraint: what `true` checks, and where a schema's compilation starts.
+    const OPEN: Checks = Checks {
+        types: T_ALL,
+        enums: Vec::new(),
+        minimum: None,
+        maximum: None,
+        exclusive_minimum: None,
+        exclusive_maximum: None,
+        multiple_of: None,
+        float_bounds: None,
+        min_length: None,
+        max_length: None,
+        pattern: None,
+        prefix_items: Vec::new(),
+        items: ANY,
+        min_items: None,
+        max_items: None,
+        slots: Vec::new(),
+        slot_ranges: Vec::new(),
+        required_mask: 0,
+        additional: ANY,
+        min_properties: None,
+        max_properties: None,
+    };
+}
 
 impl Default for Checks {
     fn default() -> Self {
-        Checks {
-            types: T_ALL,
-            enums: Vec::new(),
-            minimum: None,
-            maximum: None,
-            exclusive_minimum: None,
-            exclusive_maximum: None,
-            multiple_of: None,
-            float_bounds: None,
-            min_length: None,
-            max_length: None,
-            pattern: None,
-            prefix_items: Vec::new(),
-            items: ANY,
-            min_items: None,
-            max_items: None,
-            slots: Vec::new(),
-            slot_ranges: Vec::new(),
-            required_mask: 0,
-            additional: ANY,
-            min_properties: None,
-            max_properties: None,
-        }
+        Checks::OPEN
     }
 }
 
