@@ -605,17 +605,15 @@ impl CatalogBuilder {
     pub fn build(self) -> Result<Catalog, CatalogError> {
         let mut made: Vec<Result<ToolEntry, Box<Failed>>> =
             self.pending.into_iter().map(Pending::made).collect();
-        let key = |made: &Result<ToolEntry, Box<Failed>>| match made {
-            Ok(entry) => (
-                Cow::Owned(entry.name().to_owned()),
-                entry.definition.source(),
-                entry.origin,
-            ),
-            Err(failed) => (failed.name.clone(), failed.source, failed.origin),
-        };
+        fn key(made: &Result<ToolEntry, Box<Failed>>) -> (&str, SourceLocation, Option<TypeId>) {
+            match made {
+                Ok(entry) => (entry.name(), entry.definition.source(), entry.origin),
+                Err(failed) => (&failed.name, failed.source, failed.origin),
+            }
+        }
         made.sort_by(|a, b| {
             let (a, b) = (key(a), key(b));
-            (&a.0, a.1.file, a.1.line).cmp(&(&b.0, b.1.file, b.1.line))
+            (a.0, a.1.file, a.1.line).cmp(&(b.0, b.1.file, b.1.line))
         });
         // The same tool added twice (by `linked()` and by `tool::<T>()`) is one tool.
         made.dedup_by(|a, b| {
@@ -627,7 +625,11 @@ impl CatalogBuilder {
         let mut entries: Vec<ToolEntry> = Vec::with_capacity(made.len());
         let mut previous: Option<(Cow<'static, str>, SourceLocation)> = None;
         for candidate in made {
-            let (name, source, _) = key(&candidate);
+            let (_, source, _) = key(&candidate);
+            let name = match &candidate {
+                Ok(entry) => entry.definition.shared_name(),
+                Err(failed) => failed.name.clone(),
+            };
             if let Some((_, first)) = previous.as_ref().filter(|(first, _)| *first == name) {
                 problems.push(CatalogProblem::DuplicateName {
                     name: name.into_owned(),

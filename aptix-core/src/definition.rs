@@ -32,6 +32,9 @@ struct Inner {
     usage: Cow<'static, str>,
     description: Cow<'static, str>,
     title: Option<Cow<'static, str>>,
+    /// Read for what the tool declares besides its text (executor,
+    /// approval, timeouts, ...): the texts above are the ones to use, its
+    /// own are empty for a tool made at run time.
     meta: ToolMeta,
     args_type: Cow<'static, str>,
     parameters: Value,
@@ -135,13 +138,6 @@ impl ToolDefinition {
     /// When the model should call it.
     pub fn usage(&self) -> &str {
         &self.inner.usage
-    }
-
-    /// What the tool declares besides its text and schemas (whose text
-    /// fields are empty for a tool made at run time).
-    #[allow(dead_code)]
-    pub(crate) fn meta(&self) -> &ToolMeta {
-        &self.inner.meta
     }
 
     /// Where its final behaviour happens.

@@ -615,7 +615,8 @@ fn failure_envelope(
     )
 }
 
-fn humanize(duration: Duration) -> String {
+/// A time limit as the model reads it: whole seconds, else milliseconds.
+pub(crate) fn humanize(duration: Duration) -> String {
     if duration.subsec_nanos() == 0 {
         format!("{}s", duration.as_secs())
     } else {

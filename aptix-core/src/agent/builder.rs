@@ -8,11 +8,10 @@ use serde_json::Value;
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
-use crate::definition::ToolDefinition;
 use crate::executor::Executor;
 use crate::meta::ServerStep;
 use crate::model::assembly::TurnLimits;
-use crate::model::{ChatModel, ToolChoice};
+use crate::model::{ChatModel, ToolChoice, ToolSpec};
 use crate::schema::{Dialect, DialectError};
 
 /// Why an agent could not be built.
@@ -229,17 +228,6 @@ impl AgentBuilder {
     }
 }
 
-/// What the model sees of a tool: the description, then when to call it.
-/// Providers show the model only the description, so the usage goes there.
-fn model_description(definition: &ToolDefinition) -> String {
-    let usage = definition.usage().trim();
-    if usage.is_empty() {
-        definition.description().to_owned()
-    } else {
-        format!("{}\n\nUsage: {usage}", definition.description())
-    }
-}
-
 /// Every tool of `catalog` in the model's dialect, each described with its
 /// usage.
 fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
@@ -250,7 +238,7 @@ fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<Value>, Di
             if let Some(fields) = tool.as_object_mut() {
                 fields.insert(
                     "description".into(),
-                    Value::String(model_description(definition)),
+                    Value::String(ToolSpec::description_of(definition)),
                 );
             }
             Ok(tool)

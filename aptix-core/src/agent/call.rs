@@ -10,7 +10,7 @@ use super::{Agent, Journal};
 use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeIds};
 use crate::error::ErrorCode;
-use crate::executor::{Awaiting, Outcome, ToolCall};
+use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
 use crate::model::assembly::{AssembledCall, CallStatus};
 
 /// What one executed call contributes to the transcript and the events.
@@ -241,13 +241,5 @@ struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-fn humanize(duration: Duration) -> String {
-    if duration.subsec_nanos() == 0 {
-        format!("{}s", duration.as_secs())
-    } else {
-        format!("{}ms", duration.as_millis())
     }
 }

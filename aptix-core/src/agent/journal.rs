@@ -5,16 +5,13 @@
 //! every call before it runs and saves the transcript at the points a crash
 //! must be able to resume from; the loop calls it there and nowhere else.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use super::CallResult;
 use crate::context::ToolContext;
 use crate::executor::ToolCall;
 use crate::transcript::Conversation;
 
 /// The future a journal returns.
-pub(crate) type JournalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) use crate::tool::BoxFuture as JournalFuture;
 
 /// The journal of one run: where its calls and its transcript are kept.
 pub(crate) trait Journal: Send + Sync + 'static {

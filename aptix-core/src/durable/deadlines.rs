@@ -102,6 +102,10 @@ impl DurableAgent {
             .conversations_with_status(ConversationStatus::Running, 512)
             .await?
         {
+            // This process's own live runs renew their leases.
+            if inner.runs.is_active(&conversation_id) {
+                continue;
+            }
             if let Some(stored) = inner.store.load_conversation(&conversation_id).await?
                 && stored.status == ConversationStatus::Running
                 && stored.lease_until < now

@@ -26,7 +26,6 @@ use crate::envelope::{Envelope, EnvelopeError, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{Executor, Outcome, ToolCall};
 use crate::meta::AwaitReason;
-use crate::meta::ServerStep;
 
 /// The MCP server handler: `tools/list`, `tools/call` and
 /// `logging/setLevel` over an [`Executor`]. Cheap to clone; clones share
@@ -512,10 +511,7 @@ impl ServerHandler for AptixMcpHandler {
             request_id = %request_id_text(&context.id),
             executor = definition.executor().as_str(),
         );
-        debug_assert!({
-            let route = definition.route();
-            route.step != ServerStep::PassThrough && !route.reaches_client()
-        });
+        debug_assert!(super::list::is_listed(definition));
         let call = ToolCall::new(tool_call_id, definition.name(), arguments);
         self.run(&request, &context, definition, call)
             .instrument(span)

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::catalog::Catalog;
 use crate::definition::ToolDefinition;
-use crate::meta::ExecutorKind;
+use crate::meta::ServerStep;
 use crate::schema::dialect::{self, Dialect};
 
 /// Whether MCP clients may see and call the tool: only tools whose final
@@ -15,10 +15,8 @@ use crate::schema::dialect::{self, Dialect};
 /// through elicitation). Client and provider tools need the agent's own
 /// client or the model provider.
 pub(crate) fn is_listed(definition: &ToolDefinition) -> bool {
-    matches!(
-        definition.executor(),
-        ExecutorKind::Server | ExecutorKind::Human
-    )
+    let route = definition.route();
+    route.step != ServerStep::PassThrough && !route.reaches_client()
 }
 
 /// Every listed tool, in the catalog's (name) order. A tool whose schema

@@ -88,18 +88,24 @@ impl ToolSpec {
     pub fn new(definition: &ToolDefinition, dialect: Dialect) -> Result<ToolSpec, DialectError> {
         let parameters = crate::schema::dialect::lower(dialect, definition.parameters())
             .map_err(|error| error.for_tool(definition.name()))?;
-        let usage = definition.usage().trim();
-        let description = if usage.is_empty() {
-            definition.description().to_owned()
-        } else {
-            format!("{}\n\nUsage: {usage}", definition.description())
-        };
         Ok(ToolSpec {
             name: definition.name().to_owned(),
-            description,
+            description: ToolSpec::description_of(definition),
             parameters,
             dialect,
         })
+    }
+
+    /// What the model sees of a tool: the description, then when to call
+    /// it. Providers show the model only the description, so the usage
+    /// goes there.
+    pub(crate) fn description_of(definition: &ToolDefinition) -> String {
+        let usage = definition.usage().trim();
+        if usage.is_empty() {
+            definition.description().to_owned()
+        } else {
+            format!("{}\n\nUsage: {usage}", definition.description())
+        }
     }
 
     /// Reads back a tool that [`crate::schema::dialect::provider_tool`] wrapped,
