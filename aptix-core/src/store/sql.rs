@@ -293,15 +293,7 @@ where
         self,
         conversation: &Conversation,
     ) -> Result<bool, StoreError> {
-        let query = match self
-            .grouped(Prepared::One(Self::create_query(conversation)?))
-            .await
-        {
-            Ok(applied) => return Ok(applied?.is_all()),
-            Err(Prepared::One(query) | Prepared::Any(query) | Prepared::Claim(query)) => query,
-        };
-        let result = query.execute(self.0).await.map_err(backend)?;
-        Ok(DB::rows_affected(&result) == 1)
+        self.one(Self::create_query(conversation)?).await
     }
 
     pub(super) async fn load_conversation(
@@ -352,14 +344,7 @@ where
         lease_until: i64,
     ) -> Result<(), StoreError> {
         let query = Self::save_query(conversation, owner, status, lease_until)?;
-        let saved = match self.grouped(Prepared::One(query)).await {
-            Ok(applied) => applied?.is_all(),
-            Err(Prepared::One(query) | Prepared::Any(query) | Prepared::Claim(query)) => {
-                let result = query.execute(self.0).await.map_err(backend)?;
-                DB::rows_affected(&result) == 1
-            }
-        };
-        if saved {
+        if self.one(query).await? {
             Ok(())
         } else {
             Err(StoreError::LostLease {
@@ -375,14 +360,13 @@ where
         owner: &str,
         lease_until: i64,
     ) -> Result<bool, StoreError> {
-        let result = sqlx::query(DB::statements().renew_lease.as_str())
-            .bind(id)
-            .bind(owner)
-            .bind(lease_until)
-            .execute(self.0)
-            .await
-            .map_err(backend)?;
-        Ok(DB::rows_affected(&result) == 1)
+        // Through the group commit like every write: on SQLite a write
+        // beside the writer task would wait for its lock.
+        let query = sqlx::query(DB::statements().renew_lease.as_str())
+            .bind(id.to_owned())
+            .bind(owner.to_owned())
+            .bind(lease_until);
+        self.one(query).await
     }
 
     pub(super) async fn conversations_with_status(
