@@ -162,8 +162,9 @@ async fn a_tool_round_trip_then_an_answer() {
     }
     assert_eq!(conversation.messages.len(), 5);
     // Tools were sent in the model's dialect, sorted.
-    assert_eq!(second.tools[0]["name"], json!("agent_hello_world"));
-    assert_eq!(second.tools[0]["strict"], json!(true));
+    assert_eq!(second.tools[0].name, "agent_hello_world");
+    // Strict: the OpenAI adapter wraps it with `"strict": true`.
+    assert_eq!(second.tools[0].dialect, aptix::Dialect::OpenAiStrict);
 }
 
 #[tokio::test]
@@ -603,9 +604,9 @@ async fn the_model_is_shown_when_to_call_each_tool() {
     let nap = request
         .tools
         .iter()
-        .find(|tool| tool["name"] == json!("nap"))
+        .find(|tool| tool.name == "nap")
         .unwrap_or_else(|| panic!("nap is offered: {:?}", request.tools));
-    let description = nap["description"].as_str().unwrap_or_default();
+    let description = nap.description.as_str();
     assert!(
         description.starts_with("Sleeps, then reports how long.")
             && description.contains("Usage: Test tool."),

@@ -8,7 +8,8 @@ use aptix_core::model::anthropic::Anthropic;
 use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::http::HttpPolicy;
 use aptix_core::model::{
-    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream, ToolChoice, Usage,
+    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream, ToolChoice,
+    ToolSpec, Usage,
 };
 use aptix_core::transcript::{AssistantToolCall, Message, ThinkingBlock};
 use aptix_testkit::mock_anthropic::{
@@ -36,7 +37,8 @@ fn model_for(server: &MockAnthropicServer) -> Anthropic {
         .with_policy(fast_policy())
 }
 
-fn weather_tool() -> Value {
+/// The weather tool as the Messages API takes it.
+fn weather_tool_json() -> Value {
     json!({
         "name": "get_weather",
         "description": "The weather in a city.",
@@ -48,7 +50,20 @@ fn weather_tool() -> Value {
     })
 }
 
-fn request(messages: Vec<Message>, tools: Vec<Value>) -> ChatRequest {
+fn weather_tool() -> ToolSpec {
+    ToolSpec {
+        name: "get_weather".into(),
+        description: "The weather in a city.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": { "city": { "type": "string" } },
+            "required": ["city"],
+        }),
+        dialect: Dialect::Anthropic,
+    }
+}
+
+fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> ChatRequest {
     ChatRequest {
         messages,
         tools: tools.into(),
@@ -580,7 +595,7 @@ async fn request_shape() -> TestResult {
             "stream": true,
             "system": "You are terse.\n\nUse metric units.",
             "temperature": 0.2,
-            "tools": [weather_tool()],
+            "tools": [weather_tool_json()],
             "tool_choice": { "type": "auto" },
             "messages": [
                 {

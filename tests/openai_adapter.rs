@@ -14,13 +14,13 @@ use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::http::HttpPolicy;
 use aptix_core::model::openai::OpenAiChat;
 use aptix_core::model::{
-    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ToolChoice, Usage,
+    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ToolChoice, ToolSpec, Usage,
 };
 use aptix_core::transcript::{AssistantToolCall, Message};
 use aptix_testkit::mock_openai::{
     MockOpenAiServer, OpenAiTurn, collect_events, cut_at, cut_every_byte, error_response, truncate,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 type TestResult = Result<(), Box<dyn Error>>;
 
@@ -70,12 +70,12 @@ fn model_for(server: &MockOpenAiServer) -> OpenAiChat {
 }
 
 /// The weather tool, lowered for `model`.
-fn tools_for(model: &OpenAiChat) -> Result<Vec<Value>, Box<dyn Error>> {
+fn tools_for(model: &OpenAiChat) -> Result<Vec<ToolSpec>, Box<dyn Error>> {
     let definition = ToolDefinition::build::<LookupWeatherTool>()?;
-    Ok(vec![definition.lower(model.dialect())?])
+    Ok(vec![ToolSpec::new(&definition, model.dialect())?])
 }
 
-fn ask(text: &str, tools: Vec<Value>) -> ChatRequest {
+fn ask(text: &str, tools: Vec<ToolSpec>) -> ChatRequest {
     ChatRequest {
         messages: vec![Message::user(text)],
         tools: tools.into(),
@@ -645,8 +645,8 @@ async fn request_body_maps_messages_and_wraps_strict_tools() -> TestResult {
             "type": "function",
             "function": {
                 "name": "lookup_weather",
-                "description": lowered[0]["description"],
-                "parameters": lowered[0]["parameters"],
+                "description": lowered[0].description,
+                "parameters": lowered[0].parameters,
                 "strict": true,
             }
         }])
@@ -683,7 +683,7 @@ async fn request_body_without_strict_sends_the_canonical_schema() -> TestResult 
     let function = &body["tools"][0]["function"];
     assert_eq!(body["tools"][0]["type"], "function");
     assert_eq!(function["name"], "lookup_weather");
-    assert_eq!(function["parameters"], lowered[0]["parameters"]);
+    assert_eq!(function["parameters"], lowered[0].parameters);
     assert_eq!(function["parameters"]["required"], json!(["city"]));
     assert_eq!(function.get("strict"), None);
     assert_eq!(body["tool_choice"], "required");

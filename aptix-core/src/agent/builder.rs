@@ -3,8 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
@@ -228,20 +226,10 @@ impl AgentBuilder {
     }
 }
 
-/// Every tool of `catalog` in the model's dialect, each described with its
-/// usage.
-fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
+/// Every tool of `catalog` as offered to a model that takes `dialect`.
+fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<ToolSpec>, DialectError> {
     catalog
         .definitions()
-        .map(|definition| {
-            let mut tool = definition.lower(dialect)?;
-            if let Some(fields) = tool.as_object_mut() {
-                fields.insert(
-                    "description".into(),
-                    Value::String(ToolSpec::description_of(definition)),
-                );
-            }
-            Ok(tool)
-        })
+        .map(|definition| ToolSpec::new(definition, dialect))
         .collect()
 }

@@ -206,7 +206,7 @@ pub struct Agent {
 struct Inner {
     model: Arc<dyn ChatModel>,
     executor: Executor,
-    tools: Arc<[Value]>,
+    tools: Arc<[crate::model::ToolSpec]>,
     context: ToolContext,
     settings: Settings,
 }

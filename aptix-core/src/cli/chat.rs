@@ -418,10 +418,7 @@ impl ChatModel for EchoModel {
 fn requested_call(line: &str, request: &ChatRequest) -> Option<(String, String)> {
     let line = line.trim();
     let (name, arguments) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-    let known = request
-        .tools
-        .iter()
-        .any(|tool| tool.get("name").and_then(Value::as_str) == Some(name));
+    let known = request.tools.iter().any(|tool| tool.name == name);
     known.then(|| {
         let arguments = arguments.trim();
         let arguments = if arguments.is_empty() {

@@ -169,12 +169,7 @@ impl Anthropic {
         }
         body.insert("messages".into(), Value::Array(messages(&request.messages)));
         if !request.tools.is_empty() {
-            let specs: Vec<ToolSpec> = request
-                .tools
-                .iter()
-                .map(|tool| ToolSpec::from_provider_tool(tool, Dialect::Anthropic))
-                .collect();
-            let tools: Vec<Tool<'_>> = specs.iter().map(Tool::from).collect();
+            let tools: Vec<Tool<'_>> = request.tools.iter().map(Tool::from).collect();
             // Plain structs of strings and JSON values: serializing them
             // cannot fail.
             body.insert("tools".into(), json!(tools));

@@ -107,31 +107,6 @@ impl ToolSpec {
             format!("{}\n\nUsage: {usage}", definition.description())
         }
     }
-
-    /// Reads back a tool that [`crate::schema::dialect::provider_tool`] wrapped,
-    /// as the agent still hands them in [`ChatRequest::tools`].
-    // re-export kept while the tree moves: goes once `ChatRequest::tools`
-    // holds `ToolSpec`s.
-    #[cfg(any(feature = "openai", feature = "anthropic"))]
-    pub(crate) fn from_provider_tool(tool: &Value, dialect: Dialect) -> ToolSpec {
-        let text = |key: &str| {
-            tool.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let parameters = ["parameters", "input_schema", "inputSchema"]
-            .iter()
-            .find_map(|key| tool.get(*key))
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({ "type": "object" }));
-        ToolSpec {
-            name: text("name"),
-            description: text("description"),
-            parameters,
-            dialect,
-        }
-    }
 }
 
 /// One request to a chat model.
@@ -139,9 +114,9 @@ impl ToolSpec {
 pub struct ChatRequest {
     /// The conversation so far.
     pub messages: Vec<Message>,
-    /// Tool definitions, already lowered to the model's dialect; shared,
-    /// because every request of a run sends the same ones.
-    pub tools: std::sync::Arc<[Value]>,
+    /// The tools the model may call, already lowered to its dialect;
+    /// shared, because every request of a run sends the same ones.
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Which tools the model may call.
     pub tool_choice: ToolChoice,
     /// Whether the model may call several tools in one turn.

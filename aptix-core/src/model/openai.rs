@@ -217,13 +217,7 @@ impl OpenAiChat {
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({ "include_usage": true }));
         if !request.tools.is_empty() {
-            let dialect = self.dialect();
-            let specs: Vec<ToolSpec> = request
-                .tools
-                .iter()
-                .map(|tool| ToolSpec::from_provider_tool(tool, dialect))
-                .collect();
-            let tools: Vec<ChatTool<'_>> = specs.iter().map(ChatTool::from).collect();
+            let tools: Vec<ChatTool<'_>> = request.tools.iter().map(ChatTool::from).collect();
             // Plain structs of strings and JSON values: serializing them
             // cannot fail.
             body.insert("tools".into(), json!(tools));
@@ -714,7 +708,7 @@ mod tests {
         out
     }
 
-    fn request(messages: Vec<Message>, tools: Vec<Value>) -> ChatRequest {
+    fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> ChatRequest {
         ChatRequest {
             messages,
             tools: tools.into(),
@@ -853,7 +847,12 @@ mod tests {
                 ),
                 Message::assistant("done", Vec::new()),
             ],
-            vec![json!({"type":"function","name":"x","description":"d","parameters":{"type":"object"},"strict":true})],
+            vec![ToolSpec {
+                name: "x".into(),
+                description: "d".into(),
+                parameters: json!({"type":"object"}),
+                dialect: model.dialect(),
+            }],
         ));
         assert_eq!(body["messages"][0]["content"], json!(""));
         assert_eq!(body["messages"][1].get("tool_calls"), None);
