@@ -145,6 +145,57 @@ impl ChatModel for TranscriptModel {
     }
 }
 
+/// A database of its own on the PostgreSQL server: the agent's deadline
+/// worker sweeps every conversation of its store, and in a database shared
+/// with the tests it resumed their leftover conversations (one had an
+/// approved `charge` call, which then ran this bench's tool and broke the
+/// runs = approvals check).
+struct ScratchDatabase {
+    admin: PostgresStore,
+    name: String,
+    url: String,
+}
+
+impl ScratchDatabase {
+    async fn create(url: &str, tag: &str) -> ScratchDatabase {
+        use sqlx::Executor as _;
+        let admin = ok(PostgresStore::connect(url).await, "PostgresStore::connect");
+        let name = format!("aptix_bench_{tag}");
+        ok(
+            admin
+                .pool()
+                .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .await,
+            "CREATE DATABASE",
+        );
+        let (base, query) = match url.split_once('?') {
+            Some((base, query)) => (base, format!("?{query}")),
+            None => (url, String::new()),
+        };
+        let server = match base.rsplit_once('/') {
+            Some((server, _)) => server,
+            None => panic!("the PostgreSQL URL has no database part: {url}"),
+        };
+        let url = format!("{server}/{name}{query}");
+        ScratchDatabase { admin, name, url }
+    }
+
+    async fn drop_it(self) {
+        use sqlx::Executor as _;
+        let dropped = self
+            .admin
+            .pool()
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .await;
+        if let Err(error) = dropped {
+            eprintln!("could not drop the scratch database {}: {error}", self.name);
+        }
+    }
+}
+
 fn ok<T, E: Display>(result: Result<T, E>, what: &str) -> T {
     result.unwrap_or_else(|error| panic!("{what}: {error}"))
 }
@@ -733,14 +784,19 @@ fn main() {
                 )),
             ),
         ];
+        let mut scratch_database = None;
         match std::env::var("APTIX_BENCH_PG_URL").or_else(|_| std::env::var("APTIX_TEST_PG_URL")) {
-            Ok(url) if benchmarking() => stores.push((
-                "PostgresStore",
-                Arc::new(ok(
-                    PostgresStore::connect(&url).await,
-                    "PostgresStore::connect",
-                )),
-            )),
+            Ok(url) if benchmarking() => {
+                let database = ScratchDatabase::create(&url, &tag).await;
+                stores.push((
+                    "PostgresStore",
+                    Arc::new(ok(
+                        PostgresStore::connect(&database.url).await,
+                        "PostgresStore::connect",
+                    )),
+                ));
+                scratch_database = Some(database);
+            }
             _ => eprintln!("no PostgreSQL URL (or not benchmarking): skipping PostgreSQL"),
         }
         let mut phases = Vec::new();
@@ -753,6 +809,9 @@ fn main() {
                 phases.push(phase(name, &agent, &waiters, &tag, concurrency).await);
             }
             dispatcher.abort();
+        }
+        if let Some(database) = scratch_database {
+            database.drop_it().await;
         }
         phases
     });
