@@ -125,6 +125,12 @@ impl ArgsValidator {
 
     /// The full path: one `Value` parse, the violations reported.
     fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
+        typed(&self.full_value(raw)?)
+    }
+
+    /// [`ArgsValidator::parse_full`] up to the typed parse: the document as a `Value` the schema
+    /// accepts. Apart from the typed parse, so that every arguments type shares one copy.
+    fn full_value(&self, raw: &str) -> Result<Value, Rejection> {
         let mut value = parse_value(raw)?;
         if !value.is_object() {
             return Err(not_object(&value));
@@ -156,13 +162,19 @@ impl ArgsValidator {
                 return Err(invalid_arguments(violations, more));
             }
         }
-        // The schema accepts it; the Rust type may still be stricter (a float
-        // where an integer is declared, a custom `Deserialize`).
-        serde_path_to_error::deserialize(&value).map_err(|error| {
-            let path = pointer_of(error.path());
-            invalid_arguments(vec![(path, shortened(error.inner().to_string()))], 0)
-        })
+        Ok(value)
     }
+}
+
+/// `value`, which the schema accepts, parsed into `A`: the Rust type may still be stricter (a
+/// float where an integer is declared, a custom `Deserialize`).
+fn typed<A: DeserializeOwned>(value: &Value) -> Result<A, Rejection> {
+    serde_path_to_error::deserialize(value)
+        .map_err(|error| type_refused(error.path(), error.inner()))
+}
+
+fn type_refused(path: &serde_path_to_error::Path, error: &serde_json::Error) -> Rejection {
+    invalid_arguments(vec![(pointer_of(path), shortened(error.to_string()))], 0)
 }
 
 /// `raw` as a `Value`, refusing duplicate member names: a `Value` would keep the last one,

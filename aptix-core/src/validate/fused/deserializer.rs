@@ -107,7 +107,24 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
         deserialize_unit_struct(name: &'static str);
         deserialize_tuple(len: usize);
         deserialize_tuple_struct(name: &'static str, len: usize);
-        deserialize_struct(name: &'static str, fields: &'static [&'static str]);
+    }
+
+    /// Read as a map: a struct's schema is an object, so the array form `serde_json` also
+    /// accepts for a struct would fail the node's `type` anyway (and decline to the exact path,
+    /// which reads it as `serde_json` does). Not asking for it keeps the type's `visit_seq` out
+    /// of the code built for every arguments type.
+    #[inline]
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.cx.watch(self.de.deserialize_map(Check::<V, false> {
+            cx: self.cx,
+            id: self.id,
+            inner: visitor,
+        }))
     }
 
     /// With `float_roundtrip` (which `jsonschema` turns on), `serde_json` parses an `f32` target
@@ -648,16 +665,26 @@ struct KeyVisitor<'a, 'v, V, const ENUM: bool> {
 impl<V, const ENUM: bool> KeyVisitor<'_, '_, V, ENUM> {
     #[inline]
     fn record<E: de::Error>(&mut self, name: &str) -> Result<(), E> {
-        if name.len() == RAW_TOKEN.len() && name == RAW_TOKEN {
-            return Err(self.cx.fail());
+        match found(self.checks, name) {
+            Some(found) => {
+                *self.found = found;
+                Ok(())
+            }
+            None => Err(self.cx.fail()),
         }
-        let checks = self.checks;
-        *self.found = match find_slot(&checks.slots, &checks.slot_ranges, name) {
-            Some(index) => Found::Slot(index),
-            None if checks.additional == NEVER => return Err(self.cx.fail()),
-            None => Found::Extra(name.to_owned()),
-        };
-        Ok(())
+    }
+}
+
+/// What member `name` is at an object node with `checks`; `None` when it is refused. Apart from
+/// the visitor it serves, so that every arguments type shares one copy.
+fn found(checks: &Checks, name: &str) -> Option<Found> {
+    if name.len() == RAW_TOKEN.len() && name == RAW_TOKEN {
+        return None;
+    }
+    match find_slot(&checks.slots, &checks.slot_ranges, name) {
+        Some(index) => Some(Found::Slot(index)),
+        None if checks.additional == NEVER => None,
+        None => Some(Found::Extra(name.to_owned())),
     }
 }
 
