@@ -99,7 +99,11 @@ fn secret_fields(
         for (name, property) in properties {
             let before = path.len();
             path.push('/');
-            path.push_str(&name.replace('~', "~0").replace('/', "~1"));
+            if name.contains(['~', '/']) {
+                path.push_str(&name.replace('~', "~0").replace('/', "~1"));
+            } else {
+                path.push_str(name);
+            }
             if looks_secret(name) && !is_boolean(property, root) {
                 found.push(array.map_or_else(|| path.clone(), str::to_owned));
             }
@@ -236,6 +240,52 @@ const TOKENS_CREDENTIAL: &[&str] = &[
 /// The macro applies the same rule (`aptix-macros/src/secret.rs`); a test
 /// keeps the two equal.
 pub fn looks_secret(name: &str) -> bool {
+    // Every rule needs a word containing one of these; an ASCII name whose
+    // letters, in any case, contain none of them cannot match, and most
+    // names are such. (Not for other names: lowercasing can turn a
+    // non-ASCII letter into an ASCII one, the Kelvin sign into `k`.)
+    may_look_secret(name) && by_words(name)
+}
+
+/// False only for names that [`by_words`] cannot find secret: an ASCII
+/// name none of whose substrings is, in any case, a stem of
+/// [`stems_starting_with`].
+fn may_look_secret(name: &str) -> bool {
+    if !name.is_ascii() {
+        return true;
+    }
+    let bytes = name.as_bytes();
+    (0..bytes.len()).any(|at| {
+        let rest = bytes.get(at..).unwrap_or_default();
+        let first = rest.first().map_or(0, u8::to_ascii_lowercase);
+        stems_starting_with(first).iter().any(|stem| {
+            rest.get(..stem.len())
+                .is_some_and(|part| part.eq_ignore_ascii_case(stem.as_bytes()))
+        })
+    })
+}
+
+/// A part of every word a rule of [`looks_secret`] matches, by its first
+/// letter: `pass` of `password`, `passwd`, `passphrase` and `passcode`,
+/// `key` of `apikey`, `privatekey` and `key(s)`, `cred` of
+/// `credential(s)`, `auth` of `authorization` and `auth`, `token` of
+/// `token(s)`; the other words are stems of their own.
+fn stems_starting_with(letter: u8) -> &'static [&'static str] {
+    match letter {
+        b'a' => &["auth"],
+        b'b' => &["bearer"],
+        b'c' => &["cred", "cvv", "cvc"],
+        b'k' => &["key"],
+        b'o' => &["otp"],
+        b'p' => &["pass", "pwd"],
+        b's' => &["secret"],
+        b't' => &["token"],
+        _ => &[],
+    }
+}
+
+/// The rule of [`looks_secret`], word by word.
+fn by_words(name: &str) -> bool {
     let words = words(name);
     let at = |index: Option<usize>| index.and_then(|i| words.get(i)).map(String::as_str);
     words.iter().enumerate().any(|(i, word)| {
@@ -298,6 +348,79 @@ mod macro_rule;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stem_filter_passes_every_secret_name() {
+        // Names built from the rule's words and others, in every casing and
+        // joined every way the word split knows.
+        let parts = [
+            "api",
+            "API",
+            "Api",
+            "key",
+            "KEY",
+            "Key",
+            "keys",
+            "auth",
+            "AUTH",
+            "Auth",
+            "token",
+            "Token",
+            "TOKENS",
+            "password",
+            "Passwd",
+            "PASSPHRASE",
+            "passcode",
+            "pwd",
+            "Secret",
+            "secrets",
+            "apikey",
+            "ApiKeys",
+            "PrivateKey",
+            "credential",
+            "Credentials",
+            "Authorization",
+            "bearer",
+            "OTP",
+            "cvv",
+            "Cvc",
+            "access",
+            "private",
+            "ssh",
+            "header",
+            "count",
+            "page",
+            "max",
+            "refresh",
+            "id",
+            "2",
+            "x",
+            "name",
+            "city",
+            "user",
+        ];
+        let joins = ["", "_", "-", ".", " "];
+        let mut secret = 0;
+        for a in parts {
+            for b in parts {
+                for c in ["", "header", "Value", "count", "X"] {
+                    for join in joins {
+                        let name = [a, b, c].join(join);
+                        if by_words(&name) {
+                            secret += 1;
+                            assert!(may_look_secret(&name), "{name}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(secret > 1000, "{secret}");
+        assert!(!looks_secret("conversation_id"));
+        assert!(
+            looks_secret("api_\u{212A}ey"),
+            "the Kelvin sign lowercases to `k`"
+        );
+    }
 
     #[test]
     fn the_name_rule_is_the_macros() {

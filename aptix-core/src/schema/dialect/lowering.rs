@@ -253,6 +253,10 @@ pub(super) fn pointer_push(path: &str, token: &str) -> String {
     let mut out = String::with_capacity(path.len() + token.len() + 1);
     out.push_str(path);
     out.push('/');
+    if !token.contains(['~', '/']) {
+        out.push_str(token);
+        return out;
+    }
     for c in token.chars() {
         match c {
             '~' => out.push_str("~0"),
