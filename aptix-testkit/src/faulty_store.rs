@@ -620,6 +620,7 @@ mod tests {
                 owner: "me",
                 now: 1,
                 lease_until: 5,
+                version: None,
             });
         store.fail(StoreOp::Apply, Fault::once());
         assert!(matches!(

@@ -1774,6 +1774,7 @@ pub async fn batch_applies_every_write(store: &dyn Store, prefix: &str) {
                 owner: "owner-a",
                 now: 1_000,
                 lease_until: 60_000,
+                version: None,
             });
     let claimed = match ok(store.apply(&batch).await, "apply(ensure, claim)") {
         Applied::All {
@@ -1839,6 +1840,7 @@ pub async fn batch_applies_every_write(store: &dyn Store, prefix: &str) {
             owner: "owner-b",
             now: 2_000,
             lease_until: 70_000,
+            version: None,
         });
     assert_eq!(batch.len(), 3);
     match ok(
@@ -1939,6 +1941,17 @@ pub async fn batch_refused_write_undoes_the_batch(store: &dyn Store, prefix: &st
                 owner: "intruder",
                 now: 2_000,
                 lease_until: 80_000,
+                version: None,
+            },
+        ),
+        (
+            "a claim for a version the conversation no longer has",
+            Write::ClaimConversation {
+                id: &id,
+                owner: "holder",
+                now: 2_000,
+                lease_until: 80_000,
+                version: Some(before_conversation.version),
             },
         ),
         (
@@ -1948,6 +1961,7 @@ pub async fn batch_refused_write_undoes_the_batch(store: &dyn Store, prefix: &st
                 owner: "holder",
                 now: 2_000,
                 lease_until: 80_000,
+                version: None,
             },
         ),
         (

@@ -81,11 +81,18 @@ impl Lease {
     /// The write that takes the conversation, for a batch that must take
     /// it together with other writes.
     pub(crate) fn claim_write<'a>(&'a self, conversation_id: &'a str) -> Write<'a> {
+        self.claim_at_version(conversation_id, None)
+    }
+
+    /// [`Lease::claim_write`], refused unless the conversation still has
+    /// `version` (when given).
+    fn claim_at_version<'a>(&'a self, conversation_id: &'a str, version: Option<i64>) -> Write<'a> {
         Write::ClaimConversation {
             id: conversation_id,
             owner: &self.owner,
             now: now_ms(),
             lease_until: self.until(),
+            version,
         }
     }
 
@@ -104,6 +111,35 @@ impl Lease {
             Applied::All { claimed } => claimed,
             Applied::Refused { .. } => None,
         })
+    }
+
+    /// Takes the conversation and saves `conversation` as running, in one
+    /// batch: what was read at `version` with the user's new message, or
+    /// (`version` `None`) a conversation that did not exist, created in the
+    /// same batch. `false`, with nothing written, when it changed since it
+    /// was read, exists by now, or another process holds it.
+    pub(crate) async fn claim_with(
+        &self,
+        conversation: &Conversation,
+        version: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let empty = Conversation::new(conversation.id.clone());
+        let mut batch = Batch::new();
+        if version.is_none() {
+            batch.push(Write::CreateConversation(&empty));
+        }
+        batch
+            .push(self.claim_at_version(&conversation.id, version))
+            .push(Write::SaveConversation {
+                conversation,
+                owner: &self.owner,
+                status: ConversationStatus::Running,
+                lease_until: self.until(),
+            });
+        Ok(matches!(
+            self.store.apply(&batch).await?,
+            Applied::All { .. }
+        ))
     }
 
     /// Saves the transcript with `status`, holding it a lease longer.

@@ -50,7 +50,7 @@ use tokio::sync::broadcast;
 
 use crate::agent::{Agent, AgentEvent, AgentStream, Input};
 use crate::store::{CallState, ConversationStatus, Step, Store, StoreError, StoredConversation};
-use crate::transcript::Conversation;
+use crate::transcript::{Conversation, Message};
 use clients::Clients;
 use lease::{Lease, Runs, now_ms};
 use ledger::Ledger;
@@ -402,6 +402,11 @@ impl DurableAgent {
             .runs
             .begin(conversation_id)
             .ok_or_else(|| DurableError::Busy(conversation_id.to_owned()))?;
+        if let Input::User(text) = &input
+            && let Some(conversation) = self.claim_with_message(conversation_id, text).await?
+        {
+            return Ok(self.clone().drive(conversation, Input::Continue, run));
+        }
         // Created (empty) when absent and claimed, in one commit.
         let claimed = inner
             .lease
@@ -420,5 +425,41 @@ impl DurableAgent {
             });
         }
         Ok(self.clone().drive(claimed.conversation, input, run))
+    }
+
+    /// The common `send`: a conversation at rest (new, or idle with every
+    /// call answered and no wait pending) is claimed and stored with the
+    /// user's message in one commit. `None` for any other, or one that
+    /// changed between the read and the claim: `send` then settles the last
+    /// turn first and adds the message after its results.
+    async fn claim_with_message(
+        &self,
+        conversation_id: &str,
+        text: &str,
+    ) -> Result<Option<Conversation>, DurableError> {
+        let inner = &*self.inner;
+        let (mut conversation, version) = match inner
+            .lease
+            .store()
+            .load_conversation(conversation_id)
+            .await?
+        {
+            None => (Conversation::new(conversation_id), None),
+            Some(stored)
+                if stored.status == ConversationStatus::Idle
+                    && !ledger::has_unanswered_calls(&stored.conversation) =>
+            {
+                (stored.conversation, Some(stored.version))
+            }
+            Some(_) => return Ok(None),
+        };
+        // A wait of this conversation is written only by a run that holds
+        // it, whose claim changes the version: none can appear after this.
+        if version.is_some() && inner.ledger.pending_count(conversation_id).await? > 0 {
+            return Ok(None);
+        }
+        conversation.messages.push(Message::user(text));
+        let claimed = inner.lease.claim_with(&conversation, version).await?;
+        Ok(claimed.then_some(conversation))
     }
 }

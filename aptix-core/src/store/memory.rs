@@ -107,6 +107,7 @@ impl State {
         owner: &str,
         now: i64,
         lease_until: i64,
+        version: Option<i64>,
     ) -> Option<StoredConversation> {
         let changed = self.next_tick();
         let row = self.conversations.get_mut(id)?;
@@ -114,7 +115,7 @@ impl State {
         let free = stored.status != ConversationStatus::Running
             || stored.lease_until < now
             || stored.owner.as_deref() == Some(owner);
-        if !free {
+        if !free || version.is_some_and(|version| version != stored.version) {
             return None;
         }
         stored.status = ConversationStatus::Running;
@@ -303,8 +304,9 @@ impl State {
                     owner,
                     now,
                     lease_until,
+                    version,
                 } => {
-                    claimed = self.claim(id, owner, now, lease_until);
+                    claimed = self.claim(id, owner, now, lease_until, version);
                     claimed.is_some()
                 }
                 Write::SaveConversation {
@@ -365,7 +367,7 @@ impl Store for MemoryStore {
         now: i64,
         lease_until: i64,
     ) -> StoreFuture<'a, Option<StoredConversation>> {
-        ready(Ok(self.lock().claim(id, owner, now, lease_until)))
+        ready(Ok(self.lock().claim(id, owner, now, lease_until, None)))
     }
 
     fn save_conversation<'a>(

@@ -263,7 +263,8 @@ pub enum Write<'a> {
     /// Stores the conversation as `Idle` when none with its id exists;
     /// never refused (an existing one is left as it is).
     EnsureConversation(&'a Conversation),
-    /// [`Store::claim_conversation`]; refused where that returns `None`.
+    /// [`Store::claim_conversation`]; refused where that returns `None`,
+    /// and, when `version` is given, where the stored version is another.
     /// The claimed conversation is in [`Applied::All`].
     ClaimConversation {
         /// The conversation.
@@ -274,6 +275,10 @@ pub enum Write<'a> {
         now: i64,
         /// Until when `owner` holds it.
         lease_until: i64,
+        /// The version the conversation must still have: a claim made
+        /// together with a save of what was read at that version, so that
+        /// the save cannot overwrite a change made since.
+        version: Option<i64>,
     },
     /// [`Store::save_conversation`]; refused where that fails with
     /// [`StoreError::LostLease`].

@@ -47,6 +47,7 @@ const CLAIM_CONVERSATION: &str = "UPDATE aptix_conversations
                      version = version + 1, changed_at = {next_change}
                  WHERE id = ?1
                    AND (status <> 'running' OR lease_until < ?3 OR owner = ?2)
+                   AND (CAST(?5 AS BIGINT) IS NULL OR version = ?5)
                  RETURNING id, session_id, messages, status, owner, lease_until, version";
 
 const SAVE_CONVERSATION: &str = "UPDATE aptix_conversations
@@ -321,6 +322,7 @@ where
                 owner,
                 now,
                 lease_until,
+                None,
             )))
             .await
         {
@@ -553,7 +555,8 @@ where
                         owner,
                         now,
                         lease_until,
-                    } => Prepared::Claim(Self::claim_query(id, owner, now, lease_until)),
+                        version,
+                    } => Prepared::Claim(Self::claim_query(id, owner, now, lease_until, version)),
                     Write::SaveConversation {
                         conversation,
                         owner,
@@ -645,12 +648,14 @@ where
         owner: &str,
         now: i64,
         lease_until: i64,
+        version: Option<i64>,
     ) -> Query<'static, DB, DB::Arguments> {
         sqlx::query(DB::statements().claim_conversation.as_str())
             .bind(id)
             .bind(owner)
             .bind(now)
             .bind(lease_until)
+            .bind(version)
     }
 
     fn save_query(
