@@ -166,7 +166,7 @@ fn run_function<'a, T: ToolFn>(
     ctx: &'a ToolContext,
 ) -> BoxFuture<'a, RunResult> {
     Box::pin(async move {
-        let args: <T::Args as ToolArgs>::Serde = match definition.validator().parse(raw) {
+        let args = match parse_args::<T>(definition, raw) {
             Ok(args) => args,
             Err(rejection) => return Err(RunFailure::Rejected(rejection)),
         };
@@ -175,6 +175,16 @@ fn run_function<'a, T: ToolFn>(
             Err(error) => Err(RunFailure::Tool(error)),
         }
     })
+}
+
+/// The validated arguments of `T`: one copy per tool of the parse that a run and an
+/// approval's payload share.
+#[inline(never)]
+fn parse_args<T: Tool>(
+    definition: &ToolDefinition,
+    raw: &str,
+) -> Result<<T::Args as ToolArgs>::Serde, Rejection> {
+    definition.validator().parse(raw)
 }
 
 /// The result's JSON, with room for the envelope's closing ids.
@@ -207,10 +217,7 @@ fn validated_payload<T: Tool>(definition: &ToolDefinition, raw: &str) -> RunResu
     let value = validated_value(definition, raw)?;
     // The typed parse proves the arguments fit the Rust type too. It is the
     // parse a call of the function makes, so it adds no code per tool.
-    match definition
-        .validator()
-        .parse::<<T::Args as ToolArgs>::Serde>(raw)
-    {
+    match parse_args::<T>(definition, raw) {
         Ok(_) => payload_of(&value),
         Err(rejection) => Err(type_mismatch(rejection)),
     }

@@ -80,6 +80,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 
 use serde::de::DeserializeOwned;
+use serde_json::de::StrRead;
 
 use deserializer::{Checked, Cx};
 use numbers::{EnumSet, Num, Scalar, cmp_num, is_multiple_of};
@@ -272,19 +273,36 @@ impl FusedValidator {
     /// (which produces the error messages). So None is always safe; Some must be sound.
     #[inline]
     pub(crate) fn parse<A: DeserializeOwned>(&self, raw: &str) -> Option<A> {
+        let mut args = None;
+        let read = self.read(raw, &mut |checked| {
+            args = A::deserialize(checked).ok();
+            args.is_some()
+        });
+        if read { args } else { None }
+    }
+
+    /// One checked read of `raw`: `deserialize` reads the document through the checking
+    /// deserializer of the root node and says whether it succeeded; true if it did, the text
+    /// ended there and no check failed on the way. Apart from [`FusedValidator::parse`], so
+    /// that the set-up is not built again for every arguments type.
+    fn read(
+        &self,
+        raw: &str,
+        deserialize: &mut dyn FnMut(
+            Checked<'_, &mut serde_json::Deserializer<StrRead<'_>>>,
+        ) -> bool,
+    ) -> bool {
         let cx = Cx {
             v: self,
             failed: Cell::new(false),
         };
         let mut deserializer = serde_json::Deserializer::from_str(raw);
-        let args = A::deserialize(Checked {
+        deserialize(Checked {
             cx: &cx,
             id: self.root,
             de: &mut deserializer,
-        })
-        .ok()?;
-        deserializer.end().ok()?;
-        (!cx.failed.get()).then_some(args)
+        }) && deserializer.end().is_ok()
+            && !cx.failed.get()
     }
 
     fn node(&self, id: Id) -> &Node {
