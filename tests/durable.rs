@@ -132,7 +132,10 @@ async fn store(backend: Backend) -> Option<Arc<dyn Store>> {
     match backend {
         Backend::Memory => Some(Arc::new(MemoryStore::new())),
         Backend::Sqlite => {
-            let path = std::env::temp_dir().join(format!("aptix-durable-{}.db", uuid()));
+            // Under the build directory, not the system's temporary one: nothing
+            // deletes these files, and a clean build (as in CI) starts without them.
+            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("aptix-durable-{}.db", uuid()));
             Some(Arc::new(
                 SqliteStore::open(&path)
                     .await
