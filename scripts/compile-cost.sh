@@ -18,7 +18,9 @@
 # Dependencies are built once; then each crate is built in release after
 # touching its source, COMPILE_COST_REPEAT times (default 3), keeping the
 # fastest. It prints t[1], t[N] and (t[N] - t[1]) / (N - 1) per tool for
-# each kind, and aptix's per-tool cost as a ratio of the others'.
+# each kind, in wall-clock time and in CPU time (user + system of cargo and
+# the compilers; steadier when the machine is shared), and aptix's per-tool
+# cost as a ratio of the others'.
 #
 # Environment: COMPILE_COST_APTIX, the aptix checkout the crates depend on
 # (default: this one; point it at a copy to measure while this tree is being
@@ -264,44 +266,59 @@ cd "$DIR"
 echo "== dependencies (built once; not measured)" >&2
 cargo build --release --quiet --workspace
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# The fastest of REPEAT release builds of one crate after touching its source.
+# The fastest of REPEAT release builds of one crate after touching its
+# source, as "wall_ms cpu_ms": wall clock, and the CPU time (user + system)
+# of cargo and the compilers it ran. The CPU time is the steadier figure
+# while other work shares the machine.
 measure() {
-  local crate="$1" extra="${2:-}" best="" started took
+  local crate="$1" extra="${2:-}" best_wall="" best_cpu="" times wall user sys cpu
   # Built once untimed first: `-p` alone unifies dependency features
   # differently from the `--workspace` build above, so the first build of a
   # crate may compile dependencies again.
   cargo build --release --quiet -p "$crate"
+  times="$(mktemp)"
   for ((r = 0; r < REPEAT; r++)); do
     touch "$crate/src/lib.rs"
-    started="$(now_ms)"
     # shellcheck disable=SC2086
-    cargo build --release --quiet -p "$crate" $extra
-    took=$(($(now_ms) - started))
-    if [ -z "$best" ] || [ "$took" -lt "$best" ]; then best="$took"; fi
+    if ! { TIMEFORMAT='%R %U %S'; time cargo build --release --quiet -p "$crate" $extra 2>&3; } 3>&2 2>"$times"; then
+      rm -f "$times"
+      return 1
+    fi
+    read -r wall user sys <"$times"
+    wall=$(awk -v t="$wall" 'BEGIN { printf "%d", t * 1000 }')
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%d", (u + s) * 1000 }')
+    if [ -z "$best_wall" ] || [ "$wall" -lt "$best_wall" ]; then best_wall="$wall"; fi
+    if [ -z "$best_cpu" ] || [ "$cpu" -lt "$best_cpu" ]; then best_cpu="$cpu"; fi
   done
-  echo "$best"
+  rm -f "$times"
+  echo "$best_wall $best_cpu"
 }
 
-declare -A PER_TOOL
-printf '%-6s %10s %10s %14s\n' kind "t[1] ms" "t[$N] ms" "ms per tool"
+# Hundredths of a millisecond per tool, printed with two decimals.
+per_tool() { echo $((($2 - $1) * 100 / (N - 1))); }
+two_decimals() { printf '%d.%02d' $(($1 / 100)) $(($1 % 100)); }
+
+declare -A PER_TOOL PER_TOOL_CPU
+printf '%-6s %10s %10s %14s %12s %12s %14s\n' kind "t[1] ms" "t[$N] ms" "ms per tool" "cpu[1] ms" "cpu[$N] ms" "cpu ms per tool"
 for kind in $KINDS; do
-  t1="$(measure "cc-$kind-1")"
+  read -r t1 c1 <<<"$(measure "cc-$kind-1")"
   timings=""
   [ "${COMPILE_COST_TIMINGS:-0}" = 1 ] && timings="--timings"
-  tn="$(measure "cc-$kind-$N" "$timings")"
-  # Hundredths of a millisecond, printed with two decimals.
-  per=$(((tn - t1) * 100 / (N - 1)))
-  PER_TOOL[$kind]="$per"
-  printf '%-6s %10s %10s %11d.%02d\n' "$kind" "$t1" "$tn" $((per / 100)) $((per % 100))
+  read -r tn cn <<<"$(measure "cc-$kind-$N" "$timings")"
+  PER_TOOL[$kind]="$(per_tool "$t1" "$tn")"
+  PER_TOOL_CPU[$kind]="$(per_tool "$c1" "$cn")"
+  printf '%-6s %10s %10s %14s %12s %12s %14s\n' "$kind" "$t1" "$tn" "$(two_decimals "${PER_TOOL[$kind]}")" \
+    "$c1" "$cn" "$(two_decimals "${PER_TOOL_CPU[$kind]}")"
 done
 if [ -n "${PER_TOOL[aptix]:-}" ]; then
   for kind in $KINDS; do
     [ "$kind" = aptix ] && continue
     base="${PER_TOOL[$kind]}"
-    if [ "$base" -gt 0 ]; then
-      ratio=$((PER_TOOL[aptix] * 100 / base))
-      printf 'aptix / %s per tool: %d.%02dx\n' "$kind" $((ratio / 100)) $((ratio % 100))
+    base_cpu="${PER_TOOL_CPU[$kind]}"
+    if [ "$base" -gt 0 ] && [ "$base_cpu" -gt 0 ]; then
+      printf 'aptix / %s per tool: %sx wall clock, %sx CPU time\n' "$kind" \
+        "$(two_decimals $((PER_TOOL[aptix] * 100 / base)))" \
+        "$(two_decimals $((PER_TOOL_CPU[aptix] * 100 / base_cpu)))"
     fi
   done
 fi
