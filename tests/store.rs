@@ -578,6 +578,59 @@ mod round_trip {
         }
     }
 
+    /// A `send` whose claim (with the user's message) was committed but
+    /// whose answer was lost goes on with the run: it reports no failure
+    /// for a message that is stored, and the message is stored once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_send_whose_claim_committed_unacknowledged_goes_on() {
+        use aptix_testkit::faulty_store::{Fault, StoreOp};
+
+        let store = Arc::new(FaultyStore::new(MemoryStore::new()));
+        let catalog = Catalog::builder()
+            .tool::<ChargeTool>()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let model = ScriptedModel::new(vec![ScriptedTurn::new().text("Hello.")]);
+        let agent = Agent::builder()
+            .model(model)
+            .catalog(catalog)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let agent = DurableAgent::builder(agent, Arc::clone(&store) as Arc<dyn Store>)
+            .deadline_worker(None)
+            .build();
+        store.fail(StoreOp::Apply, Fault::once().after_applying());
+        let events: Vec<AgentEvent> = agent
+            .send("conv", Input::User("hi".into()))
+            .await
+            .unwrap_or_else(|e| panic!("the send failed though its message is stored: {e}"))
+            .collect()
+            .await;
+        assert!(
+            matches!(
+                events.last(),
+                Some(AgentEvent::Done {
+                    reason: DoneReason::Completed,
+                    ..
+                })
+            ),
+            "{events:?}"
+        );
+        let stored = store
+            .load_conversation("conv")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the conversation is stored"));
+        let users = stored
+            .conversation
+            .messages
+            .iter()
+            .filter(|message| matches!(message, aptix::transcript::Message::User { .. }))
+            .count();
+        assert_eq!(users, 1, "{:?}", stored.conversation.messages);
+        assert_eq!(stored.status, aptix::store::ConversationStatus::Idle);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_round_trip_commits_at_most_seven_times_on_memory() {
         let store = Arc::new(FaultyStore::new(MemoryStore::new()));

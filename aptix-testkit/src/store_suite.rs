@@ -1787,6 +1787,31 @@ pub async fn batch_applies_every_write(store: &dyn Store, prefix: &str) {
     assert_eq!(claimed.owner.as_deref(), Some("owner-a"));
     assert_eq!(claimed, load(store, &id).await, "the claim is stored");
 
+    // A claim for the version the conversation has is taken (one for an
+    // older version is refused: see the refusals below).
+    let batch = Batch::new().with(Write::ClaimConversation {
+        id: &id,
+        owner: "owner-a",
+        now: 1_000,
+        lease_until: 60_000,
+        version: Some(claimed.version),
+    });
+    let claimed = match ok(
+        store.apply(&batch).await,
+        "apply(claim at the current version)",
+    ) {
+        Applied::All {
+            claimed: Some(again),
+        } => {
+            assert!(
+                again.version > claimed.version,
+                "a claim changes the version"
+            );
+            again
+        }
+        other => panic!("a claim at the conversation's own version: {other:?}"),
+    };
+
     // Ensure of an existing conversation leaves it as it is.
     let other = conversation(&id, "not stored");
     assert!(

@@ -382,6 +382,12 @@ impl DurableAgent {
     /// [`DurableAgent::resolve`] continues the conversation in the
     /// background.
     ///
+    /// For a conversation at rest (new, or idle with every call answered)
+    /// the user's message is stored by the time this returns `Ok`, in the
+    /// same commit as the claim: a stream dropped unread then leaves the
+    /// conversation running, and once this process's lease runs out a
+    /// sweep answers it (its events reach [`DurableAgent::subscribe`]).
+    ///
     /// Calls of the last turn that were resolved but not yet settled (with
     /// `resume_on_resolve(false)`) are settled first, so their results
     /// follow their calls and precede `input`. If that leaves calls waiting
@@ -453,13 +459,37 @@ impl DurableAgent {
             }
             Some(_) => return Ok(None),
         };
-        // A wait of this conversation is written only by a run that holds
-        // it, whose claim changes the version: none can appear after this.
+        // A wait of this conversation is written by a run that claimed it,
+        // and the claim changed the version: none can appear after this
+        // read without the claim below being refused (a process whose
+        // lease ran out writes no new wait either: its checkpointed inserts
+        // carry a save that needs the lease).
         if version.is_some() && inner.ledger.pending_count(conversation_id).await? > 0 {
             return Ok(None);
         }
         conversation.messages.push(Message::user(text));
-        let claimed = inner.lease.claim_with(&conversation, version).await?;
-        Ok(claimed.then_some(conversation))
+        match inner.lease.claim_with(&conversation, version).await {
+            Ok(claimed) => Ok(claimed.then_some(conversation)),
+            Err(error) => {
+                // The batch may have been written all the same (the answer
+                // was lost after the commit): then the message is stored and
+                // this process holds the conversation, so the run goes on
+                // rather than leave it for a sweep to answer a `send` that
+                // reported failure (and a retry to add the message twice).
+                match inner.lease.store().load_conversation(conversation_id).await {
+                    Ok(Some(stored))
+                        if stored.status == ConversationStatus::Running
+                            && stored.owner.as_deref() == Some(inner.lease.owner())
+                            && stored.conversation.messages == conversation.messages =>
+                    {
+                        Ok(Some(conversation))
+                    }
+                    _ => {
+                        inner.lease.give_up(conversation_id).await;
+                        Err(error.into())
+                    }
+                }
+            }
+        }
     }
 }
