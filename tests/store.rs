@@ -479,27 +479,38 @@ mod round_trip {
     /// The operations of each part of two round trips of one conversation:
     /// the first creates it, the second finds it idle.
     async fn count<S: Store>(store: Arc<FaultyStore<S>>) -> [[OpCounts; 3]; 2] {
+        let agent = durable_agent(
+            &store,
+            vec![
+                ScriptedTurn::new().tool_call("call-1", "charge", r#"{"cents":500}"#),
+                ScriptedTurn::new().text("Charged."),
+                ScriptedTurn::new().tool_call("call-2", "charge", r#"{"cents":700}"#),
+                ScriptedTurn::new().text("Charged again."),
+            ],
+        );
+        let first = round(&agent, &store, "call-1").await;
+        let second = round(&agent, &store, "call-2").await;
+        [first, second]
+    }
+
+    /// A durable agent over `store` with the `charge` tool and a model
+    /// answering `turns`, without a deadline worker.
+    fn durable_agent<S: Store>(
+        store: &Arc<FaultyStore<S>>,
+        turns: Vec<ScriptedTurn>,
+    ) -> DurableAgent {
         let catalog = Catalog::builder()
             .tool::<ChargeTool>()
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
-        let model = ScriptedModel::new(vec![
-            ScriptedTurn::new().tool_call("call-1", "charge", r#"{"cents":500}"#),
-            ScriptedTurn::new().text("Charged."),
-            ScriptedTurn::new().tool_call("call-2", "charge", r#"{"cents":700}"#),
-            ScriptedTurn::new().text("Charged again."),
-        ]);
         let agent = Agent::builder()
-            .model(model)
+            .model(ScriptedModel::new(turns))
             .catalog(catalog)
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
-        let agent = DurableAgent::builder(agent, Arc::clone(&store) as Arc<dyn Store>)
+        DurableAgent::builder(agent, Arc::clone(store) as Arc<dyn Store>)
             .deadline_worker(None)
-            .build();
-        let first = round(&agent, &store, "call-1").await;
-        let second = round(&agent, &store, "call-2").await;
-        [first, second]
+            .build()
     }
 
     /// One round trip of conversation `conv` whose model calls `call_id`.
@@ -586,19 +597,7 @@ mod round_trip {
         use aptix_testkit::faulty_store::{Fault, StoreOp};
 
         let store = Arc::new(FaultyStore::new(MemoryStore::new()));
-        let catalog = Catalog::builder()
-            .tool::<ChargeTool>()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let model = ScriptedModel::new(vec![ScriptedTurn::new().text("Hello.")]);
-        let agent = Agent::builder()
-            .model(model)
-            .catalog(catalog)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let agent = DurableAgent::builder(agent, Arc::clone(&store) as Arc<dyn Store>)
-            .deadline_worker(None)
-            .build();
+        let agent = durable_agent(&store, vec![ScriptedTurn::new().text("Hello.")]);
         store.fail(StoreOp::Apply, Fault::once().after_applying());
         let events: Vec<AgentEvent> = agent
             .send("conv", Input::User("hi".into()))
