@@ -1247,19 +1247,11 @@ async fn failed_save_after_the_model_turn_leaves_no_unanswered_call(backend: Bac
         ],
         true,
     );
-    // The run saves before the model turn (1), then after it (2).
+    // The run saves before the model turn (1: with the claim), then after
+    // it (2).
     faulty.fail_save_number.store(2, Ordering::SeqCst);
     let events = send(&agent, &id, "email alice").await;
-    assert!(
-        events.iter().any(|event| matches!(
-            event,
-            AgentEvent::Done {
-                reason: DoneReason::StoreFailed(_),
-                ..
-            }
-        )),
-        "{events:?}"
-    );
+    assert_stopped_by_the_store(&events);
     assert_eq!(runs_of(&id, "send_email"), Vec::<Value>::new());
     let stored = agent
         .conversation(&id)
@@ -1288,6 +1280,20 @@ async fn failed_save_after_the_model_turn_leaves_no_unanswered_call(backend: Bac
     );
 }
 
+/// The run ended because the store failed.
+fn assert_stopped_by_the_store(events: &[AgentEvent]) {
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::Done {
+                reason: DoneReason::StoreFailed(_),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+}
+
 /// The turn is stored in the same batch as the first record of its calls;
 /// here that batch fails while two calls of the turn run side by side.
 /// The call whose batch failed does not run; the other runs only once its
@@ -1309,20 +1315,11 @@ async fn failed_batch_carrying_the_turn_runs_each_call_once(backend: Backend) {
         ],
         true,
     );
-    // The user's message is saved before the model turn (1); the turn
-    // goes with the first call's record (2).
+    // The user's message is saved with the claim, before the model turn
+    // (1); the turn goes with the first call's record (2).
     faulty.fail_save_number.store(2, Ordering::SeqCst);
     let events = send(&agent, &id, "email ann and ben").await;
-    assert!(
-        events.iter().any(|event| matches!(
-            event,
-            AgentEvent::Done {
-                reason: DoneReason::StoreFailed(_),
-                ..
-            }
-        )),
-        "{events:?}"
-    );
+    assert_stopped_by_the_store(&events);
     assert_eq!(
         runs_of(&id, "send_email").len(),
         1,

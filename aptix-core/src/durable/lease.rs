@@ -123,10 +123,12 @@ impl Lease {
         conversation: &Conversation,
         version: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let empty = Conversation::new(conversation.id.clone());
+        let empty = version
+            .is_none()
+            .then(|| Conversation::new(conversation.id.clone()));
         let mut batch = Batch::new();
-        if version.is_none() {
-            batch.push(Write::CreateConversation(&empty));
+        if let Some(empty) = &empty {
+            batch.push(Write::CreateConversation(empty));
         }
         batch
             .push(self.claim_at_version(&conversation.id, version))
