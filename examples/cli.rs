@@ -27,8 +27,8 @@ mod send_email;
 
 use std::process::ExitCode;
 
+use aptix::ToolContext;
 use aptix::cli::Cli;
-use aptix::{Catalog, ToolContext};
 
 fn main() -> ExitCode {
     // Logs go to standard error, so they never mix with the JSON on
@@ -40,7 +40,14 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let catalog = match Catalog::linked() {
+    let catalog = match aptix::tools![
+        get_current_time::GetCurrentTimeTool,
+        get_location::GetLocation,
+        hello_world::HelloWorldTool,
+        send_email::SendEmailTool,
+    ]
+    .build()
+    {
         Ok(catalog) => catalog,
         Err(error) => {
             eprintln!("error: {error}");

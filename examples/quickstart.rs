@@ -23,7 +23,7 @@ use std::io::Write;
 
 use aptix::model::ChatModel;
 use aptix::model::openai::OpenAiChat;
-use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, ToolContext};
+use aptix::{Agent, AgentEvent, Conversation, DoneReason, Input, ToolContext};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
 
@@ -51,7 +51,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
 
-    let catalog = Catalog::linked()?;
+    let catalog = aptix::tools![
+        get_current_time::GetCurrentTimeTool,
+        get_location::GetLocation,
+        hello_world::HelloWorldTool,
+        send_email::SendEmailTool,
+    ]
+    .build()?;
     println!(
         "{} tools (fingerprint {}):",
         catalog.len(),

@@ -13,7 +13,7 @@ use aptix::model::{FinishReason, ModelError};
 use aptix::prelude::*;
 use aptix::transcript::Message;
 use aptix::{
-    Agent, AgentEvent, AwaitReason, Catalog, Conversation, DoneReason, Envelope, EnvelopeIds, Input,
+    Agent, AgentEvent, AwaitReason, Conversation, DoneReason, Envelope, EnvelopeIds, Input,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
@@ -60,7 +60,19 @@ fn agent(turns: Vec<ScriptedTurn>) -> (Agent, std::sync::Arc<ScriptedModel>) {
     let model = std::sync::Arc::new(ScriptedModel::new(turns));
     let agent = Agent::builder()
         .shared_model(model.clone())
-        .catalog(Catalog::linked().unwrap_or_else(|e| panic!("{e}")))
+        .catalog(
+            aptix::tools![
+                get_location::GetLocation,
+                hello_world::HelloWorldTool,
+                NapTool,
+                TallyTool,
+                RendezvousTool,
+                LoginTool,
+                SendNoteTool,
+            ]
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        )
         .max_iterations(4)
         .build()
         .unwrap_or_else(|e| panic!("{e}"));

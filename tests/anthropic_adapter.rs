@@ -804,7 +804,7 @@ fn thinking_agent(
 ) -> Result<aptix::Agent, Box<dyn std::error::Error>> {
     Ok(aptix::Agent::builder()
         .model(model_for(server))
-        .catalog(aptix::Catalog::linked()?)
+        .catalog(aptix::tools![GetWeatherTool].build()?)
         .max_iterations(4)
         .build()?)
 }

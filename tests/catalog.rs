@@ -17,13 +17,26 @@ use send_email::SendEmailTool;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// Every example tool, named out of order.
+fn every_tool() -> aptix::CatalogBuilder {
+    aptix::tools![
+        SendEmailTool,
+        GetLocation,
+        HelloWorldTool,
+        GetCurrentTimeTool
+    ]
+}
+
+fn example_catalog() -> Catalog {
+    every_tool().build().unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[test]
-fn linked_catalog_holds_every_tool_sorted_by_name() {
-    let catalog = aptix_testkit::assert_catalog_valid_for(&[
-        Dialect::OpenAiStrict,
-        Dialect::Anthropic,
-        Dialect::Mcp,
-    ]);
+fn a_catalog_holds_every_tool_sorted_by_name() {
+    let catalog = aptix_testkit::assert_catalog_valid_for(
+        every_tool(),
+        &[Dialect::OpenAiStrict, Dialect::Anthropic, Dialect::Mcp],
+    );
     assert_eq!(
         catalog.names().collect::<Vec<_>>(),
         [
@@ -58,8 +71,7 @@ fn builder_takes_an_explicit_subset_in_any_order() {
 
 #[test]
 fn adding_the_same_tool_twice_is_one_tool() {
-    let catalog = Catalog::builder()
-        .linked()
+    let catalog = every_tool()
         .tool::<HelloWorldTool>()
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -68,7 +80,7 @@ fn adding_the_same_tool_twice_is_one_tool() {
 
 #[test]
 fn lookup_by_name() {
-    let catalog = Catalog::linked().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = example_catalog();
     let definition = catalog
         .get("get_location")
         .unwrap_or_else(|| panic!("missing"));
@@ -79,8 +91,8 @@ fn lookup_by_name() {
 
 #[test]
 fn fingerprint_is_a_sha256_stable_across_builds() {
-    let catalog = Catalog::linked().unwrap_or_else(|e| panic!("{e}"));
-    let again = Catalog::linked().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = example_catalog();
+    let again = example_catalog();
     let fingerprint = catalog.fingerprint();
     assert_eq!(fingerprint.len(), 64);
     assert!(
@@ -224,7 +236,7 @@ fn definitions_are_byte_identical_across_builds() {
 
 #[test]
 fn usage_prompt_lists_when_to_call_each_tool() {
-    let catalog = Catalog::linked().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = example_catalog();
     let prompt = catalog.usage_prompt();
     assert!(prompt.starts_with("Tools and when to call them:\n- agent_hello_world: Call when the user asks to be greeted or welcomed.\n"));
     assert_eq!(prompt.lines().count(), 5);

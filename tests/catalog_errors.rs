@@ -108,8 +108,16 @@ impl aptix::ToolFn for Impostor {
 }
 
 #[test]
-fn linked_catalog_reports_every_problem_at_once() {
-    let error = match Catalog::builder().linked().tool::<Impostor>().build() {
+fn a_catalog_reports_every_problem_at_once() {
+    let tools = aptix::tools![
+        BareStringTool,
+        SloppyTool,
+        NestedSloppyTool,
+        ChoiceTool,
+        SharedNameTool,
+        Impostor,
+    ];
+    let error = match tools.build() {
         Ok(catalog) => panic!("expected errors, got {catalog:?}"),
         Err(error) => error,
     };
@@ -205,14 +213,6 @@ fn linked_catalog_reports_every_problem_at_once() {
 fn a_valid_subset_still_builds() {
     let catalog = Catalog::builder().tool::<SharedNameTool>().build();
     assert!(catalog.is_ok(), "{catalog:?}");
-}
-
-#[test]
-fn an_empty_link_list_explains_the_linker_trap() {
-    assert_eq!(
-        CatalogProblem::NoLinkedTools.to_string(),
-        "no tools are linked into this binary: declare tools with #[agent_tool], and name crates that declare them (`aptix::link_tools!(my_tools);`) so the linker keeps them"
-    );
 }
 
 /// A tool written by hand, as another crate's code generator might: the

@@ -155,3 +155,30 @@ fn the_scan_sees_imports_and_skips_comments_and_tests() {
     let names: Vec<String> = imports(text).into_iter().map(|(_, n)| n).collect();
     assert_eq!(names, ["error", "meta"]);
 }
+
+/// Crates whose macros put `unsafe` code into the crate that uses them, to
+/// collect items at link time or run code before `main`. `forbid(unsafe_code)`
+/// does not see code a foreign macro expands to, so `#[agent_tool]` once
+/// registered tools through `linkme` with every crate saying it forbade
+/// `unsafe`: this test is the guard the lint is not.
+const UNSAFE_REGISTRIES: &[&str] = &["linkme", "inventory", "ctor", "distributed-slice"];
+
+#[test]
+fn no_crate_depends_on_a_link_time_registry() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lock = fs::read_to_string(root.join("Cargo.lock"))
+        .unwrap_or_else(|e| panic!("reading Cargo.lock: {e}"));
+    let locked: Vec<&str> = lock
+        .lines()
+        .filter_map(|line| line.strip_prefix("name = \""))
+        .filter_map(|rest| rest.strip_suffix('"'))
+        .collect();
+    let found: Vec<&&str> = UNSAFE_REGISTRIES
+        .iter()
+        .filter(|name| locked.contains(name))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the build depends on {found:?}, whose macros expand to `unsafe` code"
+    );
+}

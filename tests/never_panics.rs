@@ -8,12 +8,17 @@ mod hello_world;
 #[path = "../examples/send_email.rs"]
 mod send_email;
 
-use aptix::{Catalog, Executor, Outcome, ToolCall, ToolContext};
+use aptix::{Executor, Outcome, ToolCall, ToolContext};
 use proptest::prelude::*;
 use serde_json::Value;
 
 fn executor() -> Executor {
-    Executor::new(Catalog::linked().unwrap_or_else(|error| panic!("{error}")))
+    let tools = aptix::tools![
+        get_location::GetLocation,
+        hello_world::HelloWorldTool,
+        send_email::SendEmailTool,
+    ];
+    Executor::new(tools.build().unwrap_or_else(|error| panic!("{error}")))
 }
 
 fn arbitrary_json() -> impl Strategy<Value = Value> {

@@ -1,6 +1,6 @@
 //! What `#[agent_tool]` expands to refers to, and nothing else. Not a public
 //! API: names here change without notice. Routing generated paths through
-//! this module means users depend on `aptix` alone, never on `linkme`.
+//! this module means users depend on `aptix` alone.
 
 pub use core::future::Future;
 pub use core::marker::{Send, Sync};
@@ -9,12 +9,10 @@ pub use core::result::Result;
 pub use core::time::Duration;
 pub use std::sync::OnceLock;
 
-pub use linkme;
 pub use schemars::JsonSchema;
 pub use serde::Serialize;
 pub use serde::de::DeserializeOwned;
 
-pub use crate::catalog::{LinkedTool, TOOLS};
 pub use crate::context::ToolContext;
 pub use crate::error::ToolError;
 pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};

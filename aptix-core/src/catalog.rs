@@ -1,10 +1,11 @@
 //! The catalog: which tools a model may call, in a fixed order.
 //!
 //! A catalog holds [`ToolEntry`]s: a definition plus the tool's server
-//! code, shared. `#[agent_tool]` is one producer of entries: the tools it
-//! declares register themselves in a link-time list ([`TOOLS`], a `linkme`
-//! distributed slice), which [`Catalog::linked`] takes whole and
-//! [`CatalogBuilder::tool`] one at a time. A tool made at run time is
+//! code, shared. `#[agent_tool]` is one producer of entries, named one by
+//! one ([`CatalogBuilder::tool`], or [`tools!`](crate::tools) for a list):
+//! there is no link-time list of every declared tool, because collecting
+//! one (linker sections, life before `main`) needs `unsafe` code in this
+//! crate and in every crate that declares a tool. A tool made at run time is
 //! another ([`ToolEntry::from_json_schema`]: a JSON Schema and an async
 //! closure). Building checks every entry the same way and refuses
 //! duplicate names, reporting all problems at once, so a broken tool stops
@@ -305,7 +306,7 @@ struct Failed {
 pub struct PendingEntry(Pending);
 
 enum Pending {
-    Linked(fn() -> Result<ToolEntry, Box<Failed>>),
+    Typed(fn() -> Result<ToolEntry, Box<Failed>>),
     Entry(ToolEntry),
     New(Box<ToolEntryBuilder>),
 }
@@ -331,36 +332,22 @@ impl From<ToolEntryBuilder> for PendingEntry {
 impl Pending {
     fn made(self) -> Result<ToolEntry, Box<Failed>> {
         match self {
-            Pending::Linked(make) => make(),
+            Pending::Typed(make) => make(),
             Pending::Entry(entry) => Ok(entry),
             Pending::New(builder) => builder.into_entry(),
         }
     }
 }
 
-/// A tool declared with `#[agent_tool]`, as the link-time list holds it.
-#[doc(hidden)]
-pub struct LinkedTool(fn() -> Result<ToolEntry, Box<Failed>>);
-
-impl LinkedTool {
-    /// The registration of `T`.
-    pub const fn of<T: Tool>() -> LinkedTool {
-        LinkedTool(ToolEntry::of::<T>)
-    }
-}
-
-/// The link-time list of every tool declared with `#[agent_tool]`.
-#[linkme::distributed_slice]
-pub static TOOLS: [LinkedTool];
-
-/// Links the tools of crates that the binary does not otherwise name.
-///
-/// A crate whose items are never used is not linked, and the tools it
-/// declares silently vanish from [`Catalog::linked`]. Naming it here keeps it:
-/// `aptix::link_tools!(billing_tools, calendar_tools);`
+/// A catalog builder with the tools declared with `#[agent_tool]` that are
+/// named, in any order: `aptix::tools![HelloWorldTool, GetWeatherTool].build()?`.
+/// Adding more (`.tool::<T>()`, `.entry(...)`) goes on as with
+/// [`Catalog::builder`].
 #[macro_export]
-macro_rules! link_tools {
-    ($($krate:ident),+ $(,)?) => { $( use $krate as _; )+ };
+macro_rules! tools {
+    ($($tool:ty),* $(,)?) => {
+        $crate::Catalog::builder()$(.tool::<$tool>())*
+    };
 }
 
 /// One problem found while building a catalog.
@@ -419,11 +406,6 @@ pub enum CatalogProblem {
     /// `log_fields`, so its value would be shown in agent events.
     #[error(transparent)]
     UndeclaredSecret(#[from] crate::secrets::UndeclaredSecret),
-    /// `Catalog::linked` found nothing.
-    #[error(
-        "no tools are linked into this binary: declare tools with #[agent_tool], and name crates that declare them (`aptix::link_tools!(my_tools);`) so the linker keeps them"
-    )]
-    NoLinkedTools,
 }
 
 /// Every problem that kept a catalog from being built.
@@ -476,19 +458,7 @@ impl fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    /// Every tool linked into this binary.
-    pub fn linked() -> Result<Catalog, CatalogError> {
-        if TOOLS.is_empty() {
-            return Err(CatalogError {
-                problems: vec![CatalogProblem::NoLinkedTools],
-            });
-        }
-        let catalog = Catalog::builder().linked().build()?;
-        tracing::debug!(tools = catalog.len(), fingerprint = %catalog.fingerprint(), "linked tool catalog built");
-        Ok(catalog)
-    }
-
-    /// An explicit subset of tools.
+    /// A catalog of the tools and entries added to the builder.
     pub fn builder() -> CatalogBuilder {
         CatalogBuilder {
             pending: Vec::new(),
@@ -583,7 +553,7 @@ impl fmt::Debug for CatalogBuilder {
 impl CatalogBuilder {
     /// Adds the tool `T`.
     pub fn tool<T: Tool>(mut self) -> Self {
-        self.pending.push(Pending::Linked(ToolEntry::of::<T>));
+        self.pending.push(Pending::Typed(ToolEntry::of::<T>));
         self
     }
 
@@ -591,13 +561,6 @@ impl CatalogBuilder {
     /// run time ([`ToolEntry::from_json_schema`]), checked by [`CatalogBuilder::build`].
     pub fn entry(mut self, entry: impl Into<PendingEntry>) -> Self {
         self.pending.push(entry.into().0);
-        self
-    }
-
-    /// Adds every tool linked into the binary.
-    pub fn linked(mut self) -> Self {
-        self.pending
-            .extend(TOOLS.iter().map(|linked| Pending::Linked(linked.0)));
         self
     }
 
@@ -615,7 +578,7 @@ impl CatalogBuilder {
             let (a, b) = (key(a), key(b));
             (a.0, a.1.file, a.1.line).cmp(&(b.0, b.1.file, b.1.line))
         });
-        // The same tool added twice (by `linked()` and by `tool::<T>()`) is one tool.
+        // The same tool added twice (`tool::<T>()` twice) is one tool.
         made.dedup_by(|a, b| {
             let (a, b) = (key(a), key(b));
             a.2.is_some() && a == b

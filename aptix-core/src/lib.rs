@@ -12,7 +12,7 @@
 //! | [`schema`] | canonical schemas and provider [`schema::dialect`]s |
 //! | [`definition`] | `ToolDefinition`: a tool as a run-time value |
 //! | [`validate`] | argument validation with model-readable rejections |
-//! | [`catalog`] | `Catalog` of `ToolEntry`s: declared, linked or made at run time |
+//! | [`catalog`] | `Catalog` of `ToolEntry`s: declared tools named one by one, or made at run time |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
 //! | [`transcript`] | `Message`, `Conversation` and transcript repair |
 //! | [`agent`] | the agent loop: `Agent`, `AgentEvent` |

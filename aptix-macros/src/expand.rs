@@ -1,7 +1,8 @@
 //! Stage 3: code generation for a declaration that passed every check.
 //!
-//! Generated code implements traits of `aptix-core` and fills its link-time
-//! tool list; it contains no behaviour of its own. It lives in `const _: ()
+//! Generated code implements traits of `aptix-core`; it contains no
+//! behaviour of its own, and no `unsafe` code (a tool is added to a catalog
+//! by name, not collected at link time). It lives in `const _: ()
 //! = { ... };` so it adds no names to the user's module, and it reaches the
 //! runtime only through `::aptix::__private`, so users depend on `aptix`
 //! alone.
@@ -203,10 +204,6 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                         #call_fn
                     }
 
-                    #[#rt::linkme::distributed_slice(#rt::TOOLS)]
-                    #[linkme(crate = #rt::linkme)]
-                    static REGISTRATION: #rt::LinkedTool = #rt::LinkedTool::of::<#struct_ident>();
-
                     #resolution
                 };
             }
@@ -231,10 +228,6 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                         #args
                         #output
                     }
-
-                    #[#rt::linkme::distributed_slice(#rt::TOOLS)]
-                    #[linkme(crate = #rt::linkme)]
-                    static REGISTRATION: #rt::LinkedTool = #rt::LinkedTool::of::<#ident>();
 
                     #resolution
                 };

@@ -3,9 +3,8 @@
 //! - [`ToolHarness`]: call one tool (or a catalog) with JSON and inspect the
 //!   envelope, through the real executor: the same validation, time limits
 //!   and error mapping as production.
-//! - [`assert_catalog_valid`]: the one-line CI test every tool crate adds
-//!   at start-up: every linked tool has a valid definition and
-//!   a unique name.
+//! - [`assert_catalog_valid`]: the one-line CI test every tool crate adds:
+//!   every tool it names has a valid definition and a unique name.
 //! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
 //!   every provider dialect, so a schema change shows up as a reviewable diff.
 //!
@@ -24,8 +23,8 @@ pub mod store_suite;
 pub use scripted_model::{ScriptedModel, ScriptedTurn};
 
 use aptix_core::{
-    Awaiting, Catalog, Dialect, Envelope, EnvelopeError, ErrorCode, Execution, Executor, Outcome,
-    Tool, ToolCall, ToolContext,
+    Awaiting, Catalog, CatalogBuilder, Dialect, Envelope, EnvelopeError, ErrorCode, Execution,
+    Executor, Outcome, Tool, ToolCall, ToolContext,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -185,20 +184,20 @@ impl CallResult {
     }
 }
 
-/// Asserts that every tool linked into this test binary has a valid
-/// definition and a unique name. Add it to every crate that declares tools:
+/// Asserts that every tool of `tools` has a valid definition and a unique
+/// name. Add it to every crate that declares tools:
 ///
 /// ```ignore
 /// #[test]
 /// fn tool_catalog_is_valid() {
-///     aptix_testkit::assert_catalog_valid();
+///     aptix_testkit::assert_catalog_valid(aptix::tools![GetWeatherTool, BookFlightTool]);
 /// }
 /// ```
 ///
 /// # Panics
 /// With every problem found, each naming the tool and its source location.
-pub fn assert_catalog_valid() -> Catalog {
-    match Catalog::linked() {
+pub fn assert_catalog_valid(tools: CatalogBuilder) -> Catalog {
+    match tools.build() {
         Ok(catalog) => catalog,
         Err(error) => panic!("{error}"),
     }
@@ -209,8 +208,8 @@ pub fn assert_catalog_valid() -> Catalog {
 ///
 /// # Panics
 /// With every problem found.
-pub fn assert_catalog_valid_for(dialects: &[Dialect]) -> Catalog {
-    let catalog = assert_catalog_valid();
+pub fn assert_catalog_valid_for(tools: CatalogBuilder, dialects: &[Dialect]) -> Catalog {
+    let catalog = assert_catalog_valid(tools);
     let problems: Vec<String> = dialects
         .iter()
         .flat_map(|dialect| {

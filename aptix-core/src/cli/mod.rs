@@ -10,10 +10,10 @@
 //! }
 //! ```
 //!
-//! Why a library and not a binary of its own: tools are linked into the
-//! user's binary (`#[agent_tool]` registers them at link time) and read the
-//! user's state from a [`ToolContext`], so only the user's binary can list,
-//! describe and run them. [`Cli`] gives that binary the commands.
+//! Why a library and not a binary of its own: tools are compiled into the
+//! user's binary, named in the user's catalog, and read the user's state
+//! from a [`ToolContext`], so only the user's binary can list, describe and
+//! run them. [`Cli`] gives that binary the commands.
 //!
 //! Everything goes through [`Cli::run`], which takes the arguments, standard
 //! input and both outputs as parameters: tests drive every command with byte
