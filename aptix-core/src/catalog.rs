@@ -346,7 +346,7 @@ impl Pending {
 #[macro_export]
 macro_rules! tools {
     ($($tool:ty),* $(,)?) => {
-        $crate::Catalog::builder()$(.tool::<$tool>())*
+        $crate::catalog::Catalog::builder()$(.tool::<$tool>())*
     };
 }
 
