@@ -122,6 +122,26 @@ pub(super) struct Statements {
 }
 
 impl Statements {
+    /// Every statement with its name, for tests of their query plans.
+    #[cfg(test)]
+    pub(super) fn all(&'static self) -> [(&'static str, &'static str); 13] {
+        [
+            ("create_conversation", &self.create_conversation),
+            ("load_conversation", &self.load_conversation),
+            ("claim_conversation", &self.claim_conversation),
+            ("save_conversation", &self.save_conversation),
+            ("renew_lease", &self.renew_lease),
+            ("conversations_with_status", &self.conversations_with_status),
+            ("suspended_without_pending", &self.suspended_without_pending),
+            ("insert_call", &self.insert_call),
+            ("call", &self.call),
+            ("calls", &self.calls),
+            ("transition", &self.transition),
+            ("set_deadline", &self.set_deadline),
+            ("due_calls", &self.due_calls),
+        ]
+    }
+
     /// Renders the statements with `placeholder` before each parameter's
     /// number (`"?"` gives `?1`, `"$"` gives `$1`; no statement holds a `?`
     /// anywhere else) and `next_change` as the expression that yields the

@@ -72,8 +72,14 @@ const SCHEMA: &[&str] = &[
         updated_at      INTEGER NOT NULL,
         PRIMARY KEY (conversation_id, tool_call_id, step)
     )",
-    // `due_calls`.
-    "CREATE INDEX IF NOT EXISTS aptix_calls_due ON aptix_calls (state, deadline)",
+    // `due_calls`: pending calls by deadline, and nothing else. A `(state,
+    // deadline)` index also offered the sweep's "pending calls of this
+    // conversation" a lookup by state alone, which SQLite took, reading every
+    // pending call of the store once per suspended conversation. Databases
+    // made before keep that index under its old name; it is dropped.
+    "DROP INDEX IF EXISTS aptix_calls_due",
+    "CREATE INDEX IF NOT EXISTS aptix_calls_pending_deadline
+        ON aptix_calls (deadline) WHERE state = 'pending'",
 ];
 
 /// The next value of the change counter behind "oldest change first". The
@@ -286,3 +292,6 @@ impl Dialect for Sqlite {
 }
 
 impl_store!(SqliteStore);
+
+#[cfg(test)]
+mod tests;
