@@ -167,14 +167,26 @@ impl ArgsValidator {
 }
 
 /// `value`, which the schema accepts, parsed into `A`: the Rust type may still be stricter (a
-/// float where an integer is declared, a custom `Deserialize`).
+/// float where an integer is declared, a custom `Deserialize`). It is parsed from its text,
+/// through the deserializer the fast path uses (see [`FusedValidator::parse_open`]).
 fn typed<A: DeserializeOwned>(value: &Value) -> Result<A, Rejection> {
-    serde_path_to_error::deserialize(value)
-        .map_err(|error| type_refused(error.path(), error.inner()))
+    let trace = RefCell::new(Vec::new());
+    FusedValidator::parse_open(&value.to_string(), &trace)
+        .map_err(|error| type_refused(trace.into_inner(), &error))
 }
 
-fn type_refused(path: &serde_path_to_error::Path, error: &serde_json::Error) -> Rejection {
-    invalid_arguments(vec![(pointer_of(path), shortened(error.to_string()))], 0)
+/// The refusal of a typed parse; `trace` is the path to the refused value, innermost first.
+fn type_refused(trace: Vec<String>, error: &serde_json::Error) -> Rejection {
+    let mut pointer = String::new();
+    for segment in trace.iter().rev() {
+        pointer.push('/');
+        pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+    }
+    // The position is in the text made from the `Value`, which the model never saw.
+    let message = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    let message = message.strip_suffix(&position).unwrap_or(&message);
+    invalid_arguments(vec![(pointer, shortened(message.to_owned()))], 0)
 }
 
 /// `raw` as a `Value`, refusing duplicate member names: a `Value` would keep the last one,
@@ -439,23 +451,6 @@ fn invalid_arguments(violations: Vec<(String, String)>, more: usize) -> Rejectio
         message,
         details: Some(Value::Array(details)),
     }
-}
-
-/// serde_path_to_error's path (`a.b[0]`) as a JSON pointer (`/a/b/0`),
-/// the notation every other violation uses.
-fn pointer_of(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut pointer = String::new();
-    for segment in path.iter() {
-        pointer.push('/');
-        match segment {
-            Segment::Seq { index } => pointer.push_str(&index.to_string()),
-            Segment::Map { key } => pointer.push_str(&key.replace('~', "~0").replace('/', "~1")),
-            Segment::Enum { variant } => pointer.push_str(variant),
-            Segment::Unknown => pointer.push('?'),
-        }
-    }
-    pointer
 }
 
 /// Where a `null` member can be read as "absent": for each schema location the validator can

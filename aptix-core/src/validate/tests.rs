@@ -316,3 +316,82 @@ fn dialects_keep_combined_objects_closed() {
         provider_tool(dialect, "draw", "Draws.", &draw).expect("lowers");
     }
 }
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct Counted {
+    items: Vec<Count>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct Count {
+    #[serde(rename = "a/b")]
+    count: u8,
+}
+
+/// A type stricter than its schema (here `u8` under `"type": "integer"`) fails the exact path's
+/// typed parse, which names the refused value by its JSON pointer and gives serde's message,
+/// without a line and column in the text made from the `Value`, which the model never saw.
+#[test]
+fn a_type_stricter_than_its_schema_is_refused_at_its_path() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"a/b": {"type": "integer"}},
+            "required": ["a/b"]
+        }}},
+        "required": ["items"]
+    });
+    let validator = ArgsValidator::new(&schema).expect("schema compiles");
+    let rejection = validator
+        .parse::<Counted>(r#"{"items": [{"a/b": 1}, {"a/b": 300}]}"#)
+        .expect_err("300 is no u8");
+    assert_eq!(rejection.code, ErrorCode::InvalidArguments);
+    assert_eq!(
+        rejection.details,
+        Some(serde_json::json!([{
+            "path": "/items/1/a~1b",
+            "message": "invalid value: integer `300`, expected u8"
+        }]))
+    );
+    assert!(!rejection.message.contains("line"), "{}", rejection.message);
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+enum Figure {
+    Circle { r: u32 },
+    Point,
+}
+
+#[derive(Debug, Deserialize)]
+struct Declined {
+    single: f32,
+    wide: i128,
+    raw: Box<serde_json::value::RawValue>,
+    shapes: Vec<Figure>,
+    by_number: std::collections::BTreeMap<u32, String>,
+    #[serde(rename = "$serde_json::private::RawValue")]
+    odd_name: bool,
+}
+
+/// What the fast path declines (single-precision floats, 128-bit integers, raw values, enums
+/// with data, number-keyed maps, a member with serde_json's private raw-value name) is read on
+/// the exact path as `serde_json` reads it.
+#[test]
+fn the_exact_path_reads_what_the_fast_path_declines() {
+    let schema = serde_json::json!({"type": "object"});
+    let validator = ArgsValidator::new(&schema).expect("schema compiles");
+    let raw = r#"{"single": 0.1, "wide": -5, "raw": {"x": [1, 2]},
+        "shapes": [{"Circle": {"r": 2}}, "Point"], "by_number": {"7": "seven"},
+        "$serde_json::private::RawValue": true}"#;
+    let parsed: Declined = validator.parse(raw).expect("valid");
+    let expected: Declined = serde_json::from_str(raw).expect("serde_json reads it");
+    assert_eq!(parsed.single.to_bits(), expected.single.to_bits());
+    assert_eq!(parsed.wide, -5);
+    assert_eq!(parsed.raw.get(), r#"{"x":[1,2]}"#);
+    assert_eq!(parsed.shapes, vec![Figure::Circle { r: 2 }, Figure::Point]);
+    assert_eq!(parsed.by_number.get(&7).map(String::as_str), Some("seven"));
+    assert!(parsed.odd_name);
+}

@@ -1,7 +1,7 @@
 //! The wrapping deserializer: `serde_json`'s, with every value checked against its schema node
 //! on its way to the arguments type.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::fmt;
 
@@ -17,9 +17,28 @@ use crate::validate::RAW_TOKEN;
 pub(super) struct Cx<'a> {
     pub(super) v: &'a FusedValidator,
     pub(super) failed: Cell<bool>,
+    /// Set for the exact path's typed parse of a document `jsonschema` accepted (see
+    /// [`FusedValidator::parse_open`]): what a checked read declines is handed to `serde_json`
+    /// as asked, and the members and items an error passes on its way up are recorded here,
+    /// innermost first.
+    pub(super) trace: Option<&'a RefCell<Vec<String>>>,
 }
 
 impl Cx<'_> {
+    /// Whether this read hands on what a checked read declines.
+    #[inline(always)]
+    fn open(&self) -> bool {
+        self.trace.is_some()
+    }
+
+    /// Records `segment` of the path an error is travelling up, in an open read.
+    #[cold]
+    fn trace(&self, segment: impl FnOnce() -> String) {
+        if let Some(trace) = self.trace {
+            trace.borrow_mut().push(segment());
+        }
+    }
+
     /// The refusal that makes [`FusedValidator::parse`] answer `None`.
     #[cold]
     fn fail<E: de::Error>(&self) -> E {
@@ -130,26 +149,41 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
     /// With `float_roundtrip` (which `jsonschema` turns on), `serde_json` parses an `f32` target
     /// at single precision, so the number checked here would be the rounded one, not the one
     /// `jsonschema` checks: declined.
-    fn deserialize_f32<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.cx.open() {
+            return self.de.deserialize_f32(visitor);
+        }
         Err(self.cx.fail())
     }
 
     /// `serde_json` reads 128-bit integers with its own scanner, whose number can differ in
     /// representation from the `Value` parse's: declined.
-    fn deserialize_i128<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+    fn deserialize_i128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.cx.open() {
+            return self.de.deserialize_i128(visitor);
+        }
         Err(self.cx.fail())
     }
 
-    fn deserialize_u128<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+    fn deserialize_u128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.cx.open() {
+            return self.de.deserialize_u128(visitor);
+        }
         Err(self.cx.fail())
     }
 
     /// `serde_json` reads a string as bytes without the checks a `Value` parse makes: declined.
-    fn deserialize_bytes<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.cx.open() {
+            return self.de.deserialize_bytes(visitor);
+        }
         Err(self.cx.fail())
     }
 
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.cx.open() {
+            return self.de.deserialize_byte_buf(visitor);
+        }
         Err(self.cx.fail())
     }
 
@@ -161,6 +195,9 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
     ) -> Result<V::Value, D::Error> {
         // `Box<RawValue>` skips the text unseen.
         if name == RAW_TOKEN {
+            if self.cx.open() {
+                return self.de.deserialize_newtype_struct(name, visitor);
+            }
             return Err(self.cx.fail());
         }
         self.cx.watch(self.de.deserialize_newtype_struct(
@@ -175,14 +212,18 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
 
     /// Only unit variants, written as strings (the only enums whose schemas compile): the string
     /// is checked, then handed to the type as the variant name. The object form `{"A": null}`
-    /// that `serde_json` also accepts is not a string, so it fails the node's `type`.
+    /// that `serde_json` also accepts is not a string, so it fails the node's `type`. An open
+    /// read hands any enum to `serde_json`.
     #[inline]
     fn deserialize_enum<V: Visitor<'de>>(
         self,
-        _name: &'static str,
-        _variants: &'static [&'static str],
+        name: &'static str,
+        variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
+        if self.cx.open() {
+            return self.de.deserialize_enum(name, variants, visitor);
+        }
         self.cx.watch(self.de.deserialize_str(Check::<V, true> {
             cx: self.cx,
             id: self.id,
@@ -371,6 +412,7 @@ impl<'de, V: Visitor<'de>, const ENUM: bool> Visitor<'de> for Check<'_, V, ENUM>
             present: 0,
             next: NEVER,
             extra: None,
+            name: None,
         };
         let value = self.inner.visit_map(&mut access)?;
         if access.complete() {
@@ -408,11 +450,14 @@ impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for CheckedSeq<'_, A> {
             .get(self.count)
             .copied()
             .unwrap_or(self.checks.items);
-        let item = self.cx.watch(self.seq.next_element_seed(CheckedSeed {
-            cx: self.cx,
-            id,
-            seed,
-        }))?;
+        let item = self
+            .cx
+            .watch(self.seq.next_element_seed(CheckedSeed {
+                cx: self.cx,
+                id,
+                seed,
+            }))
+            .inspect_err(|_| self.cx.trace(|| self.count.to_string()))?;
         if item.is_some() {
             self.count = self.count.saturating_add(1);
         }
@@ -436,6 +481,8 @@ struct CheckedMap<'v, A> {
     next: Id,
     /// The other names seen, to refuse a duplicate.
     extra: Option<HashSet<String>>,
+    /// In an open read, the name of the value to be read next (for the trace).
+    name: Option<String>,
 }
 
 impl<A> CheckedMap<'_, A> {
@@ -471,6 +518,10 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
         if key.is_some() {
             match found {
                 // The name never reached a string visitor (a number-keyed map, say).
+                Found::Nothing if self.cx.open() => {
+                    self.next = self.checks.additional;
+                    self.name = None;
+                }
                 Found::Nothing => return Err(self.cx.fail()),
                 Found::Slot(index) => {
                     let bit = 1u64.checked_shl(index).unwrap_or(0);
@@ -478,6 +529,13 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
                         return Err(self.cx.fail());
                     }
                     self.present |= bit;
+                    if self.cx.open() {
+                        self.name = self
+                            .checks
+                            .slots
+                            .get(index as usize)
+                            .map(|slot| slot.name.to_string());
+                    }
                     self.next = self
                         .checks
                         .slots
@@ -486,6 +544,9 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
                 }
                 Found::Extra(name) => {
                     self.next = self.checks.additional;
+                    if self.cx.open() {
+                        self.name = Some(name.clone());
+                    }
                     if !self.extra.get_or_insert_default().insert(name) {
                         return Err(self.cx.fail());
                     }
@@ -498,11 +559,13 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
     #[inline]
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
         let id = std::mem::replace(&mut self.next, NEVER);
-        self.cx.watch(self.map.next_value_seed(CheckedSeed {
-            cx: self.cx,
-            id,
-            seed,
-        }))
+        self.cx
+            .watch(self.map.next_value_seed(CheckedSeed {
+                cx: self.cx,
+                id,
+                seed,
+            }))
+            .inspect_err(|_| self.cx.trace(|| self.name.take().unwrap_or_default()))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -573,13 +636,17 @@ macro_rules! forward_key {
     )*};
 }
 
+/// A request a checked read declines for a member name, and an open read hands on.
 macro_rules! decline_key {
     ($($method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
         fn $method<V: Visitor<'de>>(
             self,
-            $($(_: $ty,)*)?
-            _: V,
+            $($($arg: $ty,)*)?
+            visitor: V,
         ) -> Result<V::Value, D::Error> {
+            if self.cx.open() {
+                return self.de.$method($($($arg,)*)? visitor);
+            }
             Err(self.cx.fail())
         }
     )*};
@@ -624,6 +691,9 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for KeyDe<'_, '_, D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         if name == RAW_TOKEN {
+            if self.cx.open() {
+                return self.de.deserialize_newtype_struct(name, visitor);
+            }
             return Err(self.cx.fail());
         }
         let cx = self.cx;
@@ -668,6 +738,10 @@ impl<V, const ENUM: bool> KeyVisitor<'_, '_, V, ENUM> {
         match found(self.checks, name) {
             Some(found) => {
                 *self.found = found;
+                Ok(())
+            }
+            None if self.cx.open() => {
+                *self.found = Found::Extra(name.to_owned());
                 Ok(())
             }
             None => Err(self.cx.fail()),

@@ -15,8 +15,9 @@
 //! violation is a custom deserialization error, and [`FusedValidator::parse`] then answers
 //! `None`.
 //!
-//! `None` means "invalid, or not sure": the caller takes the exact path (a `Value`, `jsonschema`
-//! and `serde_path_to_error`), which also writes the error messages. So `None` is always safe, and
+//! `None` means "invalid, or not sure": the caller takes the exact path (a `Value` and
+//! `jsonschema`, then the typed parse of [`FusedValidator::parse_open`]), which also writes the
+//! error messages. So `None` is always safe, and
 //! only `Some` has to be sound: `Some(args)` only if `jsonschema` accepts the document *and*
 //! `serde_json::from_str::<A>` yields the same `args`. The tests check exactly that on thousands
 //! of generated documents (valid ones for each Rust type and for random schemas, and mutations of
@@ -76,10 +77,11 @@ mod schema_tests;
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
+use std::sync::LazyLock;
 
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned};
 use serde_json::de::StrRead;
 
 use deserializer::{Checked, Cx};
@@ -273,36 +275,78 @@ impl FusedValidator {
     /// (which produces the error messages). So None is always safe; Some must be sound.
     #[inline]
     pub(crate) fn parse<A: DeserializeOwned>(&self, raw: &str) -> Option<A> {
-        let mut args = None;
-        let read = self.read(raw, &mut |checked| {
-            args = A::deserialize(checked).ok();
-            args.is_some()
-        });
-        if read { args } else { None }
+        self.deserialize(raw, None).ok()
     }
 
-    /// One checked read of `raw`: `deserialize` reads the document through the checking
-    /// deserializer of the root node and says whether it succeeded; true if it did, the text
-    /// ended there and no check failed on the way. Apart from [`FusedValidator::parse`], so
-    /// that the set-up is not built again for every arguments type.
+    /// `text` parsed into `A` the way `serde_json` parses it, nothing checked: the exact path's
+    /// typed parse of a document `jsonschema` has accepted. On an error, `trace` holds the
+    /// member names and item indexes it passed, innermost first.
+    ///
+    /// It is [`FusedValidator::parse`]'s read of the always-valid schema, with what that read
+    /// declines handed to `serde_json`, instead of a second deserializer (`serde_path_to_error`
+    /// over the `Value`, which it replaces): each arguments type's `Deserialize` is then built
+    /// once, for this deserializer, not twice, and that is most of the code every tool adds to
+    /// a build. The path it reports stops at an enum's data, which `serde_json` reads unseen.
+    pub(crate) fn parse_open<A: DeserializeOwned>(
+        text: &str,
+        trace: &RefCell<Vec<String>>,
+    ) -> Result<A, serde_json::Error> {
+        static ANYTHING: LazyLock<FusedValidator> = LazyLock::new(|| FusedValidator {
+            nodes: vec![Node {
+                kind: Kind::Any,
+                free: T_ALL,
+                arr: Route::Accept,
+                obj: Route::Accept,
+            }],
+            root: ANY,
+        });
+        ANYTHING.deserialize(text, Some(trace))
+    }
+
+    /// The one generic step of a read: `A` from the checking deserializer. Shared by
+    /// [`FusedValidator::parse`] and [`FusedValidator::parse_open`].
+    #[inline]
+    fn deserialize<A: DeserializeOwned>(
+        &self,
+        raw: &str,
+        trace: Option<&RefCell<Vec<String>>>,
+    ) -> Result<A, serde_json::Error> {
+        let mut args = None;
+        self.read(raw, trace, &mut |checked| {
+            args = Some(A::deserialize(checked)?);
+            Ok(())
+        })?;
+        args.ok_or_else(|| de::Error::custom("no value read"))
+    }
+
+    /// One read of `raw`: `deserialize` reads the document through the checking deserializer
+    /// of the root node; `Ok` if it succeeded, the text ended there and no check failed on the
+    /// way. Apart from [`FusedValidator::deserialize`], so that the set-up is not built again
+    /// for every arguments type.
     fn read(
         &self,
         raw: &str,
+        trace: Option<&RefCell<Vec<String>>>,
         deserialize: &mut dyn FnMut(
             Checked<'_, &mut serde_json::Deserializer<StrRead<'_>>>,
-        ) -> bool,
-    ) -> bool {
+        ) -> Result<(), serde_json::Error>,
+    ) -> Result<(), serde_json::Error> {
         let cx = Cx {
             v: self,
             failed: Cell::new(false),
+            trace,
         };
         let mut deserializer = serde_json::Deserializer::from_str(raw);
         deserialize(Checked {
             cx: &cx,
             id: self.root,
             de: &mut deserializer,
-        }) && deserializer.end().is_ok()
-            && !cx.failed.get()
+        })?;
+        deserializer.end()?;
+        if cx.failed.get() && trace.is_none() {
+            return Err(de::Error::custom("not provably valid against the schema"));
+        }
+        Ok(())
     }
 
     fn node(&self, id: Id) -> &Node {
