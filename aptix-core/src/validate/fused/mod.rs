@@ -88,6 +88,9 @@ use deserializer::{Checked, Cx};
 use numbers::{EnumSet, Num, Scalar, cmp_num, is_multiple_of};
 use pattern::Pattern;
 
+/// The checking deserializer of a document's root, over `serde_json`'s.
+type Root<'v, 'de> = Checked<'v, &'v mut serde_json::Deserializer<StrRead<'de>>>;
+
 /// Index of a node in the arena.
 type Id = u32;
 /// The schema `true`.
@@ -327,9 +330,7 @@ impl FusedValidator {
         &self,
         raw: &str,
         trace: Option<&RefCell<Vec<String>>>,
-        deserialize: &mut dyn FnMut(
-            Checked<'_, &mut serde_json::Deserializer<StrRead<'_>>>,
-        ) -> Result<(), serde_json::Error>,
+        deserialize: &mut dyn FnMut(Root<'_, '_>) -> Result<(), serde_json::Error>,
     ) -> Result<(), serde_json::Error> {
         let cx = Cx {
             v: self,
