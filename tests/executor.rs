@@ -62,9 +62,14 @@ impl Serialize for JobResult {
 /// Works for a while, then does what it is told.
 #[agent_tool(name = "job", usage = "Test tool.", timeout = "200ms")]
 async fn job(args: Job, ctx: &ToolContext) -> Result<JobResult, ToolError> {
-    tokio::select! {
-        () = tokio::time::sleep(Duration::from_millis(args.millis)) => {}
-        () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+    let slept = tokio::time::sleep(Duration::from_millis(args.millis));
+    if ctx
+        .cancellation()
+        .run_until_cancelled(slept)
+        .await
+        .is_none()
+    {
+        return Err(ToolError::cancelled());
     }
     match args.then {
         Then::Succeed => Ok(JobResult {
@@ -391,10 +396,11 @@ async fn cancellation_stops_a_running_tool() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         token.cancel();
     };
-    let (result, ()) = tokio::join!(
+    let (result, ()) = futures_util::future::join(
         harness.call_named("job", r#"{"millis":150,"then":"succeed"}"#),
-        cancel
-    );
+        cancel,
+    )
+    .await;
     assert_eq!(result.code(), ErrorCode::Cancelled);
 }
 

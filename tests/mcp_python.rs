@@ -97,12 +97,13 @@ pub struct SleepArgs {
 async fn sleep_ms(args: SleepArgs, ctx: &ToolContext) -> Result<String, ToolError> {
     let record = ctx.require_state::<Record>()?;
     record.note(&args.label, "started")?;
-    tokio::select! {
-        () = tokio::time::sleep(Duration::from_millis(args.ms)) => {
+    let slept = tokio::time::sleep(Duration::from_millis(args.ms));
+    match ctx.cancellation().run_until_cancelled(slept).await {
+        Some(()) => {
             record.note(&args.label, "finished")?;
             Ok(format!("slept {} ms", args.ms))
         }
-        () = ctx.cancellation().cancelled() => {
+        None => {
             record.note(&args.label, "cancelled")?;
             Err(ToolError::cancelled())
         }

@@ -142,7 +142,7 @@ fn race_child() {
             let call = call_id(round);
             let conversation = conversation_id(&prefix, round);
             // Both at once, so each race has every process in it.
-            let (moved, claimed) = tokio::join!(
+            let (moved, claimed) = futures_util::future::join(
                 store.transition(
                     &ledger,
                     &call,
@@ -153,7 +153,8 @@ fn race_child() {
                     1_000,
                 ),
                 store.claim_conversation(&conversation, &owner, 1_000, 60_000),
-            );
+            )
+            .await;
             let moved = moved.expect("transition");
             let claimed = claimed.expect("claim").is_some();
             println!("{LINE_PREFIX}round={round} transition={moved} claim={claimed}");

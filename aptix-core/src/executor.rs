@@ -476,11 +476,18 @@ async fn wait_guarded(
     limit: Option<Duration>,
 ) -> Result<JsonText, Guarded> {
     let cancellable = async {
-        tokio::select! {
-            biased;
-            result = std::future::poll_fn(|cx| poll_caught(run.as_mut(), cx)) => settle(result),
-            () = token.cancelled() => Err(Guarded::Cancelled),
-        }
+        let mut cancelled = std::pin::pin!(token.cancelled());
+        std::future::poll_fn(|cx| {
+            // The call first: one that finishes as it is cancelled keeps its result.
+            if let Poll::Ready(result) = poll_caught(run.as_mut(), cx) {
+                return Poll::Ready(settle(result));
+            }
+            cancelled
+                .as_mut()
+                .poll(cx)
+                .map(|()| Err(Guarded::Cancelled))
+        })
+        .await
     };
     match limit {
         Some(limit) => tokio::time::timeout(limit, cancellable)

@@ -35,6 +35,7 @@ pub mod envelope;
 mod erased;
 pub mod error;
 pub mod executor;
+mod generator;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod meta;

@@ -1,12 +1,13 @@
 //! The loop over model turns: ask the model, run the calls it made, feed
 //! their results back, until it answers without calling tools.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::{
     Agent, AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, SuspendedCall,
@@ -35,20 +36,22 @@ impl Agent {
             catalog_fingerprint = %inner.executor.catalog().fingerprint(),
         );
         let started = Instant::now();
-        let stream = async_stream::stream! {
+        let stream = crate::generator::generate(move |out| async move {
             let mut usage = Usage::default();
             let mut tool_calls = 0usize;
             let context = self.context_for(conversation, &cancellation);
             let mut refused = None;
             match input {
                 Input::User(text) => conversation.messages.push(Message::user(text)),
-                Input::ToolResults(results) => match self.check_results(&conversation.messages, &results) {
-                    Ok(()) => append_results(conversation, results),
-                    Err(problem) => {
-                        tracing::warn!(%problem, "results handed in were refused");
-                        refused = Some(problem);
+                Input::ToolResults(results) => {
+                    match self.check_results(&conversation.messages, &results) {
+                        Ok(()) => append_results(conversation, results),
+                        Err(problem) => {
+                            tracing::warn!(%problem, "results handed in were refused");
+                            refused = Some(problem);
+                        }
                     }
-                },
+                }
                 Input::Continue => {}
             }
             let (mut reason, iterations) = match refused {
@@ -60,7 +63,10 @@ impl Agent {
                     reason = DoneReason::Cancelled;
                     break;
                 }
-                let fixes = crate::transcript::repair(&mut conversation.messages, Some(conversation.id.as_str()));
+                let fixes = crate::transcript::repair(
+                    &mut conversation.messages,
+                    Some(conversation.id.as_str()),
+                );
                 if fixes > 0 {
                     tracing::warn!(fixes, "repaired the transcript before the model request");
                 }
@@ -76,30 +82,47 @@ impl Agent {
                 let model_started = Instant::now();
                 let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
                 let mut events = inner.model.stream(&request);
-                let model_deadline = model_deadline(inner.settings.model_call_timeout);
-                tokio::pin!(model_deadline);
+                let mut model_deadline =
+                    std::pin::pin!(model_deadline(inner.settings.model_call_timeout));
+                let mut cancelled = std::pin::pin!(cancellation.cancelled());
                 loop {
-                    let next = tokio::select! {
-                        biased;
-                        () = cancellation.cancelled() => {
+                    // Cancellation first, then the deadline, then the model.
+                    let waited = std::future::poll_fn(|cx| {
+                        if cancelled.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(ModelWait::Cancelled);
+                        }
+                        if model_deadline.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(ModelWait::TimedOut);
+                        }
+                        let _entered = model_span.enter();
+                        events.poll_next_unpin(cx).map(ModelWait::Next)
+                    })
+                    .await;
+                    let next = match waited {
+                        ModelWait::Cancelled => {
                             reason = DoneReason::Cancelled;
                             break 'turns;
                         }
-                        () = &mut model_deadline => {
-                            model_span.in_scope(|| tracing::warn!(
-                                limit_ms = inner.settings.model_call_timeout.map_or(0, |limit| limit.as_millis() as u64),
-                                "the model call took too long and was ended"
-                            ));
+                        ModelWait::TimedOut => {
+                            model_span.in_scope(|| {
+                                tracing::warn!(
+                                    limit_ms = inner
+                                        .settings
+                                        .model_call_timeout
+                                        .map_or(0, |limit| limit.as_millis() as u64),
+                                    "the model call took too long and was ended"
+                                )
+                            });
                             reason = DoneReason::ModelError(ModelError::Timeout);
                             break 'turns;
                         }
-                        next = events.next().instrument(model_span.clone()) => next,
+                        ModelWait::Next(next) => next,
                     };
                     let Some(event) = next else { break };
                     match event {
                         Ok(event) => {
                             if let crate::model::ModelEvent::TextDelta(text) = &event {
-                                yield AgentEvent::TextDelta(text.clone());
+                                out.emit(AgentEvent::TextDelta(text.clone())).await;
                             }
                             if let Err(error) = assembler.push(event) {
                                 reason = match assembler.limit_exceeded() {
@@ -126,16 +149,20 @@ impl Agent {
                         break;
                     }
                 };
-                model_span.in_scope(|| tracing::info!(
-                    elapsed_ms = model_started.elapsed().as_millis() as u64,
-                    tool_calls = turn.tool_calls.len(),
-                    finish = ?turn.finish_reason,
-                    "model turn finished"
-                ));
+                model_span.in_scope(|| {
+                    tracing::info!(
+                        elapsed_ms = model_started.elapsed().as_millis() as u64,
+                        tool_calls = turn.tool_calls.len(),
+                        finish = ?turn.finish_reason,
+                        "model turn finished"
+                    )
+                });
                 if let Some(turn_usage) = turn.usage {
                     usage += turn_usage;
                 }
-                for (original, renamed) in call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages) {
+                for (original, renamed) in
+                    call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages)
+                {
                     tracing::warn!(
                         model_id = %original,
                         id = %renamed,
@@ -169,33 +196,52 @@ impl Agent {
                     break;
                 }
                 for call in &turn.tool_calls {
-                    yield AgentEvent::ToolCallStart {
+                    out.emit(AgentEvent::ToolCallStart {
                         id: call.id.clone(),
                         name: call.name.clone(),
-                        arguments: redact::redacted_arguments(&call.arguments, self.redactions(&call.name)),
-                    };
+                        arguments: redact::redacted_arguments(
+                            &call.arguments,
+                            self.redactions(&call.name),
+                        ),
+                    })
+                    .await;
                 }
                 tool_calls += turn.tool_calls.len();
                 let made = turn.tool_calls.len();
                 let allowed = inner.settings.max_calls_per_turn;
                 if made > allowed {
-                    tracing::warn!(made, allowed, "the model made more calls in one turn than may run");
+                    tracing::warn!(
+                        made,
+                        allowed,
+                        "the model made more calls in one turn than may run"
+                    );
                 }
-                let mut executed = futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
-                    .map(|(position, call)| {
-                        let over = (position >= allowed).then_some((made, allowed));
-                        self.execute_in_task(call, over, &context, conversation.id.as_str(), journal.clone())
-                    })
-                    .buffered(inner.settings.tool_concurrency);
+                let mut executed =
+                    futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
+                        .map(|(position, call)| {
+                            let over = (position >= allowed).then_some((made, allowed));
+                            self.execute_in_task(
+                                call,
+                                over,
+                                &context,
+                                conversation.id.as_str(),
+                                journal.clone(),
+                            )
+                        })
+                        .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
                 while let Some(done) = executed.next().await {
                     match done.result {
                         CallResult::Finished(result) => {
-                            yield AgentEvent::ToolCallResult {
+                            out.emit(AgentEvent::ToolCallResult {
                                 id: done.id.clone(),
                                 name: done.name.clone(),
-                                envelope: redact::redacted_envelope(result.to_value(), self.redactions(&done.name)),
-                            };
+                                envelope: redact::redacted_envelope(
+                                    result.to_value(),
+                                    self.redactions(&done.name),
+                                ),
+                            })
+                            .await;
                             conversation.messages.push(Message::Tool {
                                 tool_call_id: done.id,
                                 name: done.name,
@@ -205,7 +251,8 @@ impl Agent {
                         }
                         CallResult::Suspended(awaiting) => {
                             let redaction = self.redactions(&done.name);
-                            suspended.push(SuspendedCall::new(done.id, done.name, awaiting, redaction));
+                            suspended
+                                .push(SuspendedCall::new(done.id, done.name, awaiting, redaction));
                         }
                     }
                 }
@@ -237,8 +284,8 @@ impl Agent {
                 reason = reason_name(&reason),
                 "agent run finished"
             );
-            yield AgentEvent::Done { reason, usage };
-        };
+            out.emit(AgentEvent::Done { reason, usage }).await;
+        });
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }
 
@@ -295,6 +342,13 @@ fn reason_name(reason: &DoneReason) -> &'static str {
 }
 
 /// Completes after `limit`, or never.
+/// What ended a wait on the model's stream.
+enum ModelWait<T> {
+    Cancelled,
+    TimedOut,
+    Next(Option<T>),
+}
+
 async fn model_deadline(limit: Option<Duration>) {
     match limit {
         Some(limit) => tokio::time::sleep(limit).await,

@@ -218,7 +218,7 @@ impl DurableAgent {
         active: ActiveRun,
     ) -> AgentStream<'static> {
         let span = tracing::info_span!("durable_run", conversation_id = %conversation.id);
-        let stream = async_stream::stream! {
+        let stream = crate::generator::generate(move |out| async move {
             // Held until the run is over: released (with the heartbeat)
             // before the final `Done` is handed out, so that a resolution
             // made by whoever reads it finds the conversation free.
@@ -244,12 +244,16 @@ impl DurableAgent {
                         drop(heartbeat.take());
                         lease.give_up(&conversation.id).await;
                         drop(active.take());
-                        yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                        out.emit(AgentEvent::Done {
+                            reason: DoneReason::StoreFailed(error.to_string()),
+                            usage,
+                        })
+                        .await;
                         return;
                     }
                 };
                 for event in events {
-                    yield event;
+                    out.emit(event).await;
                 }
                 // Only new input must be saved before the model turn: the
                 // results settling added are the ledger's, which holds them
@@ -261,7 +265,10 @@ impl DurableAgent {
                         conversation.messages.push(Message::user(text));
                         unsaved_input = true;
                     } else {
-                        tracing::info!(waiting = waiting.len(), "settling the last turn left calls waiting; the new input was not added");
+                        tracing::info!(
+                            waiting = waiting.len(),
+                            "settling the last turn left calls waiting; the new input was not added"
+                        );
                     }
                 }
                 let reason = if !waiting.is_empty() {
@@ -278,7 +285,11 @@ impl DurableAgent {
                         drop(heartbeat.take());
                         lease.give_up(&conversation.id).await;
                         drop(active.take());
-                        yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                        out.emit(AgentEvent::Done {
+                            reason: DoneReason::StoreFailed(error.to_string()),
+                            usage,
+                        })
+                        .await;
                         return;
                     }
                     let mut reason = DoneReason::MaxIterations;
@@ -290,14 +301,22 @@ impl DurableAgent {
                             ledger: inner.ledger.clone(),
                             checkpoint: Checkpoint::new(lease.clone()),
                         });
-                        let mut run = inner.agent.run_loop(&mut conversation, Input::Continue, cancellation.clone(), Some(journal));
+                        let mut run = inner.agent.run_loop(
+                            &mut conversation,
+                            Input::Continue,
+                            cancellation.clone(),
+                            Some(journal),
+                        );
                         while let Some(event) = run.next().await {
                             match event {
-                                AgentEvent::Done { reason: done, usage: used } => {
+                                AgentEvent::Done {
+                                    reason: done,
+                                    usage: used,
+                                } => {
                                     reason = done;
                                     usage += used;
                                 }
-                                other => yield other,
+                                other => out.emit(other).await,
                             }
                         }
                     }
@@ -325,7 +344,11 @@ impl DurableAgent {
                     drop(heartbeat.take());
                     lease.give_up(&conversation.id).await;
                     drop(active.take());
-                    yield AgentEvent::Done { reason: DoneReason::StoreFailed(error.to_string()), usage };
+                    out.emit(AgentEvent::Done {
+                        reason: DoneReason::StoreFailed(error.to_string()),
+                        usage,
+                    })
+                    .await;
                     return;
                 }
                 if status == ConversationStatus::Suspended {
@@ -337,15 +360,17 @@ impl DurableAgent {
                             continue;
                         }
                         Ok(None) => {}
-                        Err(error) => tracing::warn!(%error, "could not check for resolutions that arrived during the run"),
+                        Err(error) => {
+                            tracing::warn!(%error, "could not check for resolutions that arrived during the run")
+                        }
                     }
                 }
                 drop(heartbeat.take());
                 drop(active.take());
-                yield AgentEvent::Done { reason, usage };
+                out.emit(AgentEvent::Done { reason, usage }).await;
                 return;
             }
-        };
+        });
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures_util::future::{Either, select};
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -237,10 +238,10 @@ impl AptixMcpHandler {
             }
         };
         let mut run = std::pin::pin!(run);
-        tokio::select! {
-            biased;
-            execution = &mut run => execution,
-            () = self.inner.context.cancellation().cancelled() => {
+        let cancelled = std::pin::pin!(self.inner.context.cancellation().cancelled());
+        match select(run.as_mut(), cancelled).await {
+            Either::Left((execution, _)) => execution,
+            Either::Right(((), _)) => {
                 ctx.cancellation().cancel();
                 run.await
             }
@@ -407,12 +408,20 @@ impl AptixMcpHandler {
         let asking = context
             .peer
             .create_elicitation_with_timeout(question.params(), definition.suspend_timeout());
-        tokio::select! {
-            biased;
-            () = context.ct.cancelled() => Asked::Reply(
-                error_with(ErrorCode::Cancelled, "The call was cancelled before it finished.").into(),
+        match select(
+            std::pin::pin!(context.ct.cancelled()),
+            std::pin::pin!(asking),
+        )
+        .await
+        {
+            Either::Left(((), _)) => Asked::Reply(
+                error_with(
+                    ErrorCode::Cancelled,
+                    "The call was cancelled before it finished.",
+                )
+                .into(),
             ),
-            result = asking => match result {
+            Either::Right((result, _)) => match result {
                 Ok(result) => Asked::Answer(result.into()),
                 Err(error) => {
                     tracing::warn!(%error, "elicitation failed");

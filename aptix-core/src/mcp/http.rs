@@ -15,6 +15,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use futures_util::future::{Either, select};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -168,16 +169,19 @@ async fn serve(
         .keep_alive_interval(None);
     let builder = Arc::new(builder);
     loop {
-        let permit = tokio::select! {
-            () = stop.cancelled() => break,
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
+        let acquire = Arc::clone(&permits).acquire_owned();
+        let permit = match select(std::pin::pin!(stop.cancelled()), std::pin::pin!(acquire)).await {
+            Either::Left(((), _)) | Either::Right((Err(_), _)) => break,
+            Either::Right((Ok(permit), _)) => permit,
         };
-        let stream = tokio::select! {
-            () = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
+        let stream = match select(
+            std::pin::pin!(stop.cancelled()),
+            std::pin::pin!(listener.accept()),
+        )
+        .await
+        {
+            Either::Left(((), _)) => break,
+            Either::Right((accepted, _)) => match accepted {
                 Ok((stream, _)) => stream,
                 Err(error) => {
                     // Out of file descriptors and the like: pause instead of
@@ -194,9 +198,9 @@ async fn serve(
         tokio::spawn(async move {
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             let mut connection = std::pin::pin!(connection);
-            let served = tokio::select! {
-                served = connection.as_mut() => served,
-                () = stop.cancelled() => {
+            let served = match select(connection.as_mut(), std::pin::pin!(stop.cancelled())).await {
+                Either::Left((served, _)) => served,
+                Either::Right(((), _)) => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }

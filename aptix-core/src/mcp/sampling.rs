@@ -8,6 +8,7 @@
 
 #![allow(deprecated)]
 
+use futures_util::future::{Either, select};
 use rmcp::ServiceError;
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, SamplingMessage};
 use rmcp::service::{Peer, RoleServer};
@@ -84,10 +85,10 @@ impl Sampling {
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, SamplingError> {
-        tokio::select! {
-            biased;
-            () = self.cancellation.cancelled() => Err(SamplingError::Cancelled),
-            result = self.peer.create_message(params) => result.map_err(|error| match error {
+        let asking = std::pin::pin!(self.peer.create_message(params));
+        match select(std::pin::pin!(self.cancellation.cancelled()), asking).await {
+            Either::Left(((), _)) => Err(SamplingError::Cancelled),
+            Either::Right((result, _)) => result.map_err(|error| match error {
                 ServiceError::McpError(error) => SamplingError::Refused {
                     code: error.code.0,
                     message: error.message.into_owned(),
