@@ -341,7 +341,6 @@ fn reason_name(reason: &DoneReason) -> &'static str {
     }
 }
 
-/// Completes after `limit`, or never.
 /// What ended a wait on the model's stream.
 enum ModelWait<T> {
     Cancelled,
@@ -349,6 +348,7 @@ enum ModelWait<T> {
     Next(Option<T>),
 }
 
+/// Completes after `limit`, or never.
 async fn model_deadline(limit: Option<Duration>) {
     match limit {
         Some(limit) => tokio::time::sleep(limit).await,

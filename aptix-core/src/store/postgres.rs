@@ -63,11 +63,8 @@ const SCHEMA: &[&str] = &[
         updated_at      BIGINT NOT NULL,
         PRIMARY KEY (conversation_id, tool_call_id, step)
     )",
-    // `due_calls`: pending calls by deadline, and nothing else. A `(state,
-    // deadline)` index also offered the sweep's "pending calls of this
-    // conversation" a lookup by state alone, which SQLite took, reading every
-    // pending call of the store once per suspended conversation. Databases
-    // made before keep that index under its old name; it is dropped.
+    // `due_calls`: pending calls by deadline (the same index as SQLite's, and
+    // why, in sqlite.rs).
     "DROP INDEX IF EXISTS aptix_calls_due",
     "CREATE INDEX IF NOT EXISTS aptix_calls_pending_deadline
         ON aptix_calls (deadline) WHERE state = 'pending'",

@@ -125,20 +125,37 @@ impl Statements {
     /// Every statement with its name, for tests of their query plans.
     #[cfg(test)]
     pub(super) fn all(&'static self) -> [(&'static str, &'static str); 13] {
+        // Every field named, so that a statement added later fails to compile here
+        // until it is listed.
+        let Statements {
+            create_conversation,
+            load_conversation,
+            claim_conversation,
+            save_conversation,
+            renew_lease,
+            conversations_with_status,
+            suspended_without_pending,
+            insert_call,
+            call,
+            calls,
+            transition,
+            set_deadline,
+            due_calls,
+        } = self;
         [
-            ("create_conversation", &self.create_conversation),
-            ("load_conversation", &self.load_conversation),
-            ("claim_conversation", &self.claim_conversation),
-            ("save_conversation", &self.save_conversation),
-            ("renew_lease", &self.renew_lease),
-            ("conversations_with_status", &self.conversations_with_status),
-            ("suspended_without_pending", &self.suspended_without_pending),
-            ("insert_call", &self.insert_call),
-            ("call", &self.call),
-            ("calls", &self.calls),
-            ("transition", &self.transition),
-            ("set_deadline", &self.set_deadline),
-            ("due_calls", &self.due_calls),
+            ("create_conversation", create_conversation),
+            ("load_conversation", load_conversation),
+            ("claim_conversation", claim_conversation),
+            ("save_conversation", save_conversation),
+            ("renew_lease", renew_lease),
+            ("conversations_with_status", conversations_with_status),
+            ("suspended_without_pending", suspended_without_pending),
+            ("insert_call", insert_call),
+            ("call", call),
+            ("calls", calls),
+            ("transition", transition),
+            ("set_deadline", set_deadline),
+            ("due_calls", due_calls),
         ]
     }
 

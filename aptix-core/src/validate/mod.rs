@@ -125,13 +125,19 @@ impl ArgsValidator {
 
     /// The full path: one `Value` parse, the violations reported.
     fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
-        typed(&self.full_value(raw)?)
+        match self.full_checked(raw)? {
+            // `null`s read as absent were taken out: the type reads what was checked.
+            (value, true) => typed(&value.to_string()),
+            // The text itself, as `serde_json::from_str` reads it.
+            (_, false) => typed(raw),
+        }
     }
 
     /// [`ArgsValidator::parse_full`] up to the typed parse: the document as a `Value` the schema
-    /// accepts. Apart from the typed parse, so that every arguments type shares one copy.
-    fn full_value(&self, raw: &str) -> Result<Value, Rejection> {
-        let mut value = parse_value(raw)?;
+    /// accepts, and whether `null` members were taken out of it. Apart from the typed parse, so
+    /// that every arguments type shares one copy.
+    fn full_checked(&self, raw: &str) -> Result<(Value, bool), Rejection> {
+        let value = parse_value(raw)?;
         if !value.is_object() {
             return Err(not_object(&value));
         }
@@ -141,37 +147,36 @@ impl ArgsValidator {
             Ok(full) => full,
             Err(error) => return Err(unusable_schema(error)),
         };
-        if !full.is_valid(&value) {
-            // OpenAI's strict mode makes every optional property required and
-            // nullable, so a model sends `null` for "not given". Read it so.
-            let mut stripped = value.clone();
-            let nulls = self.nulls.get_or_init(|| NullPlan::build(&self.schema));
-            if nulls.strip(&mut stripped, 0, 0) && full.is_valid(&stripped) {
-                value = stripped;
-            } else {
-                let mut errors = full.iter_errors(&value);
-                let violations = errors
-                    .by_ref()
-                    .take(MAX_VIOLATIONS)
-                    .map(|error| {
-                        let path = error.instance_path().as_str().to_owned();
-                        (path, shortened(error.to_string()))
-                    })
-                    .collect();
-                let more = errors.count();
-                return Err(invalid_arguments(violations, more));
-            }
+        if full.is_valid(&value) {
+            return Ok((value, false));
         }
-        Ok(value)
+        // OpenAI's strict mode makes every optional property required and
+        // nullable, so a model sends `null` for "not given". Read it so.
+        let mut stripped = value.clone();
+        let nulls = self.nulls.get_or_init(|| NullPlan::build(&self.schema));
+        if nulls.strip(&mut stripped, 0, 0) && full.is_valid(&stripped) {
+            return Ok((stripped, true));
+        }
+        let mut errors = full.iter_errors(&value);
+        let violations = errors
+            .by_ref()
+            .take(MAX_VIOLATIONS)
+            .map(|error| {
+                let path = error.instance_path().as_str().to_owned();
+                (path, shortened(error.to_string()))
+            })
+            .collect();
+        let more = errors.count();
+        Err(invalid_arguments(violations, more))
     }
 }
 
-/// `value`, which the schema accepts, parsed into `A`: the Rust type may still be stricter (a
-/// float where an integer is declared, a custom `Deserialize`). It is parsed from its text,
-/// through the deserializer the fast path uses (see [`FusedValidator::parse_open`]).
-fn typed<A: DeserializeOwned>(value: &Value) -> Result<A, Rejection> {
+/// `text`, which the schema accepts, parsed into `A`: the Rust type may still be stricter (a
+/// float where an integer is declared, a custom `Deserialize`). It is read through the
+/// deserializer the fast path uses (see [`FusedValidator::parse_open`]).
+fn typed<A: DeserializeOwned>(text: &str) -> Result<A, Rejection> {
     let trace = RefCell::new(Vec::new());
-    FusedValidator::parse_open(&value.to_string(), &trace)
+    FusedValidator::parse_open(text, &trace)
         .map_err(|error| type_refused(trace.into_inner(), &error))
 }
 
@@ -182,7 +187,7 @@ fn type_refused(trace: Vec<String>, error: &serde_json::Error) -> Rejection {
         pointer.push('/');
         pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
     }
-    // The position is in the text made from the `Value`, which the model never saw.
+    // The position may be in the text made from the `Value`, which the model never saw.
     let message = error.to_string();
     let position = format!(" at line {} column {}", error.line(), error.column());
     let message = message.strip_suffix(&position).unwrap_or(&message);

@@ -100,6 +100,32 @@ macro_rules! forward_checked {
     )*};
 }
 
+/// A request a checked read declines, and an open read hands to `serde_json` (through
+/// `handed_on`, which for a member name records it for the trace).
+macro_rules! decline {
+    ($($(#[$doc:meta])* $method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
+        $(#[$doc])*
+        fn $method<V: Visitor<'de>>(
+            self,
+            $($($arg: $ty,)*)?
+            visitor: V,
+        ) -> Result<V::Value, D::Error> {
+            if self.cx.open() {
+                let (de, visitor) = self.handed_on(visitor);
+                return de.$method($($($arg,)*)? visitor);
+            }
+            Err(self.cx.fail())
+        }
+    )*};
+}
+
+impl<D> Checked<'_, D> {
+    /// What an open read hands to `serde_json`: the type's own visitor.
+    fn handed_on<V>(self, visitor: V) -> (D, V) {
+        (self.de, visitor)
+    }
+}
+
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
     type Error = D::Error;
 
@@ -129,9 +155,10 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
     }
 
     /// Read as a map: a struct's schema is an object, so the array form `serde_json` also
-    /// accepts for a struct would fail the node's `type` anyway (and decline to the exact path,
-    /// which reads it as `serde_json` does). Not asking for it keeps the type's `visit_seq` out
-    /// of the code built for every arguments type.
+    /// accepts for a struct would fail the node's `type` anyway. Not asking for it keeps the
+    /// type's `visit_seq` out of the code built for every arguments type, so an open read
+    /// refuses that form too: a hand-written schema that allows an array for a struct gets
+    /// "expected a map" for one.
     #[inline]
     fn deserialize_struct<V: Visitor<'de>>(
         self,
@@ -146,45 +173,19 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Checked<'_, D> {
         }))
     }
 
-    /// With `float_roundtrip` (which `jsonschema` turns on), `serde_json` parses an `f32` target
-    /// at single precision, so the number checked here would be the rounded one, not the one
-    /// `jsonschema` checks: declined.
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        if self.cx.open() {
-            return self.de.deserialize_f32(visitor);
-        }
-        Err(self.cx.fail())
-    }
-
-    /// `serde_json` reads 128-bit integers with its own scanner, whose number can differ in
-    /// representation from the `Value` parse's: declined.
-    fn deserialize_i128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        if self.cx.open() {
-            return self.de.deserialize_i128(visitor);
-        }
-        Err(self.cx.fail())
-    }
-
-    fn deserialize_u128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        if self.cx.open() {
-            return self.de.deserialize_u128(visitor);
-        }
-        Err(self.cx.fail())
-    }
-
-    /// `serde_json` reads a string as bytes without the checks a `Value` parse makes: declined.
-    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        if self.cx.open() {
-            return self.de.deserialize_bytes(visitor);
-        }
-        Err(self.cx.fail())
-    }
-
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        if self.cx.open() {
-            return self.de.deserialize_byte_buf(visitor);
-        }
-        Err(self.cx.fail())
+    decline! {
+        /// With `float_roundtrip` (which `jsonschema` turns on), `serde_json` parses an `f32`
+        /// target at single precision, so the number checked here would be the rounded one, not
+        /// the one `jsonschema` checks: declined.
+        deserialize_f32;
+        /// `serde_json` reads 128-bit integers with its own scanner, whose number can differ in
+        /// representation from the `Value` parse's: declined.
+        deserialize_i128;
+        deserialize_u128;
+        /// `serde_json` reads a string as bytes without the checks a `Value` parse makes:
+        /// declined.
+        deserialize_bytes;
+        deserialize_byte_buf;
     }
 
     #[inline]
@@ -517,11 +518,13 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
         }))?;
         if key.is_some() {
             match found {
-                // The name never reached a string visitor (a number-keyed map, say).
-                Found::Nothing if self.cx.open() => {
+                // An open read holds no duplicates (it reads a `Value`'s text) and checks
+                // nothing: only the name is kept, for the trace.
+                Found::Extra(name) if self.cx.open() => {
                     self.next = self.checks.additional;
-                    self.name = None;
+                    self.name = Some(name);
                 }
+                // The name never reached a string visitor (a number-keyed map, say).
                 Found::Nothing => return Err(self.cx.fail()),
                 Found::Slot(index) => {
                     let bit = 1u64.checked_shl(index).unwrap_or(0);
@@ -529,13 +532,6 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
                         return Err(self.cx.fail());
                     }
                     self.present |= bit;
-                    if self.cx.open() {
-                        self.name = self
-                            .checks
-                            .slots
-                            .get(index as usize)
-                            .map(|slot| slot.name.to_string());
-                    }
                     self.next = self
                         .checks
                         .slots
@@ -544,9 +540,6 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
                 }
                 Found::Extra(name) => {
                     self.next = self.checks.additional;
-                    if self.cx.open() {
-                        self.name = Some(name.clone());
-                    }
                     if !self.extra.get_or_insert_default().insert(name) {
                         return Err(self.cx.fail());
                     }
@@ -623,6 +616,108 @@ impl<'a, 'v, D> KeyDe<'a, 'v, D> {
             },
         )
     }
+
+    /// What an open read hands to `serde_json`: the type's visitor, behind one that records
+    /// the name (a number, say) for the trace.
+    fn handed_on<V>(self, inner: V) -> (D, KeyName<'a, V>) {
+        (
+            self.de,
+            KeyName {
+                inner,
+                found: self.found,
+            },
+        )
+    }
+}
+
+/// A member name read as something else than a string, in an open read: recorded as text.
+struct KeyName<'a, V> {
+    inner: V,
+    found: &'a mut Found,
+}
+
+/// `visit_*` methods handed on as they are, the scalar ones after recording the value.
+macro_rules! key_name {
+    (named { $($method:ident($ty:ty);)* } plain { $($other:ident($oty:ty);)* }) => {
+        $(
+            fn $method<E: de::Error>(self, value: $ty) -> Result<V::Value, E> {
+                *self.found = Found::Extra(value.to_string());
+                self.inner.$method(value)
+            }
+        )*
+        $(
+            fn $other<E: de::Error>(self, value: $oty) -> Result<V::Value, E> {
+                self.inner.$other(value)
+            }
+        )*
+    };
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for KeyName<'_, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.expecting(formatter)
+    }
+
+    key_name! {
+        named {
+            visit_bool(bool);
+            visit_i8(i8);
+            visit_i16(i16);
+            visit_i32(i32);
+            visit_i64(i64);
+            visit_i128(i128);
+            visit_u8(u8);
+            visit_u16(u16);
+            visit_u32(u32);
+            visit_u64(u64);
+            visit_u128(u128);
+            visit_f32(f32);
+            visit_f64(f64);
+            visit_char(char);
+            visit_str(&str);
+            visit_borrowed_str(&'de str);
+        }
+        plain {
+            visit_bytes(&[u8]);
+            visit_borrowed_bytes(&'de [u8]);
+            visit_byte_buf(Vec<u8>);
+        }
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<V::Value, E> {
+        *self.found = Found::Extra(value.clone());
+        self.inner.visit_string(value)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_unit()
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_none()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(de)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, de: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_newtype_struct(de)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_map(map)
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_enum(data)
+    }
 }
 
 macro_rules! forward_key {
@@ -636,22 +731,6 @@ macro_rules! forward_key {
     )*};
 }
 
-/// A request a checked read declines for a member name, and an open read hands on.
-macro_rules! decline_key {
-    ($($method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
-        fn $method<V: Visitor<'de>>(
-            self,
-            $($($arg: $ty,)*)?
-            visitor: V,
-        ) -> Result<V::Value, D::Error> {
-            if self.cx.open() {
-                return self.de.$method($($($arg,)*)? visitor);
-            }
-            Err(self.cx.fail())
-        }
-    )*};
-}
-
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for KeyDe<'_, '_, D> {
     type Error = D::Error;
 
@@ -660,7 +739,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for KeyDe<'_, '_, D> {
         deserialize_char deserialize_option
     }
 
-    decline_key! {
+    decline! {
         deserialize_bool;
         deserialize_i8;
         deserialize_i16;
