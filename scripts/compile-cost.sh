@@ -8,7 +8,8 @@
 # COMPILE_COST_DIR to move it) whose crates depend on this checkout by path,
 # with N tools and with 1 tool of each kind:
 #   aptix   one `#[agent_tool]` fn per tool, the hello-world shape (arguments
-#           struct, output struct, a body that reads the context);
+#           struct, output struct, a body that reads the context), and the
+#           `tools()` list a tool crate exports, which compiles their code;
 #   serde   the same structs deriving Deserialize, Serialize and JsonSchema,
 #           the same body as a plain fn, and per tool what a hand-written
 #           tool needs from them: parse the arguments with serde_json, call,
@@ -117,6 +118,16 @@ EOF
       'ToolError::invalid_arguments("`name` is empty: pass the name of the person to greet.")'
     echo '}'
   done
+  # The list a tool crate exports (see the README). It is what builds the
+  # tools' code: a generic tool nobody names is never compiled, as rmcp's
+  # tools are compiled because its router names them.
+  echo
+  echo '/// The tools of this crate.'
+  echo 'pub fn tools() -> aptix::CatalogBuilder {'
+  printf '    aptix::tools!['
+  for ((i = 0; i < n; i++)); do printf 'HelloWorld%dTool, ' "$i"; done
+  echo ']'
+  echo '}'
 }
 
 gen_serde() {
