@@ -325,48 +325,159 @@ async fn sqlite_concurrent_opens_of_a_new_file() {
     }
 }
 
+/// A database of its own on the test server, dropped (with its
+/// connections) by [`ScratchDatabase::drop_now`].
+struct ScratchDatabase {
+    admin: PostgresStore,
+    name: String,
+    url: String,
+}
+
+impl ScratchDatabase {
+    async fn create(url: &str, label: &str) -> Self {
+        use sqlx::Executor as _;
+
+        let admin = PostgresStore::connect(url).await.expect("connect");
+        let name = unique(label).replace('-', "_");
+        admin
+            .pool()
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .expect("create a scratch database");
+        let (base, query) = match url.split_once('?') {
+            Some((base, query)) => (base, format!("?{query}")),
+            None => (url, String::new()),
+        };
+        let url = match base.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}{query}"),
+            None => panic!("APTIX_TEST_PG_URL has no database part: {url}"),
+        };
+        ScratchDatabase { admin, name, url }
+    }
+
+    async fn drop_now(self) {
+        use sqlx::Executor as _;
+
+        self.admin
+            .pool()
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .await
+            .expect("drop the scratch database");
+    }
+}
+
 /// Processes of one deployment start together: every one of them creating
 /// the schema in a fresh database at once succeeds (PostgreSQL's
 /// `CREATE TABLE IF NOT EXISTS` alone would fail some of them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_concurrent_connects_to_a_new_database() {
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let scratch = ScratchDatabase::create(&url, "aptix_schema").await;
+    let connects = (0..6).map(|_| PostgresStore::connect(&scratch.url));
+    let results = futures_util::future::join_all(connects).await;
+    for store in results.iter().flatten() {
+        store.close().await;
+    }
+    scratch.drop_now().await;
+    for result in results {
+        if let Err(error) = result {
+            panic!("a concurrent connect failed: {error}");
+        }
+    }
+}
+
+/// A process that starts while others of its deployment write neither fails
+/// nor fails their writes. `CREATE INDEX IF NOT EXISTS` takes a share lock on
+/// its table before it looks for the index, so running the schema on every
+/// connect ran into the writers' row locks, table after table, and
+/// PostgreSQL broke the cycle by failing one side with "deadlock detected".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_connect_while_others_write_fails_nobody() {
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let scratch = ScratchDatabase::create(&url, "aptix_busy").await;
+    let writer = PostgresStore::connect(&scratch.url)
+        .await
+        .expect("the first connect creates the schema");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|task| {
+            let store: Arc<dyn Store> = Arc::new(writer.clone());
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut round = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let prefix = unique(&format!("busy-{task}-{round}"));
+                    store_suite::batch_applies_every_write(&*store, &prefix).await;
+                    round += 1;
+                }
+                round
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for _ in 0..40 {
+        match PostgresStore::connect(&scratch.url).await {
+            Ok(store) => store.close().await,
+            Err(error) => failures.push(error.to_string()),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut rounds = 0;
+    let mut writer_panics = Vec::new();
+    for task in writers {
+        match task.await {
+            Ok(done) => rounds += done,
+            Err(error) => writer_panics.push(error.to_string()),
+        }
+    }
+    writer.close().await;
+    scratch.drop_now().await;
+    assert!(
+        failures.is_empty() && writer_panics.is_empty(),
+        "connects failed: {failures:?}; writers failed: {writer_panics:?}"
+    );
+    assert!(rounds > 0, "the writers wrote while the connects ran");
+}
+
+/// A process older than the database's schema refuses to start rather
+/// than misread or miswrite tables it does not know; one of the same
+/// version starts without touching the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_schema_newer_than_the_process_is_refused() {
     use sqlx::Executor as _;
 
     let Some(url) = pg_url() else {
         return;
     };
-    let admin = PostgresStore::connect(&url).await.expect("connect");
-    let database = unique("aptix_schema").replace('-', "_");
-    admin
-        .pool()
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+    let scratch = ScratchDatabase::create(&url, "aptix_newer").await;
+    let first = PostgresStore::connect(&scratch.url)
         .await
-        .expect("create a scratch database");
-
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url.as_str(), String::new()),
-    };
-    let scratch_url = match base.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{database}{query}"),
-        None => panic!("APTIX_TEST_PG_URL has no database part: {url}"),
-    };
-    let connects = (0..6).map(|_| PostgresStore::connect(&scratch_url));
-    let results = futures_util::future::join_all(connects).await;
-    for store in results.iter().flatten() {
+        .expect("the first connect creates the schema");
+    let again = PostgresStore::connect(&scratch.url).await;
+    first
+        .pool()
+        .execute("UPDATE aptix_schema SET version = version + 1")
+        .await
+        .expect("raise the schema version");
+    let newer = PostgresStore::connect(&scratch.url).await;
+    first.close().await;
+    if let Ok(store) = &again {
         store.close().await;
     }
-    admin
-        .pool()
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-        )))
-        .await
-        .expect("drop the scratch database");
-    for result in results {
-        if let Err(error) = result {
-            panic!("a concurrent connect failed: {error}");
+    scratch.drop_now().await;
+    assert!(again.is_ok(), "a second connect: {again:?}");
+    match newer {
+        Err(aptix::store::StoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!(found, supported + 1);
         }
+        other => panic!("a newer schema must be refused, got {other:?}"),
     }
 }
 

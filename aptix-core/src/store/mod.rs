@@ -62,6 +62,18 @@ pub enum StoreError {
         /// The owner that tried to save.
         owner: String,
     },
+    /// The database was set up by a newer Aptix, whose tables this one
+    /// could misread: upgrade every process before any of them writes.
+    #[error(
+        "the conversation store's schema is version {found}, newer than the {supported} this \
+         Aptix knows: upgrade this process"
+    )]
+    SchemaTooNew {
+        /// The version the database holds.
+        found: i64,
+        /// The newest version this build reads and writes.
+        supported: i64,
+    },
 }
 
 impl StoreError {

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::postgres::{PgPoolOptions, PgQueryResult};
-use sqlx::{PgPool, Postgres};
+use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::StoreError;
 use super::sql::{Dialect, GroupCommit, Statements, impl_store};
@@ -28,6 +28,15 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 /// the catalog), and processes of one deployment often start together.
 /// The bytes spell `aptix_s1`.
 const SCHEMA_LOCK: i64 = 0x6170_7469_785f_7331;
+
+/// The version of [`SCHEMA`], kept in the one-row table `aptix_schema`.
+/// Raise it whenever `SCHEMA` changes; a process finding a newer version
+/// refuses to start ([`StoreError::SchemaTooNew`]).
+const SCHEMA_VERSION: i64 = 1;
+
+/// How often a schema change that PostgreSQL chose as a deadlock's victim
+/// is tried again (only an upgrade under traffic can meet one).
+const SCHEMA_ATTEMPTS: u32 = 5;
 
 /// The schema. Ids use the `C` collation, so they sort by bytes as
 /// [`Store::calls`](super::Store::calls) promises, whatever the database's
@@ -98,23 +107,30 @@ impl PostgresStore {
 
     /// Uses a pool the application configured (size, TLS, timeouts), and
     /// creates the tables when missing. Safe when several processes start
-    /// at once.
+    /// at once, and while others of the deployment write.
     pub async fn from_pool(pool: PgPool) -> Result<Self, StoreError> {
-        let mut transaction = pool.begin().await.map_err(StoreError::backend)?;
-        // Held until commit: a second process creating the schema at the
-        // same time waits here, then finds every table in place.
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(SCHEMA_LOCK)
-            .execute(&mut *transaction)
-            .await
-            .map_err(StoreError::backend)?;
-        for statement in SCHEMA {
-            sqlx::query(*statement)
-                .execute(&mut *transaction)
-                .await
-                .map_err(StoreError::backend)?;
+        // Set up already: nothing to lock. Running the schema's
+        // `IF NOT EXISTS` statements on every start is not free: `CREATE
+        // INDEX IF NOT EXISTS` takes a share lock on its table before it
+        // looks for the index, which waits for every writer and deadlocks
+        // with a writer holding the other table.
+        let mut connection = pool.acquire().await.map_err(StoreError::backend)?;
+        let version = schema_version(&mut connection).await?;
+        drop(connection);
+        if version != Some(SCHEMA_VERSION) {
+            let mut attempt = 1;
+            while let Err(error) = migrate(&pool).await {
+                if attempt == SCHEMA_ATTEMPTS || !is_deadlock(&error) {
+                    return Err(error);
+                }
+                tracing::debug!(
+                    attempt,
+                    "schema change chosen as a deadlock's victim; again"
+                );
+                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+                attempt += 1;
+            }
         }
-        transaction.commit().await.map_err(StoreError::backend)?;
         Ok(PostgresStore { pool })
     }
 
@@ -133,6 +149,76 @@ impl PostgresStore {
     fn group(&self) -> Option<&dyn GroupCommit<Postgres>> {
         None
     }
+}
+
+/// The schema version the database holds, `None` before the first start
+/// (or before versions were kept), without taking a lock.
+async fn schema_version(connection: &mut PgConnection) -> Result<Option<i64>, StoreError> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('aptix_schema') IS NOT NULL")
+        .fetch_one(&mut *connection)
+        .await
+        .map_err(StoreError::backend)?;
+    if !exists {
+        return Ok(None);
+    }
+    let version: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM aptix_schema")
+        .fetch_one(&mut *connection)
+        .await
+        .map_err(StoreError::backend)?;
+    match version {
+        Some(found) if found > SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        version => Ok(version),
+    }
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] in one transaction, under the
+/// advisory lock: of processes starting together one changes it, the
+/// others wait and find it done.
+async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
+    let mut transaction = pool.begin().await.map_err(StoreError::backend)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SCHEMA_LOCK)
+        .execute(&mut *transaction)
+        .await
+        .map_err(StoreError::backend)?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS aptix_schema (version BIGINT NOT NULL)")
+        .execute(&mut *transaction)
+        .await
+        .map_err(StoreError::backend)?;
+    if schema_version(&mut transaction).await? == Some(SCHEMA_VERSION) {
+        return transaction.commit().await.map_err(StoreError::backend);
+    }
+    for statement in SCHEMA {
+        sqlx::query(*statement)
+            .execute(&mut *transaction)
+            .await
+            .map_err(StoreError::backend)?;
+    }
+    sqlx::query("DELETE FROM aptix_schema")
+        .execute(&mut *transaction)
+        .await
+        .map_err(StoreError::backend)?;
+    sqlx::query("INSERT INTO aptix_schema (version) VALUES ($1)")
+        .bind(SCHEMA_VERSION)
+        .execute(&mut *transaction)
+        .await
+        .map_err(StoreError::backend)?;
+    transaction.commit().await.map_err(StoreError::backend)
+}
+
+/// PostgreSQL failed the transaction to break a deadlock (SQLSTATE 40P01).
+fn is_deadlock(error: &StoreError) -> bool {
+    let StoreError::Backend(source) = error else {
+        return false;
+    };
+    source
+        .downcast_ref::<sqlx::Error>()
+        .and_then(sqlx::Error::as_database_error)
+        .and_then(|database| database.code())
+        .is_some_and(|code| code == "40P01")
 }
 
 impl Dialect for Postgres {
