@@ -108,34 +108,37 @@ impl ArgsValidator {
         {
             return Ok(args);
         }
-        self.parse_declined(raw)
+        // Apart from the typed parse: every arguments type shares one copy.
+        match self.declined(raw)? {
+            Checked::Raw => typed(raw),
+            Checked::Blank => typed("{}"),
+            Checked::Stripped(text) => typed(&text),
+        }
     }
 
-    /// What the fused validator did not vouch for: a blank string read as `{}`, then the exact
-    /// path.
-    fn parse_declined<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
+    /// What the fused validator did not vouch for, by the exact path: which
+    /// text the typed parse reads. A blank string reads as `{}`.
+    fn declined(&self, raw: &str) -> Result<Checked, Rejection> {
         if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
-            if let Some(args) = self.fused.as_ref().and_then(|fused| fused.parse::<A>("{}")) {
-                return Ok(args);
+            let vouched = self
+                .fused
+                .as_ref()
+                .is_some_and(|fused| fused.parse::<serde::de::IgnoredAny>("{}").is_some());
+            if !vouched {
+                self.full_checked("{}")?;
             }
-            return self.parse_full("{}");
+            return Ok(Checked::Blank);
         }
-        self.parse_full(raw)
-    }
-
-    /// The full path: one `Value` parse, the violations reported.
-    fn parse_full<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
-        match self.full_checked(raw)? {
+        Ok(match self.full_checked(raw)? {
             // `null`s read as absent were taken out: the type reads what was checked.
-            (value, true) => typed(&value.to_string()),
+            (value, true) => Checked::Stripped(value.to_string()),
             // The text itself, as `serde_json::from_str` reads it.
-            (_, false) => typed(raw),
-        }
+            (_, false) => Checked::Raw,
+        })
     }
 
-    /// [`ArgsValidator::parse_full`] up to the typed parse: the document as a `Value` the schema
-    /// accepts, and whether `null` members were taken out of it. Apart from the typed parse, so
-    /// that every arguments type shares one copy.
+    /// The exact path: the document as a `Value` the schema accepts, and whether `null` members
+    /// were taken out of it.
     fn full_checked(&self, raw: &str) -> Result<(Value, bool), Rejection> {
         let value = parse_value(raw)?;
         if !value.is_object() {
@@ -169,6 +172,16 @@ impl ArgsValidator {
         let more = errors.count();
         Err(invalid_arguments(violations, more))
     }
+}
+
+/// The text the exact path accepted, for the typed parse.
+enum Checked {
+    /// The arguments as the model wrote them.
+    Raw,
+    /// A blank string, read as `{}`.
+    Blank,
+    /// The arguments with the `null` members read as absent taken out.
+    Stripped(String),
 }
 
 /// `text`, which the schema accepts, parsed into `A`: the Rust type may still be stricter (a

@@ -454,3 +454,39 @@ fn a_struct_is_read_as_an_object_only() {
         "{details}"
     );
 }
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct Optional {
+    /// How many; 3 when not given.
+    #[serde(default = "three")]
+    count: u32,
+}
+
+fn three() -> u32 {
+    3
+}
+
+/// Some models send nothing at all for a tool whose parameters are all optional: an empty or
+/// all-whitespace string reads as `{}`, on the fast path and on the exact one, and a schema
+/// that requires a member refuses it as `{}` is refused.
+#[test]
+fn blank_arguments_read_as_an_empty_object() {
+    let fast = validator::<Optional>();
+    assert!(fast.has_fast_path());
+    // A pattern the fast path declines sends the same documents down the exact path.
+    let mut schema = canonical_parameters::<Optional>();
+    schema["patternProperties"] = serde_json::json!({ "^x_": { "type": "string" } });
+    let exact = ArgsValidator::new(&schema).expect("schema compiles");
+    assert!(!exact.has_fast_path());
+    for validator in [&fast, &exact] {
+        for blank in ["", "  ", "\n\t "] {
+            let parsed: Optional = validator.parse(blank).expect("blank reads as {}");
+            assert_eq!(parsed, Optional { count: 3 });
+        }
+    }
+    let required = validator::<Small>();
+    let blank = required.parse::<Small>(" ").expect_err("n is required");
+    let empty = required.parse::<Small>("{}").expect_err("n is required");
+    assert_eq!(blank, empty);
+    assert_eq!(blank.code, ErrorCode::InvalidArguments);
+}
