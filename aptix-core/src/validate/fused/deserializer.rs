@@ -407,16 +407,18 @@ impl<'de, V: Visitor<'de>, const ENUM: bool> Visitor<'de> for Check<'_, V, ENUM>
             return Err(self.cx.fail());
         };
         let mut access = CheckedMap {
-            cx: self.cx,
-            checks,
             map,
-            present: 0,
-            next: NEVER,
-            extra: None,
-            name: None,
+            members: Members {
+                cx: self.cx,
+                checks,
+                present: 0,
+                next: NEVER,
+                extra: None,
+                name: None,
+            },
         };
         let value = self.inner.visit_map(&mut access)?;
-        if access.complete() {
+        if access.members.complete() {
             Ok(value)
         } else {
             Err(self.cx.fail())
@@ -473,9 +475,15 @@ impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for CheckedSeq<'_, A> {
 /// The members of an object: each name looked up among the slots (or refused by
 /// `additionalProperties: false`), each value checked against its subschema.
 struct CheckedMap<'v, A> {
+    map: A,
+    members: Members<'v>,
+}
+
+/// What an object's reader knows of the members read so far. Apart from the
+/// map it reads, so that its code is not copied for every member-name type.
+struct Members<'v> {
     cx: &'v Cx<'v>,
     checks: &'v Checks,
-    map: A,
     /// One bit per slot seen.
     present: u64,
     /// The subschema of the value to be read next.
@@ -486,7 +494,7 @@ struct CheckedMap<'v, A> {
     name: Option<String>,
 }
 
-impl<A> CheckedMap<'_, A> {
+impl Members<'_> {
     fn complete(&self) -> bool {
         let required = self.checks.required_mask;
         if self.present & required != required {
@@ -496,6 +504,40 @@ impl<A> CheckedMap<'_, A> {
             let count =
                 self.present.count_ones() as usize + self.extra.as_ref().map_or(0, HashSet::len);
             return self.checks.member_count_ok(count);
+        }
+        true
+    }
+
+    /// Takes the member the key named: where its value is checked next.
+    /// `false` refuses the object (a duplicate, or a name no visitor saw).
+    fn accept(&mut self, found: Found) -> bool {
+        match found {
+            // An open read holds no duplicates (it reads a `Value`'s text) and checks
+            // nothing: only the name is kept, for the trace.
+            Found::Extra(name) if self.cx.open() => {
+                self.next = self.checks.additional;
+                self.name = Some(name);
+            }
+            // The name never reached a string visitor (a number-keyed map, say).
+            Found::Nothing => return false,
+            Found::Slot(index) => {
+                let bit = 1u64.checked_shl(index).unwrap_or(0);
+                if self.present & bit != 0 {
+                    return false;
+                }
+                self.present |= bit;
+                self.next = self
+                    .checks
+                    .slots
+                    .get(index as usize)
+                    .map_or(NEVER, |slot| slot.node);
+            }
+            Found::Extra(name) => {
+                self.next = self.checks.additional;
+                if !self.extra.get_or_insert_default().insert(name) {
+                    return false;
+                }
+            }
         }
         true
     }
@@ -510,55 +552,31 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<'_, A> {
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
         let mut found = Found::Nothing;
-        let key = self.cx.watch(self.map.next_key_seed(KeySeed {
+        let members = &mut self.members;
+        let key = members.cx.watch(self.map.next_key_seed(KeySeed {
             seed,
-            cx: self.cx,
-            checks: self.checks,
+            cx: members.cx,
+            checks: members.checks,
             found: &mut found,
         }))?;
-        if key.is_some() {
-            match found {
-                // An open read holds no duplicates (it reads a `Value`'s text) and checks
-                // nothing: only the name is kept, for the trace.
-                Found::Extra(name) if self.cx.open() => {
-                    self.next = self.checks.additional;
-                    self.name = Some(name);
-                }
-                // The name never reached a string visitor (a number-keyed map, say).
-                Found::Nothing => return Err(self.cx.fail()),
-                Found::Slot(index) => {
-                    let bit = 1u64.checked_shl(index).unwrap_or(0);
-                    if self.present & bit != 0 {
-                        return Err(self.cx.fail());
-                    }
-                    self.present |= bit;
-                    self.next = self
-                        .checks
-                        .slots
-                        .get(index as usize)
-                        .map_or(NEVER, |slot| slot.node);
-                }
-                Found::Extra(name) => {
-                    self.next = self.checks.additional;
-                    if !self.extra.get_or_insert_default().insert(name) {
-                        return Err(self.cx.fail());
-                    }
-                }
-            }
+        if key.is_some() && !members.accept(found) {
+            return Err(members.cx.fail());
         }
         Ok(key)
     }
 
     #[inline]
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
-        let id = std::mem::replace(&mut self.next, NEVER);
-        self.cx
+        let members = &mut self.members;
+        let id = std::mem::replace(&mut members.next, NEVER);
+        members
+            .cx
             .watch(self.map.next_value_seed(CheckedSeed {
-                cx: self.cx,
+                cx: members.cx,
                 id,
                 seed,
             }))
-            .inspect_err(|_| self.cx.trace(|| self.name.take().unwrap_or_default()))
+            .inspect_err(|_| members.cx.trace(|| members.name.take().unwrap_or_default()))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -814,17 +832,21 @@ struct KeyVisitor<'a, 'v, V, const ENUM: bool> {
 impl<V, const ENUM: bool> KeyVisitor<'_, '_, V, ENUM> {
     #[inline]
     fn record<E: de::Error>(&mut self, name: &str) -> Result<(), E> {
-        match found(self.checks, name) {
+        match key_found(self.cx, self.checks, name) {
             Some(found) => {
                 *self.found = found;
                 Ok(())
             }
-            None if self.cx.open() => {
-                *self.found = Found::Extra(name.to_owned());
-                Ok(())
-            }
             None => Err(self.cx.fail()),
         }
+    }
+}
+
+/// [`found`], and in an open read any other name too.
+fn key_found(cx: &Cx<'_>, checks: &Checks, name: &str) -> Option<Found> {
+    match found(checks, name) {
+        None if cx.open() => Some(Found::Extra(name.to_owned())),
+        found => found,
     }
 }
 
