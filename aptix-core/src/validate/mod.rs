@@ -15,6 +15,7 @@ mod fused;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
@@ -109,16 +110,12 @@ impl ArgsValidator {
             return Ok(args);
         }
         // Apart from the typed parse: every arguments type shares one copy.
-        match self.declined(raw)? {
-            Checked::Raw => typed(raw),
-            Checked::Blank => typed("{}"),
-            Checked::Stripped(text) => typed(&text),
-        }
+        typed(&self.declined(raw)?)
     }
 
-    /// What the fused validator did not vouch for, by the exact path: which
+    /// What the fused validator did not vouch for, by the exact path: the
     /// text the typed parse reads. A blank string reads as `{}`.
-    fn declined(&self, raw: &str) -> Result<Checked, Rejection> {
+    fn declined<'r>(&self, raw: &'r str) -> Result<Cow<'r, str>, Rejection> {
         if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
             let vouched = self
                 .fused
@@ -127,13 +124,13 @@ impl ArgsValidator {
             if !vouched {
                 self.full_checked("{}")?;
             }
-            return Ok(Checked::Blank);
+            return Ok(Cow::Borrowed("{}"));
         }
         Ok(match self.full_checked(raw)? {
             // `null`s read as absent were taken out: the type reads what was checked.
-            (value, true) => Checked::Stripped(value.to_string()),
+            (value, true) => Cow::Owned(value.to_string()),
             // The text itself, as `serde_json::from_str` reads it.
-            (_, false) => Checked::Raw,
+            (_, false) => Cow::Borrowed(raw),
         })
     }
 
@@ -172,16 +169,6 @@ impl ArgsValidator {
         let more = errors.count();
         Err(invalid_arguments(violations, more))
     }
-}
-
-/// The text the exact path accepted, for the typed parse.
-enum Checked {
-    /// The arguments as the model wrote them.
-    Raw,
-    /// A blank string, read as `{}`.
-    Blank,
-    /// The arguments with the `null` members read as absent taken out.
-    Stripped(String),
 }
 
 /// `text`, which the schema accepts, parsed into `A`: the Rust type may still be stricter (a
