@@ -363,3 +363,114 @@ async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a
         assert_eq!(run("hello_at_run_time").await, declared, "{arguments}");
     }
 }
+
+/// A catalog is derived rather than rebuilt: a run-time tool added for one
+/// conversation and taken out again, a subset for one step. Derived
+/// catalogs share their entries, keep the name order, and each has the
+/// fingerprint of the tools it holds.
+#[tokio::test]
+async fn a_catalog_derives_with_without_and_only() {
+    let catalog = example_catalog();
+    let with = catalog
+        .with(hello_at_run_time())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        with.names().collect::<Vec<_>>(),
+        [
+            "agent_hello_world",
+            "get_current_time",
+            "get_location",
+            "hello_at_run_time",
+            "send_email"
+        ]
+    );
+    assert_eq!(catalog.len(), 4, "the catalog derived from is unchanged");
+    assert_ne!(with.fingerprint(), catalog.fingerprint());
+
+    // The added tool runs; taking it out again gives back the first catalog.
+    let call = aptix::ToolCall::new("call-1", "hello_at_run_time", r#"{"name":"Ada"}"#);
+    let ctx = aptix::ToolContext::new();
+    let ran = aptix::Executor::new(with.clone())
+        .execute(&call, &ctx)
+        .await
+        .into_envelope()
+        .map(|envelope| envelope.to_json_string())
+        .unwrap_or_default();
+    assert!(ran.contains("Hello, Ada!"), "{ran}");
+    let back = with.without("hello_at_run_time");
+    assert_eq!(
+        back.names().collect::<Vec<_>>(),
+        catalog.names().collect::<Vec<_>>()
+    );
+    assert_eq!(back.fingerprint(), catalog.fingerprint());
+    assert_eq!(
+        catalog.without("no_such_tool").fingerprint(),
+        catalog.fingerprint()
+    );
+
+    // A subset, in any order and with repeats, has the fingerprint of a
+    // catalog built from those tools alone.
+    let only = catalog
+        .only(["send_email", "agent_hello_world", "send_email"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let built = aptix::tools![HelloWorldTool, SendEmailTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        only.names().collect::<Vec<_>>(),
+        ["agent_hello_world", "send_email"]
+    );
+    assert_eq!(only.fingerprint(), built.fingerprint());
+    assert!(catalog.only([]).is_ok_and(|empty| empty.is_empty()));
+}
+
+/// Deriving checks what building checks: a second tool of a name already
+/// held, or a broken run-time tool, is refused with every problem; a name
+/// `only` does not know is refused with the names it does.
+#[test]
+fn deriving_a_catalog_refuses_what_building_refuses() {
+    let catalog = example_catalog();
+    let declared = HelloWorldTool::definition().unwrap_or_else(|e| panic!("{e}"));
+    let twin = aptix::ToolEntry::from_json_schema(
+        "agent_hello_world",
+        declared.usage(),
+        declared.description(),
+        declared.parameters().clone(),
+        |_: Value, _: aptix::ToolContext| async { Ok(Value::Null) },
+    );
+    let refused = catalog.with(twin).expect_err("a second agent_hello_world");
+    assert!(
+        matches!(
+            refused.problems.as_slice(),
+            [aptix::CatalogProblem::DuplicateName { name, .. }] if name == "agent_hello_world"
+        ),
+        "{refused}"
+    );
+    let broken = aptix::ToolEntry::from_json_schema(
+        "bad name",
+        "",
+        "Says hello.",
+        declared.parameters().clone(),
+        |_: Value, _: aptix::ToolContext| async { Ok(Value::Null) },
+    );
+    let refused = catalog.with(broken).expect_err("a broken tool");
+    assert_eq!(refused.problems.len(), 2, "{refused}");
+    // The same tool added again is the same tool, as in a builder.
+    let again = catalog
+        .with(catalog.entry("send_email").cloned().expect("listed"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.fingerprint(), catalog.fingerprint());
+
+    let unknown = catalog
+        .only(["send_email", "send_mail", "get_wether"])
+        .expect_err("two names the catalog lacks");
+    assert_eq!(unknown.problems.len(), 2, "{unknown}");
+    let message = unknown.to_string();
+    assert!(
+        message.contains("no tool named `get_wether`")
+            && message.contains("no tool named `send_mail`")
+            && message
+                .contains("it has: agent_hello_world, get_current_time, get_location, send_email"),
+        "{message}"
+    );
+}

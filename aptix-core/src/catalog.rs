@@ -402,6 +402,15 @@ pub enum CatalogProblem {
         /// Where the tool was declared.
         location: SourceLocation,
     },
+    /// A tool was asked for by name ([`Catalog::only`]) and the catalog has
+    /// none of that name.
+    #[error("the catalog has no tool named `{name}`; it has: {}", known.join(", "))]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// The names the catalog has, sorted.
+        known: Vec<String>,
+    },
     /// A field looks secret and the tool declares neither `redact` nor
     /// `log_fields`, so its value would be shown in agent events.
     #[error(transparent)]
@@ -520,6 +529,70 @@ impl Catalog {
         self.definitions()
             .map(|definition| definition.lower(dialect))
             .collect()
+    }
+
+    /// This catalog and `entry`, checked as [`CatalogBuilder::build`] checks
+    /// every tool: a run-time tool added for one conversation, say. A tool
+    /// of the same name is a [`CatalogProblem::DuplicateName`]; to replace
+    /// one, take it out first with [`Catalog::without`].
+    pub fn with(&self, entry: impl Into<PendingEntry>) -> Result<Catalog, CatalogError> {
+        let mut builder = Catalog::builder();
+        builder.pending.reserve(self.len() + 1);
+        builder
+            .pending
+            .extend(self.entries().cloned().map(Pending::Entry));
+        builder.entry(entry).build()
+    }
+
+    /// This catalog without the tool called `name` (the same catalog when
+    /// there is none). Every other tool keeps its code and definition.
+    pub fn without(&self, name: &str) -> Catalog {
+        if self.entry(name).is_none() {
+            return self.clone();
+        }
+        self.derived(|entry| entry.name() != name)
+    }
+
+    /// The tools of this catalog called one of `names`, in name order: the
+    /// tools offered to one step, say. A name the catalog does not hold is
+    /// a [`CatalogProblem::UnknownTool`] (every one is reported), so a typo
+    /// cannot silently leave a tool out.
+    pub fn only<'n>(
+        &self,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> Result<Catalog, CatalogError> {
+        let mut wanted: Vec<&str> = names.into_iter().collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let problems: Vec<CatalogProblem> = wanted
+            .iter()
+            .filter(|name| self.entry(name).is_none())
+            .map(|name| CatalogProblem::UnknownTool {
+                name: (*name).to_owned(),
+                known: self.names().map(str::to_owned).collect(),
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(CatalogError { problems });
+        }
+        if wanted.len() == self.len() {
+            return Ok(self.clone());
+        }
+        Ok(self.derived(|entry| wanted.binary_search(&entry.name()).is_ok()))
+    }
+
+    /// The entries `keep` keeps, already checked and in order.
+    fn derived(&self, keep: impl Fn(&ToolEntry) -> bool) -> Catalog {
+        Catalog {
+            inner: Arc::new(Inner {
+                entries: self
+                    .entries()
+                    .filter(|entry| keep(entry))
+                    .cloned()
+                    .collect(),
+                fingerprint: OnceLock::new(),
+            }),
+        }
     }
 
     /// A prompt section telling the model when to call each tool.
