@@ -9,7 +9,6 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -239,8 +238,8 @@ impl Executor {
                     Err(Guarded::Cancelled)
                 } else {
                     let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
-                    let mut run =
-                        std::pin::pin!(entry.code().run(definition, &call.arguments, &call_ctx));
+                    // Boxed already (`RunFuture`): polled in place, never moved.
+                    let mut run = entry.code().run(definition, &call.arguments, &call_ctx);
                     // Most calls finish without waiting on anything: poll once
                     // before arming a timer and a cancellation listener, which
                     // cost more than such a call. A call that does wait gets
@@ -248,7 +247,7 @@ impl Executor {
                     // an await point in any case.
                     let first = std::future::poll_fn(|cx| {
                         let _entered = span.as_ref().map(tracing::Span::enter);
-                        Poll::Ready(poll_caught(run.as_mut(), cx))
+                        Poll::Ready(poll_caught(&mut run, cx))
                     })
                     .await;
                     match first {
@@ -257,7 +256,7 @@ impl Executor {
                         // not make the future of every call bigger.
                         Poll::Pending => {
                             let limit = definition.timeout().or(self.default_timeout);
-                            let waiting = wait_guarded(run.as_mut(), token, limit);
+                            let waiting = wait_guarded(&mut run, token, limit);
                             match &span {
                                 None => Box::pin(waiting).await,
                                 Some(span) => Box::pin(waiting.instrument(span.clone())).await,
@@ -451,10 +450,10 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
 /// Polls `run` once, catching a panic (what `catch_unwind` on the future
 /// would do, without moving the future into a wrapper).
 fn poll_caught(
-    run: Pin<&mut RunFuture<'_>>,
+    run: &mut RunFuture<'_>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<RunResult, Box<dyn Any + Send>>> {
-    match std::panic::catch_unwind(AssertUnwindSafe(|| run.poll(cx))) {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))) {
         Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
         Ok(Poll::Pending) => Poll::Pending,
         Err(panic) => Poll::Ready(Err(panic)),
@@ -471,15 +470,15 @@ fn settle(result: Result<RunResult, Box<dyn Any + Send>>) -> Result<JsonText, Gu
 /// The rest of a call that did not finish on its first poll: under its
 /// time limit, and stopped by cancellation.
 async fn wait_guarded(
-    mut run: Pin<&mut RunFuture<'_>>,
+    run: &mut RunFuture<'_>,
     token: &tokio_util::sync::CancellationToken,
     limit: Option<Duration>,
 ) -> Result<JsonText, Guarded> {
     let cancellable = async {
-        let mut cancelled = std::pin::pin!(token.cancelled());
+        let mut cancelled = Box::pin(token.cancelled());
         std::future::poll_fn(|cx| {
             // The call first: one that finishes as it is cancelled keeps its result.
-            if let Poll::Ready(result) = poll_caught(run.as_mut(), cx) {
+            if let Poll::Ready(result) = poll_caught(run, cx) {
                 return Poll::Ready(settle(result));
             }
             cancelled

@@ -118,7 +118,7 @@ mod tests {
     async fn the_body_never_runs_ahead_of_its_reader() {
         let steps = AtomicUsize::new(0);
         let steps = &steps;
-        let mut stream = std::pin::pin!(generate(|out| async move {
+        let mut stream = Box::pin(generate(|out| async move {
             steps.fetch_add(1, Ordering::SeqCst);
             out.emit("first").await;
             steps.fetch_add(1, Ordering::SeqCst);

@@ -83,8 +83,8 @@ impl Agent {
                 let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
                 let mut events = inner.model.stream(&request);
                 let mut model_deadline =
-                    std::pin::pin!(model_deadline(inner.settings.model_call_timeout));
-                let mut cancelled = std::pin::pin!(cancellation.cancelled());
+                    Box::pin(model_deadline(inner.settings.model_call_timeout));
+                let mut cancelled = Box::pin(cancellation.cancelled());
                 loop {
                     // Cancellation first, then the deadline, then the model.
                     let waited = std::future::poll_fn(|cx| {

@@ -57,7 +57,7 @@ async fn futures_run_and_are_dropped_once() {
         ballast: [0; 8],
     });
     {
-        let mut future = std::pin::pin!(future);
+        let mut future = Box::pin(future);
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(future.as_mut().poll(&mut cx).is_pending());

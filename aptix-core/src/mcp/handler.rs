@@ -237,8 +237,8 @@ impl AptixMcpHandler {
                 executor.execute(call, ctx).await
             }
         };
-        let mut run = std::pin::pin!(run);
-        let cancelled = std::pin::pin!(self.inner.context.cancellation().cancelled());
+        let mut run = Box::pin(run);
+        let cancelled = Box::pin(self.inner.context.cancellation().cancelled());
         match select(run.as_mut(), cancelled).await {
             Either::Left((execution, _)) => execution,
             Either::Right(((), _)) => {
@@ -408,12 +408,7 @@ impl AptixMcpHandler {
         let asking = context
             .peer
             .create_elicitation_with_timeout(question.params(), definition.suspend_timeout());
-        match select(
-            std::pin::pin!(context.ct.cancelled()),
-            std::pin::pin!(asking),
-        )
-        .await
-        {
+        match select(Box::pin(context.ct.cancelled()), Box::pin(asking)).await {
             Either::Left(((), _)) => Asked::Reply(
                 error_with(
                     ErrorCode::Cancelled,

@@ -170,16 +170,11 @@ async fn serve(
     let builder = Arc::new(builder);
     loop {
         let acquire = Arc::clone(&permits).acquire_owned();
-        let permit = match select(std::pin::pin!(stop.cancelled()), std::pin::pin!(acquire)).await {
+        let permit = match select(Box::pin(stop.cancelled()), Box::pin(acquire)).await {
             Either::Left(((), _)) | Either::Right((Err(_), _)) => break,
             Either::Right((Ok(permit), _)) => permit,
         };
-        let stream = match select(
-            std::pin::pin!(stop.cancelled()),
-            std::pin::pin!(listener.accept()),
-        )
-        .await
-        {
+        let stream = match select(Box::pin(stop.cancelled()), Box::pin(listener.accept())).await {
             Either::Left(((), _)) => break,
             Either::Right((accepted, _)) => match accepted {
                 Ok((stream, _)) => stream,
@@ -197,8 +192,8 @@ async fn serve(
         let stop = stop.clone();
         tokio::spawn(async move {
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            let mut connection = std::pin::pin!(connection);
-            let served = match select(connection.as_mut(), std::pin::pin!(stop.cancelled())).await {
+            let mut connection = Box::pin(connection);
+            let served = match select(connection.as_mut(), Box::pin(stop.cancelled())).await {
                 Either::Left((served, _)) => served,
                 Either::Right(((), _)) => {
                     connection.as_mut().graceful_shutdown();

@@ -85,8 +85,8 @@ impl Sampling {
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, SamplingError> {
-        let asking = std::pin::pin!(self.peer.create_message(params));
-        match select(std::pin::pin!(self.cancellation.cancelled()), asking).await {
+        let asking = Box::pin(self.peer.create_message(params));
+        match select(Box::pin(self.cancellation.cancelled()), asking).await {
             Either::Left(((), _)) => Err(SamplingError::Cancelled),
             Either::Right((result, _)) => result.map_err(|error| match error {
                 ServiceError::McpError(error) => SamplingError::Refused {
