@@ -179,34 +179,32 @@ async fn schema_version(connection: &mut PgConnection) -> Result<Option<i64>, St
 /// others wait and find it done.
 async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
     let mut transaction = pool.begin().await.map_err(StoreError::backend)?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(SCHEMA_LOCK)
-        .execute(&mut *transaction)
-        .await
-        .map_err(StoreError::backend)?;
-    sqlx::query("CREATE TABLE IF NOT EXISTS aptix_schema (version BIGINT NOT NULL)")
-        .execute(&mut *transaction)
-        .await
-        .map_err(StoreError::backend)?;
-    if schema_version(&mut transaction).await? == Some(SCHEMA_VERSION) {
-        return transaction.commit().await.map_err(StoreError::backend);
+    let lock = sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK);
+    execute(&mut transaction, lock).await?;
+    let versions = sqlx::query("CREATE TABLE IF NOT EXISTS aptix_schema (version BIGINT NOT NULL)");
+    execute(&mut transaction, versions).await?;
+    if schema_version(&mut transaction).await? != Some(SCHEMA_VERSION) {
+        for statement in SCHEMA {
+            execute(&mut transaction, sqlx::query(*statement)).await?;
+        }
+        execute(&mut transaction, sqlx::query("DELETE FROM aptix_schema")).await?;
+        let version =
+            sqlx::query("INSERT INTO aptix_schema (version) VALUES ($1)").bind(SCHEMA_VERSION);
+        execute(&mut transaction, version).await?;
     }
-    for statement in SCHEMA {
-        sqlx::query(*statement)
-            .execute(&mut *transaction)
-            .await
-            .map_err(StoreError::backend)?;
-    }
-    sqlx::query("DELETE FROM aptix_schema")
-        .execute(&mut *transaction)
-        .await
-        .map_err(StoreError::backend)?;
-    sqlx::query("INSERT INTO aptix_schema (version) VALUES ($1)")
-        .bind(SCHEMA_VERSION)
-        .execute(&mut *transaction)
-        .await
-        .map_err(StoreError::backend)?;
     transaction.commit().await.map_err(StoreError::backend)
+}
+
+/// Runs one statement of the schema's transaction.
+async fn execute(
+    connection: &mut PgConnection,
+    statement: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+) -> Result<(), StoreError> {
+    statement
+        .execute(connection)
+        .await
+        .map(drop)
+        .map_err(StoreError::backend)
 }
 
 /// PostgreSQL failed the transaction to break a deadlock (SQLSTATE 40P01).
