@@ -490,3 +490,45 @@ fn blank_arguments_read_as_an_empty_object() {
     assert_eq!(blank, empty);
     assert_eq!(blank.code, ErrorCode::InvalidArguments);
 }
+
+/// A map key read as bytes (`serde_bytes`, `bytes::Bytes` keys do so).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ByteKey(Vec<u8>);
+
+impl<'de> Deserialize<'de> for ByteKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl serde::de::Visitor<'_> for Bytes {
+            type Value = ByteKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E>(self, bytes: &[u8]) -> Result<ByteKey, E> {
+                Ok(ByteKey(bytes.to_vec()))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<ByteKey, E> {
+                Ok(ByteKey(text.as_bytes().to_vec()))
+            }
+        }
+        deserializer.deserialize_bytes(Bytes)
+    }
+}
+
+#[derive(Debug, PartialEq, Deserialize, schemars::JsonSchema)]
+struct ByBytes {
+    /// Counts by key.
+    #[schemars(with = "std::collections::HashMap<String, u32>")]
+    counts: std::collections::HashMap<ByteKey, u32>,
+}
+
+/// What `serde_json::from_str` reads, the validator reads: a map whose keys are read as bytes
+/// (the fast path declines them, so the exact path's typed read must take them).
+#[test]
+fn map_keys_read_as_bytes_are_read() {
+    let text = r#"{"counts":{"a":1,"b":2}}"#;
+    let expected: ByBytes = serde_json::from_str(text).expect("serde_json reads it");
+    let parsed: ByBytes = validator::<ByBytes>()
+        .parse(text)
+        .unwrap_or_else(|rejection| panic!("{rejection:?}"));
+    assert_eq!(parsed, expected);
+}

@@ -512,11 +512,17 @@ impl Members<'_> {
     /// `false` refuses the object (a duplicate, or a name no visitor saw).
     fn accept(&mut self, found: Found) -> bool {
         match found {
-            // An open read holds no duplicates (it reads a `Value`'s text) and checks
-            // nothing: only the name is kept, for the trace.
+            // An open read checks nothing, duplicates neither (it reads a text whose
+            // duplicates `parse_value` refused already): only the name is kept, for the trace.
             Found::Extra(name) if self.cx.open() => {
                 self.next = self.checks.additional;
                 self.name = Some(name);
+            }
+            // A key read as bytes names nothing it could check; an open read takes it as
+            // `serde_json` does.
+            Found::Nothing if self.cx.open() => {
+                self.next = self.checks.additional;
+                self.name = None;
             }
             // The name never reached a string visitor (a number-keyed map, say).
             Found::Nothing => return false,
