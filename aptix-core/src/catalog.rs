@@ -536,12 +536,41 @@ impl Catalog {
     /// of the same name is a [`CatalogProblem::DuplicateName`]; to replace
     /// one, take it out first with [`Catalog::without`].
     pub fn with(&self, entry: impl Into<PendingEntry>) -> Result<Catalog, CatalogError> {
-        let mut builder = Catalog::builder();
-        builder.pending.reserve(self.len() + 1);
-        builder
-            .pending
-            .extend(self.entries().cloned().map(Pending::Entry));
-        builder.entry(entry).build()
+        // The held entries were checked when they were built: only the new
+        // one is, and then its name against theirs.
+        let Some(entry) = Catalog::builder()
+            .entry(entry)
+            .build()?
+            .entries()
+            .next()
+            .cloned()
+        else {
+            return Ok(self.clone());
+        };
+        let entries = &self.inner.entries;
+        match entries.binary_search_by(|held| held.name().cmp(entry.name())) {
+            // The same declared tool again is one tool, as in a builder.
+            Ok(index) if entry.origin.is_some() && entries[index].origin == entry.origin => {
+                Ok(self.clone())
+            }
+            Ok(index) => Err(CatalogError {
+                problems: vec![CatalogProblem::DuplicateName {
+                    name: entry.name().to_owned(),
+                    first: entries[index].definition.source(),
+                    second: entry.definition.source(),
+                }],
+            }),
+            Err(index) => {
+                let mut entries = entries.clone();
+                entries.insert(index, entry);
+                Ok(Catalog {
+                    inner: Arc::new(Inner {
+                        entries,
+                        fingerprint: OnceLock::new(),
+                    }),
+                })
+            }
+        }
     }
 
     /// This catalog without the tool called `name` (the same catalog when
@@ -564,15 +593,20 @@ impl Catalog {
         let mut wanted: Vec<&str> = names.into_iter().collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let problems: Vec<CatalogProblem> = wanted
+        let unknown: Vec<&str> = wanted
             .iter()
+            .copied()
             .filter(|name| self.entry(name).is_none())
-            .map(|name| CatalogProblem::UnknownTool {
-                name: (*name).to_owned(),
-                known: self.names().map(str::to_owned).collect(),
-            })
             .collect();
-        if !problems.is_empty() {
+        if !unknown.is_empty() {
+            let known: Vec<String> = self.names().map(str::to_owned).collect();
+            let problems = unknown
+                .into_iter()
+                .map(|name| CatalogProblem::UnknownTool {
+                    name: name.to_owned(),
+                    known: known.clone(),
+                })
+                .collect();
             return Err(CatalogError { problems });
         }
         if wanted.len() == self.len() {

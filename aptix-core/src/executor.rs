@@ -474,19 +474,13 @@ async fn wait_guarded(
     token: &tokio_util::sync::CancellationToken,
     limit: Option<Duration>,
 ) -> Result<JsonText, Guarded> {
+    // The call first: one that finishes as it is cancelled keeps its result.
     let cancellable = async {
-        let mut cancelled = Box::pin(token.cancelled());
-        std::future::poll_fn(|cx| {
-            // The call first: one that finishes as it is cancelled keeps its result.
-            if let Poll::Ready(result) = poll_caught(run, cx) {
-                return Poll::Ready(settle(result));
-            }
-            cancelled
-                .as_mut()
-                .poll(cx)
-                .map(|()| Err(Guarded::Cancelled))
-        })
-        .await
+        let polled = std::future::poll_fn(|cx| poll_caught(run, cx));
+        match token.run_until_cancelled(polled).await {
+            Some(result) => settle(result),
+            None => Err(Guarded::Cancelled),
+        }
     };
     match limit {
         Some(limit) => tokio::time::timeout(limit, cancellable)

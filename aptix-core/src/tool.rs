@@ -214,25 +214,11 @@ fn run_arguments<'a, T: Tool>(
 /// Validates `raw` and returns the validated arguments as the payload,
 /// once they are also known to parse into `T::Args`.
 fn validated_payload<T: Tool>(definition: &ToolDefinition, raw: &str) -> RunResult {
-    payload_if_typed(definition, raw, fits::<T>)
-}
-
-/// Whether `raw` parses into `T::Args`. The typed parse is the one a call
-/// of the function makes, so it adds no code per tool.
-fn fits<T: Tool>(definition: &ToolDefinition, raw: &str) -> Result<(), Rejection> {
-    parse_args::<T>(definition, raw).map(drop)
-}
-
-/// [`validated_payload`] apart from its typed parse, so that every tool
-/// shares one copy.
-fn payload_if_typed(
-    definition: &ToolDefinition,
-    raw: &str,
-    fits: fn(&ToolDefinition, &str) -> Result<(), Rejection>,
-) -> RunResult {
     let value = validated_value(definition, raw)?;
-    match fits(definition, raw) {
-        Ok(()) => payload_of(&value),
+    // The typed parse proves the arguments fit the Rust type too. It is the
+    // parse a call of the function makes, so it adds no code per tool.
+    match parse_args::<T>(definition, raw) {
+        Ok(_) => payload_of(&value),
         Err(rejection) => Err(type_mismatch(rejection)),
     }
 }

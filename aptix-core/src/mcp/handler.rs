@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures_util::future::{Either, select};
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -237,11 +236,12 @@ impl AptixMcpHandler {
                 executor.execute(call, ctx).await
             }
         };
+        // Boxed: still run to its end after the server's cancellation.
         let mut run = Box::pin(run);
-        let cancelled = Box::pin(self.inner.context.cancellation().cancelled());
-        match select(run.as_mut(), cancelled).await {
-            Either::Left((execution, _)) => execution,
-            Either::Right(((), _)) => {
+        let server = self.inner.context.cancellation();
+        match server.run_until_cancelled(run.as_mut()).await {
+            Some(execution) => execution,
+            None => {
                 ctx.cancellation().cancel();
                 run.await
             }
@@ -408,15 +408,15 @@ impl AptixMcpHandler {
         let asking = context
             .peer
             .create_elicitation_with_timeout(question.params(), definition.suspend_timeout());
-        match select(Box::pin(context.ct.cancelled()), Box::pin(asking)).await {
-            Either::Left(((), _)) => Asked::Reply(
+        match context.ct.run_until_cancelled(asking).await {
+            None => Asked::Reply(
                 error_with(
                     ErrorCode::Cancelled,
                     "The call was cancelled before it finished.",
                 )
                 .into(),
             ),
-            Either::Right((result, _)) => match result {
+            Some(result) => match result {
                 Ok(result) => Asked::Answer(result.into()),
                 Err(error) => {
                     tracing::warn!(%error, "elicitation failed");

@@ -15,7 +15,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use futures_util::future::{Either, select};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -170,13 +169,13 @@ async fn serve(
     let builder = Arc::new(builder);
     loop {
         let acquire = Arc::clone(&permits).acquire_owned();
-        let permit = match select(Box::pin(stop.cancelled()), Box::pin(acquire)).await {
-            Either::Left(((), _)) | Either::Right((Err(_), _)) => break,
-            Either::Right((Ok(permit), _)) => permit,
+        let permit = match stop.run_until_cancelled(acquire).await {
+            None | Some(Err(_)) => break,
+            Some(Ok(permit)) => permit,
         };
-        let stream = match select(Box::pin(stop.cancelled()), Box::pin(listener.accept())).await {
-            Either::Left(((), _)) => break,
-            Either::Right((accepted, _)) => match accepted {
+        let stream = match stop.run_until_cancelled(listener.accept()).await {
+            None => break,
+            Some(accepted) => match accepted {
                 Ok((stream, _)) => stream,
                 Err(error) => {
                     // Out of file descriptors and the like: pause instead of
@@ -192,10 +191,11 @@ async fn serve(
         let stop = stop.clone();
         tokio::spawn(async move {
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            // Boxed: shut down gracefully after `stop`, then run to its end.
             let mut connection = Box::pin(connection);
-            let served = match select(connection.as_mut(), Box::pin(stop.cancelled())).await {
-                Either::Left((served, _)) => served,
-                Either::Right(((), _)) => {
+            let served = match stop.run_until_cancelled(connection.as_mut()).await {
+                Some(served) => served,
+                None => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }

@@ -8,7 +8,6 @@
 
 #![allow(deprecated)]
 
-use futures_util::future::{Either, select};
 use rmcp::ServiceError;
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, SamplingMessage};
 use rmcp::service::{Peer, RoleServer};
@@ -85,10 +84,10 @@ impl Sampling {
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, SamplingError> {
-        let asking = Box::pin(self.peer.create_message(params));
-        match select(Box::pin(self.cancellation.cancelled()), asking).await {
-            Either::Left(((), _)) => Err(SamplingError::Cancelled),
-            Either::Right((result, _)) => result.map_err(|error| match error {
+        let asking = self.peer.create_message(params);
+        match self.cancellation.run_until_cancelled(asking).await {
+            None => Err(SamplingError::Cancelled),
+            Some(result) => result.map_err(|error| match error {
                 ServiceError::McpError(error) => SamplingError::Refused {
                     code: error.code.0,
                     message: error.message.into_owned(),

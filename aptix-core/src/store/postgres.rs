@@ -14,7 +14,7 @@ use sqlx::postgres::{PgPoolOptions, PgQueryResult};
 use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::StoreError;
-use super::sql::{Dialect, GroupCommit, Statements, impl_store};
+use super::sql::{Dialect, GroupCommit, Statements, TRANSIENT_RETRIES, impl_store, is_transient};
 
 /// Connections of the pool [`PostgresStore::connect`] makes.
 const MAX_CONNECTIONS: u32 = 10;
@@ -33,10 +33,6 @@ const SCHEMA_LOCK: i64 = 0x6170_7469_785f_7331;
 /// Raise it whenever `SCHEMA` changes; a process finding a newer version
 /// refuses to start ([`StoreError::SchemaTooNew`]).
 const SCHEMA_VERSION: i64 = 1;
-
-/// How often a schema change that PostgreSQL chose as a deadlock's victim
-/// is tried again (only an upgrade under traffic can meet one).
-const SCHEMA_ATTEMPTS: u32 = 5;
 
 /// The schema. Ids use the `C` collation, so they sort by bytes as
 /// [`Store::calls`](super::Store::calls) promises, whatever the database's
@@ -118,17 +114,16 @@ impl PostgresStore {
         let version = schema_version(&mut connection).await?;
         drop(connection);
         if version != Some(SCHEMA_VERSION) {
-            let mut attempt = 1;
+            // Only an upgrade under traffic can meet a deadlock; the schema
+            // change is then run again, as a store batch is.
+            let mut attempt = 0;
             while let Err(error) = migrate(&pool).await {
-                if attempt == SCHEMA_ATTEMPTS || !is_deadlock(&error) {
+                if attempt == TRANSIENT_RETRIES || !is_transient(&error) {
                     return Err(error);
                 }
-                tracing::debug!(
-                    attempt,
-                    "schema change chosen as a deadlock's victim; again"
-                );
-                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
                 attempt += 1;
+                tracing::debug!(attempt, %error, "schema change aborted by the database; again");
+                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
             }
         }
         Ok(PostgresStore { pool })
@@ -205,18 +200,6 @@ async fn execute(
         .await
         .map(drop)
         .map_err(StoreError::backend)
-}
-
-/// PostgreSQL failed the transaction to break a deadlock (SQLSTATE 40P01).
-fn is_deadlock(error: &StoreError) -> bool {
-    let StoreError::Backend(source) = error else {
-        return false;
-    };
-    source
-        .downcast_ref::<sqlx::Error>()
-        .and_then(sqlx::Error::as_database_error)
-        .and_then(|database| database.code())
-        .is_some_and(|code| code == "40P01")
 }
 
 impl Dialect for Postgres {

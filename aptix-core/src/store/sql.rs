@@ -191,12 +191,12 @@ fn backend(error: sqlx::Error) -> StoreError {
 }
 
 /// How many times a batch the database aborted is run again.
-const TRANSIENT_RETRIES: u32 = 4;
+pub(super) const TRANSIENT_RETRIES: u32 = 4;
 
 /// Whether the database aborted the transaction to resolve a conflict with
 /// another one (PostgreSQL's deadlock_detected and serialization_failure):
 /// nothing of it was written and running it again is safe.
-fn is_transient(error: &StoreError) -> bool {
+pub(super) fn is_transient(error: &StoreError) -> bool {
     let StoreError::Backend(source) = error else {
         return false;
     };

@@ -102,6 +102,12 @@ impl ArgsValidator {
     /// nothing at all for a tool without parameters.
     #[inline]
     pub fn parse<A: DeserializeOwned>(&self, raw: &str) -> Result<A, Rejection> {
+        // Stops at the first byte of any document.
+        let raw = if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
+            "{}"
+        } else {
+            raw
+        };
         // One pass that validates while it parses; it answers only when it
         // is sure, so a `None` just means "ask the exact path".
         if let Some(fused) = &self.fused
@@ -114,18 +120,8 @@ impl ArgsValidator {
     }
 
     /// What the fused validator did not vouch for, by the exact path: the
-    /// text the typed parse reads. A blank string reads as `{}`.
+    /// text the typed parse reads.
     fn declined<'r>(&self, raw: &'r str) -> Result<Cow<'r, str>, Rejection> {
-        if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
-            let vouched = self
-                .fused
-                .as_ref()
-                .is_some_and(|fused| fused.parse::<serde::de::IgnoredAny>("{}").is_some());
-            if !vouched {
-                self.full_checked("{}")?;
-            }
-            return Ok(Cow::Borrowed("{}"));
-        }
         Ok(match self.full_checked(raw)? {
             // `null`s read as absent were taken out: the type reads what was checked.
             (value, true) => Cow::Owned(value.to_string()),
@@ -187,7 +183,8 @@ fn type_refused(trace: Vec<String>, error: &serde_json::Error) -> Rejection {
         pointer.push('/');
         pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
     }
-    // The position may be in the text made from the `Value`, which the model never saw.
+    // The path names the place; a position would be in a text the model never saw when `null`
+    // members were taken out, and is dropped always, so that one refusal reads the same.
     let message = error.to_string();
     let position = format!(" at line {} column {}", error.line(), error.column());
     let message = message.strip_suffix(&position).unwrap_or(&message);

@@ -294,16 +294,14 @@ impl FusedValidator {
         text: &str,
         trace: &RefCell<Vec<String>>,
     ) -> Result<A, serde_json::Error> {
-        static ANYTHING: LazyLock<FusedValidator> = LazyLock::new(|| FusedValidator {
-            nodes: vec![Node {
-                kind: Kind::Any,
-                free: T_ALL,
-                arr: Route::Accept,
-                obj: Route::Accept,
-            }],
-            root: ANY,
-        });
-        ANYTHING.deserialize(text, Some(trace))
+        static ANYTHING: LazyLock<Option<FusedValidator>> =
+            LazyLock::new(|| FusedValidator::compile(&serde_json::Value::Bool(true)));
+        match &*ANYTHING {
+            Some(anything) => anything.deserialize(text, Some(trace)),
+            // A `serde_json` whose numbers this reader cannot hold exactly (`arbitrary_precision`
+            // in the build): its own parse, without a path.
+            None => serde_json::from_str(text),
+        }
     }
 
     /// The one generic step of a read: `A` from the checking deserializer. Shared by
