@@ -7,6 +7,8 @@ mod get_current_time;
 mod get_location;
 #[path = "../examples/hello_world.rs"]
 mod hello_world;
+#[path = "../examples/schema_first.rs"]
+mod schema_first;
 #[path = "../examples/send_email.rs"]
 mod send_email;
 
@@ -243,4 +245,28 @@ fn every_example_tool_is_valid() {
             "send_email"
         ]
     );
+}
+
+#[tokio::test]
+async fn the_example_picks_its_activities_by_environment() {
+    for (environment, delivered) in [("dev", false), ("prod", true)] {
+        let catalog = schema_first::catalog(environment).unwrap_or_else(|error| panic!("{error}"));
+        assert!(catalog.entry("sentiment").expect("held").is_latent());
+        assert_eq!(
+            catalog.entry("word_count").expect("held").activity(),
+            Some("word_count")
+        );
+        let harness = ToolHarness::new(catalog);
+        let result = harness
+            .call_named(
+                "notify_by_email",
+                r#"{"to":"ada@example.com","subject":"Hi"}"#,
+            )
+            .await;
+        assert_eq!(
+            result.ok::<schema_first::Delivery>().delivered,
+            delivered,
+            "{environment}"
+        );
+    }
 }

@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "secrets",
     "tool",
     "erased",
+    "activity",
     "catalog",
     "executor",
     "transcript",

@@ -8,6 +8,8 @@ mod get_current_time;
 mod get_location;
 #[path = "../examples/hello_world.rs"]
 mod hello_world;
+#[path = "../examples/schema_first.rs"]
+mod schema_first;
 #[path = "../examples/send_email.rs"]
 mod send_email;
 
@@ -31,4 +33,10 @@ fn get_location() {
 #[test]
 fn send_email() {
     assert_schema_snapshot!(send_email::SendEmailTool);
+}
+
+/// A latent tool: every dialect shows the `_output` member it asks for.
+#[test]
+fn sentiment_latent() {
+    assert_schema_snapshot!(schema_first::Sentiment);
 }

@@ -22,12 +22,13 @@ use std::time::Duration;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::activity::{Activities, Latent};
 use crate::context::ToolContext;
 use crate::definition::{Texts, ToolDefinition};
 use crate::erased::{ClosureTool, Declared, ErasedTool};
 use crate::error::ToolError;
 use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
-use crate::schema::{DefinitionError, Dialect, DialectError, canonical_output};
+use crate::schema::{DefinitionError, Dialect, DialectError, canonical_output, meta_fields};
 use crate::tool::{Code, Tool};
 
 /// One tool as a catalog holds it: its definition and its server code.
@@ -39,6 +40,8 @@ pub struct ToolEntry {
     /// The type a declared tool was made from: the same type added twice
     /// is one tool.
     origin: Option<TypeId>,
+    /// The activity bound to the tool, by name (see [`crate::activity`]).
+    activity: Option<Cow<'static, str>>,
 }
 
 impl fmt::Debug for ToolEntry {
@@ -46,6 +49,8 @@ impl fmt::Debug for ToolEntry {
         f.debug_struct("ToolEntry")
             .field("name", &self.definition.name())
             .field("runs_function", &self.code.runs_function())
+            .field("latent", &self.is_latent())
+            .field("activity", &self.activity)
             .finish_non_exhaustive()
     }
 }
@@ -69,6 +74,58 @@ impl ToolEntry {
 
     pub(crate) fn code(&self) -> &dyn ErasedTool {
         &*self.code
+    }
+
+    /// Whether the model gives the tool's result in its own call: a latent
+    /// tool ([`ExecutorKind::Latent`]) with no activity bound.
+    pub fn is_latent(&self) -> bool {
+        self.code.asks_output()
+    }
+
+    /// The name of the activity that computes the tool's result, if one is
+    /// bound ([`CatalogBuilder::activities`]).
+    pub fn activity(&self) -> Option<&str> {
+        self.activity.as_deref()
+    }
+
+    /// The parameters schema offered to a model or an MCP client: the
+    /// definition's, plus a required `_output` member for a latent tool
+    /// (see [`crate::schema::meta_fields::with_output`]). Binding an
+    /// activity changes nothing else a caller sees.
+    pub fn offered_parameters(&self) -> Cow<'_, Value> {
+        if self.is_latent() {
+            Cow::Owned(meta_fields::with_output(
+                self.definition.parameters(),
+                self.definition.output_schema(),
+            ))
+        } else {
+            Cow::Borrowed(self.definition.parameters())
+        }
+    }
+
+    /// A schema-first tool made at run time: its arguments are described by
+    /// `parameters` and its result by `output`, and it has no code. Until
+    /// an activity is bound to its name ([`Activities::bind_json`]) the
+    /// model gives the result itself (the seed's `Tool.register` without
+    /// an `Activity.register`). Checked like [`ToolEntry::from_json_schema`].
+    #[track_caller]
+    pub fn latent(
+        name: impl Into<String>,
+        usage: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        output: Value,
+    ) -> ToolEntryBuilder {
+        ToolEntryBuilder::new(
+            name.into(),
+            usage.into(),
+            description.into(),
+            parameters,
+            Arc::new(Latent { arguments: None }),
+            SourceLocation::caller(),
+        )
+        .executor(ExecutorKind::Latent)
+        .output_schema(output)
     }
 
     /// A tool made at run time: its arguments are described by the JSON
@@ -135,11 +192,21 @@ impl ToolEntry {
         meta: &ToolMeta,
         origin: TypeId,
     ) -> Result<ToolEntry, Box<Failed>> {
+        // A latent tool's code is the check of the result the model gives,
+        // with the typed check of its arguments.
+        let code: Arc<dyn ErasedTool> = if meta.executor == ExecutorKind::Latent {
+            Arc::new(Latent {
+                arguments: Some(code),
+            })
+        } else {
+            Arc::new(code)
+        };
         match definition {
             Ok(definition) => Ok(ToolEntry {
                 definition: definition.clone(),
-                code: Arc::new(code),
+                code,
                 origin: Some(origin),
+                activity: None,
             }),
             Err(error) => Err(Box::new(Failed {
                 name: Cow::Borrowed(meta.name),
@@ -277,11 +344,18 @@ impl ToolEntryBuilder {
         };
         let name = texts.name.clone();
         let output = self.output.unwrap_or_else(canonical_output::<Value>);
+        // A latent tool without code is checked on the result the model gives.
+        let code = if self.meta.executor == ExecutorKind::Latent && !self.code.runs_function() {
+            Arc::new(Latent { arguments: None })
+        } else {
+            self.code
+        };
         match ToolDefinition::from_parts(self.meta, texts, self.parameters, output) {
             Ok(definition) => Ok(ToolEntry {
                 definition,
-                code: self.code,
+                code,
                 origin: None,
+                activity: None,
             }),
             Err(error) => Err(Box::new(Failed {
                 name,
@@ -411,6 +485,44 @@ pub enum CatalogProblem {
         /// The names the catalog has, sorted.
         known: Vec<String>,
     },
+    /// An activity is bound to a name no tool of the catalog has.
+    #[error("an activity is bound to `{name}` (at {source_location}), but the catalog has no tool of that name; it has: {}", known.join(", "))]
+    UnknownActivity {
+        /// The name the activity is bound to.
+        name: String,
+        /// Where it was bound.
+        source_location: SourceLocation,
+        /// The names the catalog has, sorted.
+        known: Vec<String>,
+    },
+    /// An activity is bound to a tool whose final behaviour does not
+    /// happen on this server (a client, human or provider tool).
+    #[error(
+        "an activity is bound to `{name}` (at {source_location}), a {executor} tool: an activity runs on this server, so it can only be bound to a latent or server tool"
+    )]
+    ActivityNotOnServer {
+        /// The tool's name.
+        name: String,
+        /// Where the activity was bound.
+        source_location: SourceLocation,
+        /// The tool's executor (`client`, `human` or `provider`).
+        executor: &'static str,
+    },
+    /// An activity written for one tool type is bound to a tool of the same
+    /// name made another way, whose arguments it might not read.
+    #[error(
+        "the activity bound to `{name}` (at {source_location}) takes the types of `{activity_type}`, but the catalog's `{name}` was declared at {tool_source}: bind it with `bind_json`, or bind the type the catalog holds"
+    )]
+    ActivityForAnotherTool {
+        /// The tool's name.
+        name: String,
+        /// Where the activity was bound.
+        source_location: SourceLocation,
+        /// The tool type the activity was written for.
+        activity_type: &'static str,
+        /// Where the catalog's tool of that name was declared.
+        tool_source: SourceLocation,
+    },
     /// A field looks secret and the tool declares neither `redact` nor
     /// `log_fields`, so its value would be shown in agent events.
     #[error(transparent)]
@@ -471,6 +583,7 @@ impl Catalog {
     pub fn builder() -> CatalogBuilder {
         CatalogBuilder {
             pending: Vec::new(),
+            activities: Activities::new(),
         }
     }
 
@@ -524,10 +637,19 @@ impl Catalog {
             .get_or_init(|| fingerprint(&self.inner.entries))
     }
 
-    /// Every definition lowered to `dialect`, in name order.
+    /// Every tool as `dialect`'s provider expects it, in name order: a
+    /// latent tool with the `_output` member it asks for.
     pub fn lower(&self, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
-        self.definitions()
-            .map(|definition| definition.lower(dialect))
+        self.entries()
+            .map(|entry| {
+                let definition = entry.definition();
+                crate::schema::dialect::provider_tool(
+                    dialect,
+                    definition.name(),
+                    definition.description(),
+                    &entry.offered_parameters(),
+                )
+            })
             .collect()
     }
 
@@ -615,6 +737,24 @@ impl Catalog {
         Ok(self.derived(|entry| wanted.binary_search(&entry.name()).is_ok()))
     }
 
+    /// This catalog with `activities` bound, as [`CatalogBuilder::activities`]
+    /// binds them: a test's doubles over a production catalog, say. An
+    /// activity already bound stays unless `activities` binds its name.
+    pub fn with_activities(&self, activities: &Activities) -> Result<Catalog, CatalogError> {
+        let mut entries = self.inner.entries.clone();
+        let mut problems = Vec::new();
+        bind_activities(&mut entries, activities, &mut problems);
+        if !problems.is_empty() {
+            return Err(CatalogError { problems });
+        }
+        Ok(Catalog {
+            inner: Arc::new(Inner {
+                entries,
+                fingerprint: OnceLock::new(),
+            }),
+        })
+    }
+
     /// The entries `keep` keeps, already checked and in order.
     fn derived(&self, keep: impl Fn(&ToolEntry) -> bool) -> Catalog {
         Catalog {
@@ -647,12 +787,14 @@ impl Catalog {
 #[must_use]
 pub struct CatalogBuilder {
     pending: Vec<Pending>,
+    activities: Activities,
 }
 
 impl fmt::Debug for CatalogBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CatalogBuilder")
             .field("tools", &self.pending.len())
+            .field("activities", &self.activities)
             .finish()
     }
 }
@@ -668,6 +810,18 @@ impl CatalogBuilder {
     /// run time ([`ToolEntry::from_json_schema`]), checked by [`CatalogBuilder::build`].
     pub fn entry(mut self, entry: impl Into<PendingEntry>) -> Self {
         self.pending.push(entry.into().0);
+        self
+    }
+
+    /// Binds activities to tools by name (see [`crate::activity`]): an
+    /// activity computes the result of the tool of its name, whatever
+    /// that tool would otherwise do (a latent tool's `_output` is then no
+    /// longer asked for). Called again, the later set wins for a name both
+    /// bind. Checked by [`CatalogBuilder::build`]: an activity for a name
+    /// the catalog lacks, or for a tool whose final behaviour is not on
+    /// this server, is a problem.
+    pub fn activities(mut self, activities: Activities) -> Self {
+        self.activities = std::mem::take(&mut self.activities).merge(activities);
         self
     }
 
@@ -720,6 +874,9 @@ impl CatalogBuilder {
                 Err(failed) => problems.push(CatalogProblem::Definition(failed.error)),
             }
         }
+        if problems.is_empty() {
+            bind_activities(&mut entries, &self.activities, &mut problems);
+        }
         if !problems.is_empty() {
             return Err(CatalogError { problems });
         }
@@ -729,6 +886,51 @@ impl CatalogBuilder {
                 fingerprint: OnceLock::new(),
             }),
         })
+    }
+}
+
+/// Binds each activity to the entry of its name, or reports why it cannot
+/// be bound (every activity is looked at, so every problem is reported).
+fn bind_activities(
+    entries: &mut [ToolEntry],
+    activities: &Activities,
+    problems: &mut Vec<CatalogProblem>,
+) {
+    for (name, bound) in activities.bound() {
+        let Ok(index) = entries.binary_search_by(|entry| entry.name().cmp(name)) else {
+            problems.push(CatalogProblem::UnknownActivity {
+                name: name.to_owned(),
+                source_location: bound.source,
+                known: entries
+                    .iter()
+                    .map(|entry| entry.name().to_owned())
+                    .collect(),
+            });
+            continue;
+        };
+        let entry = &mut entries[index];
+        let executor = entry.definition.executor();
+        if !matches!(executor, ExecutorKind::Server | ExecutorKind::Latent) {
+            problems.push(CatalogProblem::ActivityNotOnServer {
+                name: name.to_owned(),
+                source_location: bound.source,
+                executor: executor.as_str(),
+            });
+            continue;
+        }
+        if let Some((tool, activity_type)) = bound.tool
+            && entry.origin != Some(tool)
+        {
+            problems.push(CatalogProblem::ActivityForAnotherTool {
+                name: name.to_owned(),
+                source_location: bound.source,
+                activity_type,
+                tool_source: entry.definition.source(),
+            });
+            continue;
+        }
+        entry.code = Arc::clone(&bound.code);
+        entry.activity = Some(Cow::Owned(name.to_owned()));
     }
 }
 
@@ -773,13 +975,19 @@ fn check_declaration(entry: &ToolEntry, problems: &mut Vec<CatalogProblem>) {
     );
 }
 
-/// Everything of a definition a model or a client sees: the canonical
+/// Everything of an entry a model or a client sees: the canonical
 /// definition, plus what MCP clients are shown or act on (title,
 /// annotations), what decides which values events show (redaction), and
 /// the time limits a caller runs into.
-fn fingerprinted(definition: &ToolDefinition) -> Value {
+fn fingerprinted(entry: &ToolEntry) -> Value {
+    let definition = entry.definition();
     let mut document = definition.canonical_json();
     if let Value::Object(members) = &mut document {
+        // Whether `_output` is asked for changes what the model is offered;
+        // written only when it is, so that other fingerprints stay as they were.
+        if entry.is_latent() {
+            members.insert("latent".to_owned(), Value::Bool(true));
+        }
         let millis = |limit: Option<std::time::Duration>| {
             limit.map_or(Value::Null, |limit| {
                 Value::from(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
@@ -813,10 +1021,7 @@ fn fingerprinted(definition: &ToolDefinition) -> Value {
 }
 
 fn fingerprint(entries: &[ToolEntry]) -> String {
-    let canonical: Vec<Value> = entries
-        .iter()
-        .map(|entry| fingerprinted(entry.definition()))
-        .collect();
+    let canonical: Vec<Value> = entries.iter().map(fingerprinted).collect();
     // serde_json's maps are sorted by key (no `preserve_order`), so this text
     // is the same for the same definitions in every process.
     let text = Value::Array(canonical).to_string();

@@ -17,6 +17,7 @@ use crate::meta::{
     Annotations, Approval, ExecutorKind, Redaction, Route, SourceLocation, ToolMeta,
 };
 use crate::schema::dialect::{self, Dialect, DialectError};
+use crate::schema::meta_fields;
 use crate::schema::{DefinitionError, check_field_descriptions, check_object_root, close_objects};
 use crate::validate::ArgsValidator;
 
@@ -98,6 +99,7 @@ impl ToolDefinition {
         let location = meta.source.to_string();
         check_object_root(&texts.name, &texts.args_type, &parameters, &location)?;
         check_field_descriptions(&texts.name, &texts.args_type, &parameters, &location)?;
+        meta_fields::check_parameter_names(&texts.name, &texts.args_type, &parameters, &location)?;
         let validator =
             ArgsValidator::new(&parameters).map_err(|message| DefinitionError::InvalidSchema {
                 tool: texts.name.clone().into_owned(),
@@ -213,6 +215,30 @@ impl ToolDefinition {
     /// so an unknown field is refused rather than passed to the model.
     /// The error lists each violation with its JSON path.
     pub fn check_output(&self, value: &Value) -> Result<(), String> {
+        let problems: Vec<String> = self
+            .output_violations(value)?
+            .into_iter()
+            .map(|(path, problem)| {
+                let path = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
+                format!("{path}: {problem}")
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// Each way `value` breaks the output schema (every object closed, as
+    /// [`ToolDefinition::check_output`] says), as a JSON pointer and a
+    /// message; empty when it fits. The error is for an output schema
+    /// that cannot be compiled.
+    pub(crate) fn output_violations(&self, value: &Value) -> Result<Vec<(String, String)>, String> {
         let validator = self.inner.output_validator.get_or_init(|| {
             let mut schema = self.inner.output.clone();
             close_objects(&mut schema, true);
@@ -224,23 +250,10 @@ impl ToolDefinition {
                 self.name()
             )
         })?;
-        let problems: Vec<String> = validator
+        Ok(validator
             .iter_errors(value)
-            .map(|error| {
-                let path = error.instance_path().to_string();
-                let path = if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                };
-                format!("{path}: {error}")
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+            .map(|error| (error.instance_path().to_string(), error.to_string()))
+            .collect())
     }
 
     /// The validator the executor uses: built from [`ToolDefinition::parameters`].

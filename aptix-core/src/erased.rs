@@ -36,6 +36,12 @@ pub(crate) trait ErasedTool: Send + Sync + 'static {
 
     /// Whether `run` runs code of the tool's own, rather than validation alone.
     fn runs_function(&self) -> bool;
+
+    /// Whether the model gives the result in the call's `_output` member
+    /// (a latent tool without an activity).
+    fn asks_output(&self) -> bool {
+        false
+    }
 }
 
 impl ErasedTool for Code {

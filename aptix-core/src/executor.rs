@@ -113,7 +113,12 @@ impl Execution {
     pub fn is_server_tool(&self) -> bool {
         matches!(
             self.executor,
-            Some(ExecutorKind::Server | ExecutorKind::Client | ExecutorKind::Human)
+            Some(
+                ExecutorKind::Server
+                    | ExecutorKind::Client
+                    | ExecutorKind::Human
+                    | ExecutorKind::Latent
+            )
         )
     }
 

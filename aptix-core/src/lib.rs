@@ -12,6 +12,7 @@
 //! | [`schema`] | canonical schemas and provider [`schema::dialect`]s |
 //! | [`definition`] | `ToolDefinition`: a tool as a run-time value |
 //! | [`validate`] | argument validation with model-readable rejections |
+//! | [`activity`] | `Activities`: code bound to schema-first tools by name; latent execution |
 //! | [`catalog`] | `Catalog` of `ToolEntry`s: declared tools named one by one, or made at run time |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
 //! | [`transcript`] | `Message`, `Conversation` and transcript repair |
@@ -24,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod activity;
 pub mod agent;
 pub mod catalog;
 #[cfg(feature = "cli")]
@@ -47,6 +49,7 @@ pub mod tool;
 pub mod transcript;
 pub mod validate;
 
+pub use activity::Activities;
 pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input};
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,

@@ -96,16 +96,23 @@ pub enum ExecutorKind {
     Human,
     /// The model provider runs it (e.g. hosted web search); never dispatched here.
     Provider,
+    /// Schema only: the model gives the result itself, in the `_output`
+    /// member of its own call, unless an activity bound by the tool's name
+    /// computes it on the server (see [`crate::activity`]). Either way the
+    /// server validates the call and its result, so it routes as a server
+    /// tool.
+    Latent,
 }
 
 impl ExecutorKind {
-    /// The attribute spelling (`server`, `client`, `human`, `provider`).
+    /// The attribute spelling (`server`, `client`, `human`, `provider`, `latent`).
     pub const fn as_str(self) -> &'static str {
         match self {
             ExecutorKind::Server => "server",
             ExecutorKind::Client => "client",
             ExecutorKind::Human => "human",
             ExecutorKind::Provider => "provider",
+            ExecutorKind::Latent => "latent",
         }
     }
 }
@@ -204,6 +211,7 @@ impl Route {
 /// | `client` | `requires_approval` | run (preflight) | approval | client |
 /// | `human` | any | run (preflight) | person | – |
 /// | `provider` | any | pass through | – | – |
+/// | `latent` | as `server` | | | |
 ///
 /// A gated server tool only validates before its approval because its code
 /// is the action itself; a gated client tool's preflight runs first, since
@@ -211,12 +219,16 @@ impl Route {
 /// A call a person has approved is routed as `route(executor, Approval::Auto)`:
 /// the gate is passed, so a server tool runs and a client tool goes on to
 /// its client. A human tool needs no approval (a person answers it anyway),
-/// so its approval is ignored.
+/// so its approval is ignored. A latent tool's server step is its activity,
+/// or the check of the result the model gave: it routes as a server tool,
+/// so a gated latent call is held before either runs.
 pub const fn route(executor: ExecutorKind, approval: Approval) -> Route {
     let (step, awaits, then) = match (executor, approval) {
         (ExecutorKind::Provider, _) => (ServerStep::PassThrough, None, None),
-        (ExecutorKind::Server, Approval::Auto) => (ServerStep::Run, None, None),
-        (ExecutorKind::Server, Approval::RequiresApproval) => {
+        (ExecutorKind::Server | ExecutorKind::Latent, Approval::Auto) => {
+            (ServerStep::Run, None, None)
+        }
+        (ExecutorKind::Server | ExecutorKind::Latent, Approval::RequiresApproval) => {
             (ServerStep::Validate, Some(AwaitReason::Approval), None)
         }
         (ExecutorKind::Client, Approval::Auto) => {
@@ -337,11 +349,12 @@ impl std::fmt::Display for SourceLocation {
 mod tests {
     use super::*;
 
-    const KINDS: [ExecutorKind; 4] = [
+    const KINDS: [ExecutorKind; 5] = [
         ExecutorKind::Server,
         ExecutorKind::Client,
         ExecutorKind::Human,
         ExecutorKind::Provider,
+        ExecutorKind::Latent,
     ];
     const APPROVALS: [Approval; 2] = [Approval::Auto, Approval::RequiresApproval];
 
@@ -388,6 +401,14 @@ mod tests {
                 None,
                 None,
             ),
+            (ExecutorKind::Latent, Approval::Auto, Run, None, None),
+            (
+                ExecutorKind::Latent,
+                Approval::RequiresApproval,
+                Validate,
+                Some(A),
+                None,
+            ),
         ];
         for (kind, approval, step, awaits, then) in expected {
             assert_eq!(
@@ -428,7 +449,8 @@ mod tests {
                 );
                 assert_eq!(
                     route.is_final_on_server(),
-                    (kind, approval) == (ExecutorKind::Server, Approval::Auto),
+                    approval == Approval::Auto
+                        && matches!(kind, ExecutorKind::Server | ExecutorKind::Latent),
                     "{kind:?} × {approval:?}"
                 );
                 // Only a client call waits twice, and only after an approval.

@@ -16,6 +16,7 @@ pub(crate) enum Executor {
     Client,
     Human,
     Provider,
+    Latent,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -120,17 +121,23 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
         Some(Key { value, .. }) => Some(value.value().trim().to_owned()),
     };
     let executor = match &attr.executor {
+        // A struct with an `output` and no executor is a schema: latent
+        // until an activity is bound to it.
+        None if matches!(target, Some(Target::Struct(_))) && attr.output.is_some() => {
+            Some(Executor::Latent)
+        }
         None => Some(Executor::Server),
         Some(Key { value, .. }) => match value.to_string().as_str() {
             "server" => Some(Executor::Server),
             "client" => Some(Executor::Client),
             "human" => Some(Executor::Human),
             "provider" => Some(Executor::Provider),
+            "latent" => Some(Executor::Latent),
             other => {
                 errors.push(
                     value.span(),
                     format!(
-                        "unknown executor `{other}`; use `server`, `client`, `human` or `provider`"
+                        "unknown executor `{other}`; use `server`, `client`, `human`, `provider` or `latent`"
                     ),
                 );
                 None
@@ -185,7 +192,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             if !suspends {
                 let why = match executor {
                     Executor::Provider => "`suspend_timeout` cannot be used with `executor = provider`: the model provider runs the tool, so no call waits here",
-                    _ => "`suspend_timeout` has no effect here: a server tool without `approval = requires_approval` never waits for anyone; remove it, or use `timeout` to limit how long the tool runs",
+                    _ => "`suspend_timeout` has no effect here: a server or latent tool without `approval = requires_approval` never waits for anyone; remove it, or use `timeout` to limit how long the tool runs",
                 };
                 errors.push(key.value.span(), why);
                 return None;
@@ -296,6 +303,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             }
             check_struct_output_rules(executor, &attr, &item, &mut errors);
             check_secret_fields(&attr, &item, &mut errors);
+            check_reserved_fields(&item, &mut errors);
             check_struct(item, &mut errors)
         }
     };
@@ -406,6 +414,16 @@ fn check_fn_output_rules(
             item.sig.fn_token.span(),
             "a provider tool runs at the model provider and has no server function; put #[agent_tool] on its arguments struct instead",
         ),
+        (Some(Executor::Latent), _) => {
+            let span = attr
+                .executor
+                .as_ref()
+                .map_or(item.sig.fn_token.span(), |key| key.value.span());
+            errors.push(
+                span,
+                "a latent tool has no code of its own, and a function is code: put #[agent_tool(..., output = Type)] on its arguments struct, and bind code to it later with `Activities::bind`",
+            );
+        }
         _ => {}
     }
 }
@@ -416,21 +434,21 @@ fn check_struct_output_rules(
     item: &ItemStruct,
     errors: &mut Errors,
 ) {
-    match (executor, &attr.output) {
-        (Some(Executor::Server), _) => {
-            let span = attr
-                .executor
-                .as_ref()
-                .map_or(item.ident.span(), |key| key.value.span());
-            errors.push(
-                span,
-                "a struct declares a tool with no server code, so it needs `executor = client`, `human` or `provider`; for a server tool put #[agent_tool] on an async fn",
-            );
-        }
-        (Some(kind @ (Executor::Client | Executor::Human)), None) => {
-            missing_output(kind, attr, errors);
-        }
+    match (executor, &attr.executor) {
+        (Some(Executor::Server), Some(key)) => errors.push(
+            key.value.span(),
+            "a struct declares a tool with no code, so `executor = server` has nothing to run: leave `executor` out and declare `output = Type` for a latent tool (the model gives the result, or an activity bound with `Activities::bind` computes it), use `client`, `human` or `provider`, or put #[agent_tool] on an async fn",
+        ),
+        (Some(Executor::Server), None) if attr.surely_missing("output") => errors.push(
+            item.ident.span(),
+            "a struct declares a tool with no code: add `output = Type` to make it a latent tool (the model gives the result, or an activity bound with `Activities::bind` computes it), or `executor = client`, `human` or `provider`; for a server tool put #[agent_tool] on an async fn",
+        ),
         _ => {}
+    }
+    if let (Some(kind @ (Executor::Client | Executor::Human | Executor::Latent)), None) =
+        (executor, &attr.output)
+    {
+        missing_output(kind, attr, errors);
     }
 }
 
@@ -440,13 +458,18 @@ fn missing_output(kind: Executor, attr: &Attr, errors: &mut Errors) {
     if !attr.surely_missing("output") {
         return;
     }
-    let (tool, who) = match kind {
-        Executor::Human => ("human", "the person"),
-        _ => ("client", "the client"),
+    let message = match kind {
+        Executor::Latent => "a latent tool needs `output = Type`: the type of the result the model gives in `_output`, or an activity returns (a type that derives `Serialize`, `Deserialize` and `JsonSchema`)".to_owned(),
+        _ => {
+            let (tool, who) = match kind {
+                Executor::Human => ("human", "the person"),
+                _ => ("client", "the client"),
+            };
+            format!(
+                "a {tool} tool needs `output = Type`: the type of the result {who} sends back (a type that derives `Deserialize` and `JsonSchema`)"
+            )
+        }
     };
-    let message = format!(
-        "a {tool} tool needs `output = Type`: the type of the result {who} sends back (a type that derives `Deserialize` and `JsonSchema`)"
-    );
     match &attr.executor {
         Some(key) => errors.push(key.value.span(), message),
         None => errors.0.push(attr.missing_key_error(message)),
@@ -744,6 +767,56 @@ fn check_secret_fields(attr: &Attr, item: &ItemStruct, errors: &mut Errors) {
                 ident.span(),
                 format!(
                     "field `{rust_name}` looks like a secret, and this tool declares neither `redact` nor `log_fields`, so its value would be shown in agent events: add `redact = [\"{pointer}\"]` to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret"
+                ),
+            );
+        }
+    }
+}
+
+/// A parameter's JSON name may not start with `_`: the prefix belongs to
+/// the meta fields of a call (`_tool`, `_activity`, `_reasoningForCall`,
+/// `_output`), which are taken out of the arguments before validation.
+/// (The function form's arguments type is out of the macro's sight; the
+/// catalog checks it when it is built.)
+fn check_reserved_fields(item: &ItemStruct, errors: &mut Errors) {
+    let syn::Fields::Named(fields) = &item.fields else {
+        return;
+    };
+    let rename_all = serde_value(&item.attrs, "rename_all");
+    for field in &fields.named {
+        let Some(ident) = &field.ident else { continue };
+        if has_serde_flag(&field.attrs, &["flatten", "skip", "skip_deserializing"]) {
+            continue;
+        }
+        let rust_name = ident.to_string();
+        let rust_name = rust_name
+            .strip_prefix("r#")
+            .unwrap_or(&rust_name)
+            .to_owned();
+        let json_name = serde_value(&field.attrs, "rename")
+            .unwrap_or_else(|| rename(&rust_name, rename_all.as_deref()));
+        if json_name.starts_with('_') {
+            let meta = ["_tool", "_activity", "_reasoningForCall", "_output"]
+                .contains(&json_name.as_str());
+            let what = if meta {
+                format!("`{json_name}` is a meta field of every call")
+            } else {
+                "names starting with `_` are reserved for the meta fields `_tool`, `_activity`, `_reasoningForCall` and `_output`".to_owned()
+            };
+            // On the `#[serde(rename)]` that names it, when there is one.
+            let renamed = field.attrs.iter().find(|attr| {
+                attr.path().is_ident("serde")
+                    && serde_value(std::slice::from_ref(attr), "rename").is_some()
+            });
+            let at = match renamed {
+                Some(attr) => attr.to_token_stream(),
+                None => ident.to_token_stream(),
+            };
+            errors.push_spanned(
+                at,
+                format!(
+                    "parameter `{json_name}` cannot be declared: {what}; give it a name without the leading `_` (e.g. `#[serde(rename = \"{}\")]`)",
+                    json_name.trim_start_matches('_')
                 ),
             );
         }

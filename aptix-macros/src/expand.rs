@@ -24,6 +24,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
         Executor::Client => quote!(#rt::ExecutorKind::Client),
         Executor::Human => quote!(#rt::ExecutorKind::Human),
         Executor::Provider => quote!(#rt::ExecutorKind::Provider),
+        Executor::Latent => quote!(#rt::ExecutorKind::Latent),
     };
     let approval = match tool.approval {
         Approval::Auto => quote!(#rt::Approval::Auto),

@@ -364,7 +364,7 @@ fn word_value(input: ParseStream, key: &Ident) -> syn::Result<Ident> {
         return input.parse();
     }
     let choices = match key.to_string().as_str() {
-        "executor" => "`server`, `client`, `human` or `provider`",
+        "executor" => "`server`, `client`, `human`, `provider` or `latent`",
         _ => "`auto` or `requires_approval`",
     };
     Err(syn::Error::new_spanned(

@@ -5,6 +5,8 @@
 //!   and error mapping as production.
 //! - [`assert_catalog_valid`]: the one-line CI test every tool crate adds:
 //!   every tool it names has a valid definition and a unique name.
+//! - [`Fake`]: a test double for a tool's activity that records its calls
+//!   (`Activities::new().fake(&fake)`), for schema-first tools.
 //! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
 //!   every provider dialect, so a schema change shows up as a reviewable diff.
 //!
@@ -13,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod fake_activity;
 pub mod faulty_store;
 pub mod mock_anthropic;
 pub mod mock_openai;
@@ -20,6 +23,7 @@ pub mod mock_server;
 pub mod scripted_model;
 pub mod store_suite;
 
+pub use fake_activity::{Fake, FakeActivities};
 pub use scripted_model::{ScriptedModel, ScriptedTurn};
 
 use aptix_core::{
@@ -227,20 +231,23 @@ pub fn assert_catalog_valid_for(tools: CatalogBuilder, dialects: &[Dialect]) -> 
     catalog
 }
 
-/// Every dialect of one tool's definition, as snapshot-ready JSON: the
-/// lowered definition, or `{"error": "..."}` for a dialect that refuses it.
-/// Used by [`assert_schema_snapshot!`].
+/// Every dialect of one tool as a model is offered it, as snapshot-ready
+/// JSON: the lowered tool (a latent tool with the `_output` member it asks
+/// for), or `{"error": "..."}` for a dialect that refuses it. Used by
+/// [`assert_schema_snapshot!`].
 pub fn dialect_snapshots<T: Tool>() -> Vec<(Dialect, Value)> {
-    let definition = match T::definition() {
-        Ok(definition) => definition,
+    let catalog = match Catalog::builder().tool::<T>().build() {
+        Ok(catalog) => catalog,
         Err(error) => panic!("{error}"),
     };
     Dialect::ALL
         .iter()
         .map(|dialect| {
-            let value = definition
-                .lower(*dialect)
-                .unwrap_or_else(|error| serde_json::json!({ "error": error.to_string() }));
+            let value = match catalog.lower(*dialect) {
+                Ok(mut tools) if tools.len() == 1 => tools.remove(0),
+                Ok(tools) => panic!("one tool lowered to {} tools", tools.len()),
+                Err(error) => serde_json::json!({ "error": error.to_string() }),
+            };
             (*dialect, value)
         })
         .collect()

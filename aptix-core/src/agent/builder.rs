@@ -229,7 +229,7 @@ impl AgentBuilder {
 /// Every tool of `catalog` as offered to a model that takes `dialect`.
 fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<ToolSpec>, DialectError> {
     catalog
-        .definitions()
-        .map(|definition| ToolSpec::new(definition, dialect))
+        .entries()
+        .map(|entry| ToolSpec::for_entry(entry, dialect))
         .collect()
 }

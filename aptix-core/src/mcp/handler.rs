@@ -478,9 +478,9 @@ impl ServerHandler for AptixMcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        let definition = self.inner.executor.catalog().get(name)?;
-        list::is_listed(definition)
-            .then(|| list::tool(definition).ok())
+        let entry = self.inner.executor.catalog().entry(name)?;
+        list::is_listed(entry.definition())
+            .then(|| list::tool(entry.definition(), &entry.offered_parameters()).ok())
             .flatten()
     }
 

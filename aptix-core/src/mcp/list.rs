@@ -24,21 +24,24 @@ pub(crate) fn is_listed(definition: &ToolDefinition) -> bool {
 /// the others (the catalog checks definitions, so this does not happen).
 pub(crate) fn tools(catalog: &Catalog) -> Vec<Tool> {
     catalog
-        .definitions()
-        .filter(|definition| is_listed(definition))
-        .filter_map(|definition| match tool(definition) {
-            Ok(tool) => Some(tool),
-            Err(error) => {
-                tracing::error!(tool = definition.name(), %error, "tool left out of tools/list");
-                None
-            }
-        })
+        .entries()
+        .filter(|entry| is_listed(entry.definition()))
+        .filter_map(
+            |entry| match tool(entry.definition(), &entry.offered_parameters()) {
+                Ok(tool) => Some(tool),
+                Err(error) => {
+                    tracing::error!(tool = entry.name(), %error, "tool left out of tools/list");
+                    None
+                }
+            },
+        )
         .collect()
 }
 
-/// One definition as an MCP tool.
-pub(crate) fn tool(definition: &ToolDefinition) -> Result<Tool, String> {
-    let lowered = dialect::lower(Dialect::Mcp, definition.parameters())
+/// One definition as an MCP tool, with the parameters its catalog entry
+/// offers (a latent tool's include `_output`).
+pub(crate) fn tool(definition: &ToolDefinition, parameters: &Value) -> Result<Tool, String> {
+    let lowered = dialect::lower(Dialect::Mcp, parameters)
         .map_err(|error| error.for_tool(definition.name()).to_string())?;
     let Value::Object(mut input_schema) = lowered else {
         return Err("the MCP dialect gave no object schema".to_owned());

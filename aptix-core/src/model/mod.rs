@@ -20,6 +20,7 @@ use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::catalog::ToolEntry;
 use crate::definition::ToolDefinition;
 use crate::schema::{Dialect, DialectError};
 use crate::transcript::{Message, ThinkingBlock};
@@ -86,7 +87,21 @@ pub struct ToolSpec {
 impl ToolSpec {
     /// `definition` as offered to a model that takes `dialect`.
     pub fn new(definition: &ToolDefinition, dialect: Dialect) -> Result<ToolSpec, DialectError> {
-        let parameters = crate::schema::dialect::lower(dialect, definition.parameters())
+        ToolSpec::with_parameters(definition, definition.parameters(), dialect)
+    }
+
+    /// A catalog's tool as offered to a model: with the `_output` member a
+    /// latent tool asks for ([`ToolEntry::offered_parameters`]).
+    pub fn for_entry(entry: &ToolEntry, dialect: Dialect) -> Result<ToolSpec, DialectError> {
+        ToolSpec::with_parameters(entry.definition(), &entry.offered_parameters(), dialect)
+    }
+
+    fn with_parameters(
+        definition: &ToolDefinition,
+        parameters: &Value,
+        dialect: Dialect,
+    ) -> Result<ToolSpec, DialectError> {
+        let parameters = crate::schema::dialect::lower(dialect, parameters)
             .map_err(|error| error.for_tool(definition.name()))?;
         Ok(ToolSpec {
             name: definition.name().to_owned(),

@@ -12,6 +12,7 @@
 //! of it (see [`dialect`]).
 
 pub mod dialect;
+pub mod meta_fields;
 
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
@@ -47,6 +48,23 @@ pub enum DefinitionError {
         /// The type that declares the field.
         type_name: String,
         /// The field's name.
+        field: String,
+        /// Where the tool was declared.
+        source_location: String,
+    },
+    /// A parameter's name starts with `_`, the prefix of the meta fields
+    /// (`_tool`, `_activity`, `_reasoningForCall`, `_output`): a model and
+    /// the executor could not tell it from one.
+    #[error(
+        "tool `{tool}` ({source_location}): parameter `{field}` of `{type_name}` starts with `_`, which is reserved for the meta fields `_tool`, `_activity`, `_reasoningForCall` and `_output`; rename it (e.g. `#[serde(rename = \"{}\")]`)",
+        field.trim_start_matches('_')
+    )]
+    ReservedField {
+        /// The tool's name.
+        tool: String,
+        /// The arguments type.
+        type_name: String,
+        /// The parameter's name.
         field: String,
         /// Where the tool was declared.
         source_location: String,

@@ -208,6 +208,81 @@ fn parse_value(raw: &str) -> Result<Value, Rejection> {
     })
 }
 
+/// The arguments object `raw` with the members `names` taken out: meta
+/// fields (see [`crate::schema::meta_fields`]) are not parameters, so they
+/// are taken out before the rest is validated. Refused like any arguments
+/// when `raw` is no JSON object or repeats a member name. A blank string
+/// reads as `{}`, as in [`ArgsValidator::parse`].
+pub(crate) fn take_members(raw: &str, names: &[&str]) -> Result<Taken, Rejection> {
+    let raw = if raw.bytes().all(|byte| byte.is_ascii_whitespace()) {
+        "{}"
+    } else {
+        raw
+    };
+    match parse_value(raw)? {
+        Value::Object(mut members) => {
+            let taken = names.iter().map(|name| members.remove(*name)).collect();
+            Ok(Taken {
+                rest: members,
+                taken,
+            })
+        }
+        other => Err(not_object(&other)),
+    }
+}
+
+/// What [`take_members`] took out of an arguments object.
+pub(crate) struct Taken {
+    /// The other members: the arguments to validate.
+    pub(crate) rest: Map<String, Value>,
+    /// The members asked for, in the order asked, where present.
+    pub(crate) taken: Vec<Option<Value>>,
+}
+
+/// `rejection` with `more` problems of other parts of the call (a latent
+/// tool's `_output`) listed after its own, when it lists problems; a
+/// rejection of another kind (the text is no JSON) stays as it is.
+pub(crate) fn with_violations(rejection: Rejection, more: Vec<(String, String)>) -> Rejection {
+    if more.is_empty() {
+        return rejection;
+    }
+    if rejection.code != ErrorCode::InvalidArguments {
+        return rejection;
+    }
+    let mut violations: Vec<(String, String)> = rejection
+        .details
+        .as_ref()
+        .and_then(Value::as_array)
+        .map(|listed| {
+            listed
+                .iter()
+                .map(|item| {
+                    let text = |key: &str| {
+                        item.get(key)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    (text("path"), text("message"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    violations.extend(more);
+    violations_rejection(violations)
+}
+
+/// A rejection listing `violations` (the first [`MAX_VIOLATIONS`], and a count of the rest).
+pub(crate) fn violations_rejection(mut violations: Vec<(String, String)>) -> Rejection {
+    let more = violations.len().saturating_sub(MAX_VIOLATIONS);
+    violations.truncate(MAX_VIOLATIONS);
+    let violations = violations
+        .into_iter()
+        .map(|(path, problem)| (path, shortened(problem)))
+        .collect();
+    invalid_arguments(violations, more)
+}
+
 /// A member name met twice in one object, and where (innermost segment first, filled in as the
 /// error travels up).
 #[derive(Debug)]

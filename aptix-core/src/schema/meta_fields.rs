@@ -1,0 +1,259 @@
+//! The schema-first model's meta fields: members of a call that are not
+//! parameters of the tool but say something about the call itself.
+//!
+//! The schema-first specification names them with a leading underscore
+//! (`_tool`, `_activity`, `_reasoningForCall`, `_output`) and reserves that
+//! prefix: any member without one is a parameter. Aptix keeps the rule, so
+//! a parameter can never be mistaken for a meta field: a definition whose
+//! arguments have a top-level member starting with `_` is refused
+//! ([`check_parameter_names`]), at compile time for a struct the macro sees.
+//!
+//! A definition's `parameters` never contain meta fields: what an
+//! application reads stays the same whether a tool runs latent or through
+//! an activity. They are added to what is *offered* to a model
+//! ([`with_output`]) and taken out of a call before its arguments are
+//! validated.
+
+use serde_json::{Map, Value};
+
+use super::{DefinitionError, close_objects};
+
+/// The tool a composed call is for (a `const` of the tool's name).
+pub const TOOL: &str = "_tool";
+/// Who computes a composed call's result: the activity's name, or `""`
+/// when the model gives it (latent).
+pub const ACTIVITY: &str = "_activity";
+/// Why the model made the call; optional, asked for with `ask_reasoning`.
+pub const REASONING: &str = "_reasoningForCall";
+/// The result of a latent tool, given by the model in its own call.
+pub const OUTPUT: &str = "_output";
+
+/// The description of `_output` in an offered schema: the model must know
+/// that it answers this part itself.
+const OUTPUT_DESCRIPTION: &str = "The result of this call. No code computes it: work it out yourself and give it here, in exactly this shape.";
+
+/// Refuses a top-level parameter whose name starts with `_`: the prefix is
+/// reserved for the meta fields.
+pub(crate) fn check_parameter_names(
+    tool: &str,
+    type_name: &str,
+    parameters: &Value,
+    location: &str,
+) -> Result<(), DefinitionError> {
+    let Some(Value::Object(properties)) = parameters.get("properties") else {
+        return Ok(());
+    };
+    match properties.keys().find(|name| name.starts_with('_')) {
+        Some(field) => Err(DefinitionError::ReservedField {
+            tool: tool.to_owned(),
+            type_name: type_name.to_owned(),
+            field: field.clone(),
+            source_location: location.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `parameters` with a required `_output` member described by `output`: the
+/// schema a latent tool is offered with, so that the model gives the result
+/// in its call. Every object of the output is closed, as the result is
+/// checked ([`crate::definition::ToolDefinition::check_output`]).
+///
+/// The output's `$defs` move to the root, where its `$ref`s point; a
+/// definition whose name the parameters already use for another schema is
+/// renamed (`Output_<name>`), and the output's references with it.
+pub fn with_output(parameters: &Value, output: &Value) -> Value {
+    let mut offered = parameters.clone();
+    let mut output = output.clone();
+    close_objects(&mut output, true);
+    let Value::Object(root) = &mut offered else {
+        return offered;
+    };
+    if let Value::Object(members) = &mut output {
+        if let Some(Value::Object(defs)) = members.remove("$defs") {
+            merge_defs(root, defs, &mut output);
+        }
+        if let Value::Object(members) = &mut output {
+            let description = match members.get("description").and_then(Value::as_str) {
+                Some(own) => format!("{OUTPUT_DESCRIPTION} {own}"),
+                None => OUTPUT_DESCRIPTION.to_owned(),
+            };
+            members.insert("description".to_owned(), Value::from(description));
+        }
+    }
+    let properties = root
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(properties) = properties {
+        properties.insert(OUTPUT.to_owned(), output);
+    }
+    let required = root
+        .entry("required")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(required) = required
+        && !required.iter().any(|name| name == OUTPUT)
+    {
+        required.push(Value::from(OUTPUT));
+    }
+    offered
+}
+
+/// Moves the output's `defs` into the root's `$defs`, renaming those whose
+/// name the root uses for a different schema, and rewrites the references
+/// in `output` and in the moved definitions.
+fn merge_defs(root: &mut Map<String, Value>, mut defs: Map<String, Value>, output: &mut Value) {
+    let held = match root.get("$defs") {
+        Some(Value::Object(held)) => held.clone(),
+        _ => Map::new(),
+    };
+    // A rename changes the references in other definitions, which may make
+    // one that was equal to the root's differ: repeat until nothing changes.
+    loop {
+        let clashes: Vec<String> = defs
+            .iter()
+            .filter(|(name, def)| held.get(*name).is_some_and(|same| same != *def))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if clashes.is_empty() {
+            break;
+        }
+        for old in clashes {
+            let mut new = format!("Output_{old}");
+            while held.contains_key(&new) || defs.contains_key(&new) {
+                new.insert_str(0, "Output_");
+            }
+            if let Some(def) = defs.remove(&old) {
+                defs.insert(new.clone(), def);
+            }
+            let (from, to) = (format!("#/$defs/{old}"), format!("#/$defs/{new}"));
+            rewrite_refs(output, &from, &to);
+            defs.values_mut()
+                .for_each(|def| rewrite_refs(def, &from, &to));
+        }
+    }
+    let target = root
+        .entry("$defs")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(target) = target {
+        for (name, def) in defs {
+            target.entry(name).or_insert(def);
+        }
+    }
+}
+
+fn rewrite_refs(schema: &mut Value, from: &str, to: &str) {
+    match schema {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if key == "$ref" && child.as_str() == Some(from) {
+                    *child = Value::from(to);
+                } else {
+                    rewrite_refs(child, from, to);
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| rewrite_refs(item, from, to)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn output_is_a_required_closed_member() {
+        let parameters = json!({
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "What to read."}},
+            "required": ["text"],
+            "additionalProperties": false
+        });
+        let output = json!({
+            "type": "object",
+            "properties": {"score": {"type": "number"}},
+            "required": ["score"]
+        });
+        let offered = with_output(&parameters, &output);
+        assert_eq!(offered["required"], json!(["text", "_output"]));
+        assert_eq!(
+            offered["properties"]["_output"]["additionalProperties"],
+            json!(false)
+        );
+        assert_eq!(
+            offered["properties"]["_output"]["description"],
+            json!(OUTPUT_DESCRIPTION)
+        );
+        // The parameters themselves are untouched.
+        assert_eq!(parameters["required"], json!(["text"]));
+    }
+
+    #[test]
+    fn output_definitions_move_to_the_root_and_clashes_are_renamed() {
+        let parameters = json!({
+            "type": "object",
+            "properties": {"mood": {"$ref": "#/$defs/Mood", "description": "How it felt."}},
+            "required": ["mood"],
+            "$defs": {
+                "Mood": {"type": "string", "enum": ["calm", "angry"]},
+                "Shared": {"type": "integer"}
+            }
+        });
+        let output = json!({
+            "type": "object",
+            "properties": {
+                "mood": {"$ref": "#/$defs/Mood"},
+                "count": {"$ref": "#/$defs/Shared"},
+                "list": {"type": "array", "items": {"$ref": "#/$defs/Item"}}
+            },
+            "$defs": {
+                "Mood": {"type": "string", "enum": ["good", "bad"]},
+                "Shared": {"type": "integer"},
+                "Item": {"type": "object", "properties": {"mood": {"$ref": "#/$defs/Mood"}}}
+            }
+        });
+        let offered = with_output(&parameters, &output);
+        let defs = &offered["$defs"];
+        assert_eq!(
+            defs["Mood"],
+            json!({"type": "string", "enum": ["calm", "angry"]})
+        );
+        assert_eq!(
+            defs["Output_Mood"],
+            json!({"type": "string", "enum": ["good", "bad"]})
+        );
+        assert_eq!(defs["Shared"], json!({"type": "integer"}));
+        let out = &offered["properties"]["_output"];
+        assert_eq!(out["properties"]["mood"]["$ref"], "#/$defs/Output_Mood");
+        assert_eq!(out["properties"]["count"]["$ref"], "#/$defs/Shared");
+        assert_eq!(
+            defs["Item"]["properties"]["mood"]["$ref"],
+            "#/$defs/Output_Mood"
+        );
+        assert!(out.get("$defs").is_none());
+        // The composed schema is a valid schema that reads as intended.
+        let validator = jsonschema::draft202012::new(&offered).expect("compiles");
+        assert!(validator.is_valid(&json!({
+            "mood": "calm",
+            "_output": {"mood": "good", "count": 1, "list": [{"mood": "bad"}]}
+        })));
+        assert!(!validator.is_valid(&json!({
+            "mood": "calm",
+            "_output": {"mood": "calm"}
+        })));
+    }
+
+    #[test]
+    fn underscored_parameters_are_refused() {
+        let parameters = json!({
+            "type": "object",
+            "properties": {"_tool": {"type": "string", "description": "x"}}
+        });
+        let error = check_parameter_names("t", "Args", &parameters, "here").expect_err("reserved");
+        assert!(error.to_string().contains("`_tool`"), "{error}");
+    }
+}
