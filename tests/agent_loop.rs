@@ -689,3 +689,67 @@ async fn a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is
     .await;
     assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
 }
+
+#[tokio::test]
+async fn prepare_step_removes_a_tool_after_its_first_use() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call("call_1", "nap", r#"{"millis":0}"#),
+        // The model calls it again, although it is no longer offered.
+        ScriptedTurn::new().tool_call("call_2", "nap", r#"{"millis":0}"#),
+        ScriptedTurn::new().text("Done."),
+    ]));
+    let catalog = aptix::tools![NapTool, hello_world::HelloWorldTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(catalog.clone())
+        .prepare_step(|step| {
+            let prepared = if step.calls_of("nap") == 0 {
+                aptix::PreparedStep::all()
+            } else {
+                aptix::PreparedStep::all().tools(step.catalog.without("nap"))
+            };
+            // The last request may not call tools at all.
+            if step.iteration == 2 {
+                prepared.tool_choice(aptix::model::ToolChoice::None)
+            } else {
+                prepared
+            }
+        })
+        .max_iterations(4)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-steps");
+    let events = run(&agent, &mut conversation, Input::User("Count once.".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let results = results(&events);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0].1["ok"], json!(true));
+    // The second call was refused without running.
+    assert_eq!(results[1].1["ok"], json!(false));
+    assert_eq!(results[1].1["error"]["code"], json!("unknown_tool"));
+    assert!(
+        results[1].1["error"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("not available at this step")),
+        "{}",
+        results[1].1
+    );
+    assert_eq!(
+        results[1].1["error"]["details"]["available"],
+        json!(["agent_hello_world"])
+    );
+    let requests = model.requests();
+    let offered = |index: usize| -> Vec<String> {
+        requests[index]
+            .tools
+            .iter()
+            .map(|tool| tool.name.clone())
+            .collect()
+    };
+    assert_eq!(offered(0), ["agent_hello_world", "nap"]);
+    assert_eq!(offered(1), ["agent_hello_world"]);
+    assert_eq!(requests[1].tool_choice, aptix::model::ToolChoice::Auto);
+    assert_eq!(requests[2].tool_choice, aptix::model::ToolChoice::None);
+}

@@ -50,7 +50,7 @@ pub mod transcript;
 pub mod validate;
 
 pub use activity::Activities;
-pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input};
+pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input, PreparedStep, Step};
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
     ToolEntryBuilder,

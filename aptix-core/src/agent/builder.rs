@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::step::{PrepareStep, PreparedStep, Step};
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
@@ -42,6 +43,7 @@ pub struct AgentBuilder {
     context: ToolContext,
     settings: Settings,
     executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
+    prepare_step: Option<PrepareStep>,
 }
 
 /// How each run behaves; set on the builder, fixed once built.
@@ -78,6 +80,7 @@ impl AgentBuilder {
                 tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
             },
             executor: None,
+            prepare_step: None,
         }
     }
 
@@ -187,6 +190,26 @@ impl AgentBuilder {
         self
     }
 
+    /// Chooses the tools of each model request (and, if it likes, the tool
+    /// choice) from the transcript so far: `prepare(&step)` runs before
+    /// every request. A call of a tool the step did not offer is answered
+    /// with an `unknown_tool` error and never runs. See [`Step`] and
+    /// [`PreparedStep`].
+    ///
+    /// ```ignore
+    /// .prepare_step(|step| match step.calls_of("search") {
+    ///     0 => PreparedStep::all(),
+    ///     _ => PreparedStep::all().tools(step.catalog.without("search")),
+    /// })
+    /// ```
+    pub fn prepare_step(
+        mut self,
+        prepare: impl Fn(&Step<'_>) -> PreparedStep + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare_step = Some(Arc::new(prepare));
+        self
+    }
+
     /// Adjusts the executor (e.g. its default time limit).
     pub fn configure_executor(
         mut self,
@@ -220,6 +243,7 @@ impl AgentBuilder {
                 tools: tools.into(),
                 context: self.context,
                 settings: self.settings,
+                prepare_step: self.prepare_step,
             }),
         };
         Ok(agent)

@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Agent, Journal};
+use crate::catalog::Catalog;
 use crate::context::ToolContext;
-use crate::envelope::{Envelope, EnvelopeIds};
+use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
 use crate::model::assembly::{AssembledCall, CallStatus};
@@ -71,6 +72,7 @@ impl Agent {
         &self,
         call: AssembledCall,
         over: Option<(usize, usize)>,
+        offered: Option<&Catalog>,
         context: &ToolContext,
         conversation_id: &str,
         journal: Option<Arc<dyn Journal>>,
@@ -92,6 +94,31 @@ impl Agent {
                 format!(
                     "This turn made {made} tool calls and at most {allowed} run per turn, so this call was not run. Make it again in a later turn if it is still needed."
                 ),
+            );
+            return finished(call.id, call.name, envelope);
+        }
+        // A tool of the agent this step did not offer (`prepare_step`).
+        if let Some(offered) = offered
+            && offered.entry(&call.name).is_none()
+            && self.inner.executor.catalog().entry(&call.name).is_some()
+        {
+            let available: Vec<&str> = offered.names().collect();
+            let message = format!(
+                "The tool `{}` is not available at this step, so this call was not run. The tools you may call now: {}.",
+                call.name,
+                if available.is_empty() {
+                    "none".to_owned()
+                } else {
+                    available.join(", ")
+                }
+            );
+            let envelope = Envelope::error_with(
+                ids(&call.id),
+                EnvelopeError {
+                    code: ErrorCode::UnknownTool,
+                    message,
+                    details: Some(serde_json::json!({ "available": available })),
+                },
             );
             return finished(call.id, call.name, envelope);
         }

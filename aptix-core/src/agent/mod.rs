@@ -17,6 +17,7 @@
 //! | `call.rs` | one tool call of a turn, in a task of its own |
 //! | `journal.rs` | what a durable run adds to the loop |
 //! | `call_ids.rs` | unique tool call ids |
+//! | `step.rs` | per-step tool selection (`prepare_step`) |
 //! | `redact.rs` | declared secrets hidden in events |
 
 mod builder;
@@ -25,10 +26,12 @@ mod call_ids;
 mod journal;
 pub mod redact;
 mod run;
+mod step;
 
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
 pub(crate) use journal::{Journal, JournalFuture};
+pub use step::{PreparedStep, Step};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -209,6 +212,8 @@ struct Inner {
     tools: Arc<[crate::model::ToolSpec]>,
     context: ToolContext,
     settings: Settings,
+    /// The application's per-step tool selection, if any.
+    prepare_step: Option<step::PrepareStep>,
 }
 
 impl std::fmt::Debug for Agent {

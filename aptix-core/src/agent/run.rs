@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::step::{self, Step};
 use super::{
     Agent, AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, SuspendedCall,
     call_ids, redact,
@@ -70,15 +71,36 @@ impl Agent {
                 if fixes > 0 {
                     tracing::warn!(fixes, "repaired the transcript before the model request");
                 }
+                let catalog = inner.executor.catalog();
+                let offered = match &inner.prepare_step {
+                    Some(prepare) => {
+                        let prepared = prepare(&Step {
+                            iteration,
+                            messages: &conversation.messages,
+                            catalog,
+                        });
+                        step::offered(&inner.tools, catalog, prepared, &inner.settings.tool_choice)
+                    }
+                    None => step::Offered {
+                        specs: inner.tools.clone(),
+                        narrowed: None,
+                        tool_choice: inner.settings.tool_choice.clone(),
+                    },
+                };
                 let request = ChatRequest {
                     messages: conversation.messages.clone(),
-                    tools: inner.tools.clone(),
-                    tool_choice: inner.settings.tool_choice.clone(),
+                    tools: offered.specs,
+                    tool_choice: offered.tool_choice,
                     parallel_tool_calls: inner.settings.parallel_tool_calls,
                     max_tokens: inner.settings.max_tokens,
                     temperature: inner.settings.temperature,
                 };
-                let model_span = tracing::info_span!("model_call", iteration);
+                // The fingerprint of the tools this request offers.
+                let model_span = tracing::info_span!(
+                    "model_call",
+                    iteration,
+                    tools_fingerprint = offered.narrowed.as_ref().unwrap_or(catalog).fingerprint(),
+                );
                 let model_started = Instant::now();
                 let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
                 let mut events = inner.model.stream(&request);
@@ -223,6 +245,7 @@ impl Agent {
                             self.execute_in_task(
                                 call,
                                 over,
+                                offered.narrowed.as_ref(),
                                 &context,
                                 conversation.id.as_str(),
                                 journal.clone(),
