@@ -108,6 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 id,
                 name,
                 arguments,
+                ..
             } => println!("\n  → {name}({arguments})  [{id}]"),
             AgentEvent::ToolCallResult { id, envelope, .. } => println!("  ← {envelope}  [{id}]"),
             AgentEvent::Done { reason, usage } => {

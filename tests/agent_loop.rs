@@ -140,6 +140,7 @@ async fn a_tool_round_trip_then_an_answer() {
             id,
             name,
             arguments,
+            ..
         } => {
             assert_eq!(
                 (id.as_str(), name.as_str()),

@@ -71,6 +71,7 @@ fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> ChatRequest {
         parallel_tool_calls: true,
         max_tokens: None,
         temperature: None,
+        response_format: None,
     }
 }
 

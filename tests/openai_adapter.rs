@@ -83,6 +83,7 @@ fn ask(text: &str, tools: Vec<ToolSpec>) -> ChatRequest {
         parallel_tool_calls: true,
         max_tokens: None,
         temperature: None,
+        response_format: None,
     }
 }
 
@@ -609,6 +610,7 @@ async fn request_body_maps_messages_and_wraps_strict_tools() -> TestResult {
         parallel_tool_calls: false,
         max_tokens: Some(256),
         temperature: Some(0.2),
+        response_format: None,
     };
     turn(&model, &request).await.1?;
     let requests = server.requests();

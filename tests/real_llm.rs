@@ -8,12 +8,17 @@
 #[path = "../examples/hello_world.rs"]
 mod hello_world;
 
+use aptix::agent::CallMode;
 use aptix::model::ToolChoice;
-use aptix::model::openai::OpenAiChat;
+use aptix::model::openai::{OpenAiChat, StructuredOutput};
 use aptix::transcript::Message;
-use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
+use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, PreparedStep};
 use futures_util::StreamExt;
 use hello_world::HelloWorldTool;
+
+/// The model server answers one request at a time, and a second request
+/// while one streams fails: the tests take turns.
+static SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back() {
@@ -25,6 +30,7 @@ async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back()
         eprintln!("skipped: start a model with scripts/llm-server.sh and set APTIX_TEST_LLM_URL");
         return;
     };
+    let _one_at_a_time = SERVER.lock().await;
     let model = OpenAiChat::new("SmolLM2-135M-Instruct")
         .with_base_url(url)
         .with_strict(false);
@@ -99,6 +105,81 @@ async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back()
             matches!(reason, DoneReason::Completed | DoneReason::MaxIterations),
             "{reason:?}"
         ),
+        other => panic!("the run did not end with Done: {other:?}"),
+    }
+}
+
+/// Composed calls on a model that answers nothing with native tool choice
+/// `auto`: the tools are one structured-output schema, which the server
+/// turns into a grammar, so the answer is a valid call by construction.
+/// The first step requires a call and the second allows none, so the run
+/// ends after the greeting came back.
+#[tokio::test]
+async fn a_real_model_in_composed_mode_calls_the_tool_through_the_schema() {
+    let Ok(url) = std::env::var("APTIX_TEST_LLM_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "APTIX_TEST_LLM_URL is not set: scripts/test.sh starts the model server and sets it"
+        );
+        eprintln!("skipped: start a model with scripts/llm-server.sh and set APTIX_TEST_LLM_URL");
+        return;
+    };
+    let _one_at_a_time = SERVER.lock().await;
+    // llama-cpp-python's server reads the schema of JSON mode only.
+    let model = OpenAiChat::new("SmolLM2-135M-Instruct")
+        .with_base_url(url)
+        .with_strict(false)
+        .with_structured_output(StructuredOutput::JsonObjectSchema)
+        .with_native_tool_calls(false);
+    let catalog = Catalog::builder()
+        .tool::<HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = Agent::builder()
+        .model(model)
+        .catalog(catalog)
+        .call_mode(CallMode::Auto)
+        .prepare_step(|step| {
+            PreparedStep::all().tool_choice(if step.iteration == 0 {
+                ToolChoice::Required
+            } else {
+                ToolChoice::None
+            })
+        })
+        .temperature(0.0)
+        .max_tokens(96)
+        .max_iterations(2)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation =
+        Conversation::new("real-llm-composed").with_system("You are a helpful assistant.");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Please greet Ada.".into()))
+        .collect()
+        .await;
+    let result = events
+        .iter()
+        .find_map(|event| match event {
+            AgentEvent::ToolCallResult { name, envelope, .. } if name == "agent_hello_world" => {
+                Some(envelope.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no agent_hello_world result: {events:?}"));
+    assert_eq!(result["ok"], serde_json::json!(true), "{result}");
+    assert!(
+        result["result"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Hello, ")),
+        "{result}"
+    );
+    match events.last() {
+        Some(AgentEvent::Done { reason, .. }) => {
+            assert!(
+                matches!(reason, DoneReason::Completed),
+                "{reason:?}: {events:?}"
+            )
+        }
         other => panic!("the run did not end with Done: {other:?}"),
     }
 }

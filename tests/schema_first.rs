@@ -2,6 +2,7 @@
 //! gives the result in `_output`) or through an activity bound by name,
 //! with the same declaration in every environment.
 
+use aptix::agent::CallMode;
 use aptix::model::ToolSpec;
 use aptix::prelude::*;
 use aptix::{
@@ -469,4 +470,292 @@ async fn the_agent_runs_a_latent_call_on_the_output_the_model_gave() {
         .find(|tool| tool.name == "sentiment")
         .expect("offered");
     assert!(offered.parameters.to_string().contains("_output"));
+}
+
+/// An agent over the latent `sentiment` and `send_email` (with an
+/// activity), in `mode`.
+fn composed_agent(
+    model: std::sync::Arc<dyn aptix::model::ChatModel>,
+    mode: CallMode,
+    reasoning: bool,
+) -> Agent {
+    let activities =
+        Activities::new().bind::<SendEmail, _, _>(|_args, _ctx| async { Ok(Sent { sent: true }) });
+    Agent::builder()
+        .shared_model(model)
+        .catalog(catalog(activities))
+        .call_mode(mode)
+        .ask_reasoning(reasoning)
+        .max_iterations(3)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+async fn run_agent(agent: &Agent, text: &str) -> (Vec<AgentEvent>, Conversation) {
+    let mut conversation = Conversation::new("conv-composed");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User(text.into()))
+        .collect()
+        .await;
+    (events, conversation)
+}
+
+fn results_of(events: &[AgentEvent]) -> Vec<(String, Value)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallResult { name, envelope, .. } => {
+                Some((name.clone(), envelope.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+const COMPOSED_TURN: &str = r#"{"message":"Checking.","calls":[
+    {"_tool":"sentiment","_activity":"","text":"Great!","_output":{"label":"positive","confidence":0.8}},
+    {"_tool":"send_email","_activity":"send_email","_reasoningForCall":"The user asked to tell Ada.","to":"ada@example.com","subject":"It is great"}
+]}"#;
+
+#[tokio::test]
+async fn composed_mode_runs_each_element_as_a_call() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().text(COMPOSED_TURN),
+        ScriptedTurn::new().text(r#"{"message":"It is positive, and Ada knows.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, true);
+    let (events, conversation) = run_agent(&agent, "How does 'Great!' feel? Tell Ada.").await;
+
+    // Each element ran through the executor, as a native call would.
+    let results = results_of(&events);
+    assert_eq!(results.len(), 2, "{events:?}");
+    assert_eq!(results[0].0, "sentiment");
+    assert_eq!(
+        results[0].1["result"],
+        json!({"label": "positive", "confidence": 0.8})
+    );
+    assert_eq!(results[1].0, "send_email");
+    assert_eq!(results[1].1["result"], json!({"sent": true}));
+    // Stable ids, and the reasoning taken out of the arguments.
+    let starts: Vec<(String, Option<String>, Value)> = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallStart {
+                id,
+                reasoning,
+                arguments,
+                ..
+            } => Some((id.clone(), reasoning.clone(), arguments.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts[0].0, "composed-0-0");
+    assert_eq!(starts[1].0, "composed-0-1");
+    assert_eq!(starts[1].1.as_deref(), Some("The user asked to tell Ada."));
+    assert!(starts[1].2.get("_reasoningForCall").is_none());
+    // The message is the text; the JSON never streams as text.
+    let text: String = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Checking.It is positive, and Ada knows.");
+    assert!(matches!(
+        events.last(),
+        Some(AgentEvent::Done {
+            reason: aptix::DoneReason::Completed,
+            ..
+        })
+    ));
+
+    // The request asked for the composed object, with no native tools.
+    let requests = model.requests();
+    let format = requests[0]
+        .response_format
+        .as_ref()
+        .expect("a response format");
+    assert!(requests[0].tools.is_empty());
+    let branches = format.schema["properties"]["calls"]["items"]["anyOf"]
+        .as_array()
+        .expect("branches");
+    let consts: Vec<&Value> = branches
+        .iter()
+        .map(|branch| &branch["properties"]["_tool"]["const"])
+        .collect();
+    assert_eq!(consts, [&json!("send_email"), &json!("sentiment")]);
+    // The latent tool asks for `_output`; the one with an activity names it.
+    assert!(branches[1]["properties"].get("_output").is_some());
+    assert_eq!(
+        branches[0]["properties"]["_activity"]["const"],
+        "send_email"
+    );
+    assert_eq!(branches[1]["properties"]["_activity"]["const"], "");
+    assert!(branches[0]["properties"].get("_reasoningForCall").is_some());
+    // The second request shows the model its own composed turn and the
+    // results as a user message (no tool roles).
+    let second = &requests[1].messages;
+    assert!(
+        matches!(&second[1], aptix::transcript::Message::Assistant { content, tool_calls, .. }
+        if tool_calls.is_empty() && content.contains("\"_tool\":\"send_email\""))
+    );
+    assert!(
+        matches!(&second[2], aptix::transcript::Message::User { content }
+        if content.contains("composed-0-1"))
+    );
+    // The transcript itself is an ordinary one.
+    assert!(
+        matches!(&conversation.messages[1], aptix::transcript::Message::Assistant { tool_calls, .. }
+        if tool_calls.len() == 2)
+    );
+}
+
+#[tokio::test]
+async fn composed_mode_validates_a_latent_output_and_feeds_it_back() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().text(
+            r#"{"message":"","calls":[{"_tool":"sentiment","_activity":"","text":"Meh","_output":{"label":"meh"}}]}"#,
+        ),
+        ScriptedTurn::new().text(r#"{"message":"Neutral.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Meh' feel?").await;
+    let results = results_of(&events);
+    assert_eq!(results[0].1["error"]["code"], "invalid_arguments");
+    assert!(
+        results[0].1["error"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("/_output")),
+        "{}",
+        results[0].1
+    );
+    // The model got the refusal back.
+    let requests = model.requests();
+    assert!(requests[1].messages.iter().any(
+        |message| matches!(message, aptix::transcript::Message::User { content }
+                if content.contains("invalid_arguments"))
+    ));
+}
+
+#[tokio::test]
+async fn ask_reasoning_in_native_mode_offers_and_strips_it() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call(
+            "call_1",
+            "send_email",
+            r#"{"to":"ada@example.com","subject":"Hi","_reasoningForCall":"Ada asked for it."}"#,
+        ),
+        ScriptedTurn::new().text("Sent."),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Native, true);
+    let (events, conversation) = run_agent(&agent, "Email Ada.").await;
+    let reasoning = events.iter().find_map(|event| match event {
+        AgentEvent::ToolCallStart { reasoning, .. } => reasoning.clone(),
+        _ => None,
+    });
+    assert_eq!(reasoning.as_deref(), Some("Ada asked for it."));
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true));
+    // Offered as an optional member of every tool.
+    let requests = model.requests();
+    for tool in requests[0].tools.iter() {
+        assert!(
+            tool.parameters["properties"]
+                .get("_reasoningForCall")
+                .is_some(),
+            "{}",
+            tool.name
+        );
+    }
+    // The transcript keeps what the model wrote.
+    assert!(
+        matches!(&conversation.messages[1], aptix::transcript::Message::Assistant { tool_calls, .. }
+        if tool_calls[0].arguments.contains("_reasoningForCall"))
+    );
+}
+
+/// Sends money; a person approves each transfer.
+#[agent_tool(
+    name = "transfer",
+    usage = "Call to send money.",
+    approval = requires_approval,
+    output = Sent
+)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct Transfer {
+    /// Whom to pay.
+    pub to: String,
+}
+
+#[tokio::test]
+async fn an_approver_sees_why_the_model_made_the_call() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
+        "call_1",
+        "transfer",
+        r#"{"to":"Bob","_reasoningForCall":"Bob sent the invoice.","_output":{"sent":true}}"#,
+    )]));
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(
+            aptix::tools![Transfer]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .ask_reasoning(true)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let (events, _) = run_agent(&agent, "Pay Bob.").await;
+    let Some(AgentEvent::Done {
+        reason: aptix::DoneReason::Suspended(calls),
+        ..
+    }) = events.last()
+    else {
+        panic!("suspended: {events:?}");
+    };
+    assert_eq!(calls[0].reasoning.as_deref(), Some("Bob sent the invoice."));
+    // The approver's payload: the arguments and the output the model gave.
+    assert_eq!(
+        calls[0].awaiting.payload.to_value(),
+        json!({"to": "Bob", "_output": {"sent": true}})
+    );
+}
+
+#[test]
+fn a_dialect_without_a_response_format_refuses_composed_mode() {
+    let model = ScriptedModel::new(Vec::new()).with_dialect(Dialect::Anthropic);
+    let error = Agent::builder()
+        .model(model)
+        .catalog(catalog(Activities::new()))
+        .call_mode(CallMode::Composed)
+        .build()
+        .expect_err("refused");
+    assert!(error.to_string().contains("CallMode::Native"), "{error}");
+}
+
+#[tokio::test]
+async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server() {
+    use aptix::model::openai::OpenAiChat;
+    use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::text(
+            r#"{"message":"","calls":[{"_tool":"sentiment","_activity":"","text":"Yay","_output":{"label":"positive","confidence":1}}]}"#,
+        )
+        .into_response(),
+        OpenAiTurn::text(r#"{"message":"Positive.","calls":[]}"#).into_response(),
+    ])
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    let model = OpenAiChat::new("local").with_base_url(server.base_url());
+    let agent = composed_agent(std::sync::Arc::new(model), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true), "{events:?}");
+    let requests = server.requests();
+    let body = &requests[0].body;
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["response_format"]["json_schema"]["name"], "tool_calls");
+    assert!(body.get("tools").is_none());
+    assert!(
+        body["response_format"]["json_schema"]["schema"]["properties"]["calls"]["items"]["anyOf"]
+            .is_array()
+    );
 }

@@ -232,6 +232,7 @@ mod tests {
             parallel_tool_calls: true,
             max_tokens: None,
             temperature: None,
+            response_format: None,
         };
         let mut text = String::new();
         let mut events = model.stream(&request);

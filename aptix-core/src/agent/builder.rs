@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::composed::{self, CallMode};
 use super::step::{PrepareStep, PreparedStep, Step};
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
@@ -59,6 +60,8 @@ pub(super) struct Settings {
     pub(super) max_calls_per_turn: usize,
     pub(super) model_call_timeout: Option<Duration>,
     pub(super) tool_timeout: Option<Duration>,
+    pub(super) call_mode: CallMode,
+    pub(super) ask_reasoning: bool,
 }
 
 impl AgentBuilder {
@@ -78,6 +81,8 @@ impl AgentBuilder {
                 max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
                 model_call_timeout: Some(DEFAULT_MODEL_CALL_TIMEOUT),
                 tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
+                call_mode: CallMode::Native,
+                ask_reasoning: false,
             },
             executor: None,
             prepare_step: None,
@@ -190,6 +195,26 @@ impl AgentBuilder {
         self
     }
 
+    /// How tools are offered to the model (default [`CallMode::Native`]):
+    /// natively, or composed into one structured-output schema for models
+    /// without tool calling (see [`CallMode`]). `Auto` asks the model
+    /// ([`ChatModel::calls_tools_natively`]).
+    pub fn call_mode(mut self, mode: CallMode) -> Self {
+        self.settings.call_mode = mode;
+        self
+    }
+
+    /// Whether the model is asked why it makes each call (default no): every
+    /// tool gains an optional `_reasoningForCall` string, in both call
+    /// modes. It is taken out of the arguments before they are validated,
+    /// kept in the transcript, and shown in
+    /// [`AgentEvent::ToolCallStart`](super::AgentEvent::ToolCallStart) and on
+    /// a suspended call (an approver sees why the model wants it).
+    pub fn ask_reasoning(mut self, ask: bool) -> Self {
+        self.settings.ask_reasoning = ask;
+        self
+    }
+
     /// Chooses the tools of each model request (and, if it likes, the tool
     /// choice) from the transcript so far: `prepare(&step)` runs before
     /// every request. A call of a tool the step did not offer is answered
@@ -220,7 +245,7 @@ impl AgentBuilder {
     }
 
     /// Lowers every tool to the model's dialect once, and builds the agent.
-    pub fn build(self) -> Result<Agent, AgentError> {
+    pub fn build(mut self) -> Result<Agent, AgentError> {
         let model = self.model.ok_or(AgentError::NoModel)?;
         let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
         if let Some(refused) = catalog.definitions().find(|definition| {
@@ -231,7 +256,26 @@ impl AgentBuilder {
                 tool: refused.name().to_owned(),
             });
         }
-        let tools = lower_for_model(&catalog, model.dialect())?;
+        if self.settings.call_mode == CallMode::Auto {
+            self.settings.call_mode = if model.calls_tools_natively() {
+                CallMode::Native
+            } else {
+                CallMode::Composed
+            };
+        }
+        let reasoning = self.settings.ask_reasoning;
+        let (tools, composed) = match self.settings.call_mode {
+            CallMode::Composed => (
+                Vec::new(),
+                Some(composed::response_format(
+                    &catalog,
+                    &self.settings.tool_choice,
+                    reasoning,
+                    model.dialect(),
+                )?),
+            ),
+            _ => (lower_for_model(&catalog, model.dialect(), reasoning)?, None),
+        };
         let mut executor = Executor::new(catalog).with_default_timeout(self.settings.tool_timeout);
         if let Some(configure) = self.executor {
             executor = configure(executor);
@@ -244,6 +288,7 @@ impl AgentBuilder {
                 context: self.context,
                 settings: self.settings,
                 prepare_step: self.prepare_step,
+                composed,
             }),
         };
         Ok(agent)
@@ -251,9 +296,13 @@ impl AgentBuilder {
 }
 
 /// Every tool of `catalog` as offered to a model that takes `dialect`.
-fn lower_for_model(catalog: &Catalog, dialect: Dialect) -> Result<Vec<ToolSpec>, DialectError> {
+fn lower_for_model(
+    catalog: &Catalog,
+    dialect: Dialect,
+    reasoning: bool,
+) -> Result<Vec<ToolSpec>, DialectError> {
     catalog
         .entries()
-        .map(|entry| ToolSpec::for_entry(entry, dialect))
+        .map(|entry| ToolSpec::offered(entry, dialect, reasoning))
         .collect()
 }

@@ -13,6 +13,7 @@ use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
 use crate::model::assembly::{AssembledCall, CallStatus};
+use crate::schema::meta_fields::REASONING;
 
 /// What one executed call contributes to the transcript and the events.
 pub(super) struct Executed {
@@ -254,6 +255,26 @@ impl Agent {
             name: call.name,
             result,
         }
+    }
+}
+
+/// Takes `_reasoningForCall` out of a call's arguments: the model's reason
+/// for the call, which is no argument of the tool. Arguments that do not
+/// name it, or are no JSON object, are left as they are (and validated as
+/// they are).
+pub(super) fn take_reasoning(call: &mut AssembledCall) -> Option<String> {
+    if !call.arguments.contains(REASONING) {
+        return None;
+    }
+    let Ok(Value::Object(mut members)) = serde_json::from_str::<Value>(&call.arguments) else {
+        return None;
+    };
+    let reasoning = members.remove(REASONING)?;
+    call.arguments = Value::Object(members).to_string();
+    match reasoning {
+        Value::String(text) => Some(text),
+        Value::Null => None,
+        other => Some(other.to_string()),
     }
 }
 

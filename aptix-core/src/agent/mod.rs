@@ -18,11 +18,13 @@
 //! | `journal.rs` | what a durable run adds to the loop |
 //! | `call_ids.rs` | unique tool call ids |
 //! | `step.rs` | per-step tool selection (`prepare_step`) |
+//! | `composed.rs` | composed calls: tools as one structured-output schema |
 //! | `redact.rs` | declared secrets hidden in events |
 
 mod builder;
 mod call;
 mod call_ids;
+mod composed;
 mod journal;
 pub mod redact;
 mod run;
@@ -30,6 +32,7 @@ mod step;
 
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
+pub use composed::{CallMode, composed_schema};
 pub(crate) use journal::{Journal, JournalFuture};
 pub use step::{PreparedStep, Step};
 
@@ -88,6 +91,9 @@ pub struct SuspendedCall {
     /// Who it waits for, and the prepared payload with the tool's declared
     /// secrets redacted: safe to print and log, not to act on.
     pub awaiting: Awaiting,
+    /// Why the model made the call, when it said so (`_reasoningForCall`,
+    /// see [`AgentBuilder::ask_reasoning`]): for whoever approves it.
+    pub reasoning: Option<String>,
     /// The real payload.
     payload: JsonText,
 }
@@ -105,6 +111,7 @@ impl SuspendedCall {
             tool_call_id,
             name,
             awaiting,
+            reasoning: None,
             payload,
         }
     }
@@ -131,6 +138,7 @@ impl std::fmt::Debug for SuspendedCall {
             .field("tool_call_id", &self.tool_call_id)
             .field("name", &self.name)
             .field("awaiting", &self.awaiting)
+            .field("reasoning", &self.reasoning)
             .finish_non_exhaustive()
     }
 }
@@ -172,6 +180,9 @@ pub enum AgentEvent {
     ToolCallStart {
         /// The call's id, the same in its result.
         id: String,
+        /// Why the model made the call, when it said so (`_reasoningForCall`,
+        /// see [`AgentBuilder::ask_reasoning`]); not part of `arguments`.
+        reasoning: Option<String>,
         /// The tool name.
         name: String,
         /// The arguments (parsed when they are JSON), secrets redacted.
@@ -214,6 +225,9 @@ struct Inner {
     settings: Settings,
     /// The application's per-step tool selection, if any.
     prepare_step: Option<step::PrepareStep>,
+    /// In composed mode, the response format of a request that offers every
+    /// tool with the agent's tool choice.
+    composed: Option<crate::model::ResponseFormat>,
 }
 
 impl std::fmt::Debug for Agent {

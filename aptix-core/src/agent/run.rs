@@ -14,9 +14,10 @@ use super::{
     Agent, AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, SuspendedCall,
     call_ids, redact,
 };
+use super::{call, composed};
 use crate::envelope::Envelope;
 use crate::model::assembly::TurnAssembler;
-use crate::model::{ChatRequest, ModelError, Usage};
+use crate::model::{ChatRequest, ModelError, ToolChoice, Usage};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
 impl Agent {
@@ -87,13 +88,45 @@ impl Agent {
                         tool_choice: inner.settings.tool_choice.clone(),
                     },
                 };
-                let request = ChatRequest {
-                    messages: conversation.messages.clone(),
-                    tools: offered.specs,
-                    tool_choice: offered.tool_choice,
-                    parallel_tool_calls: inner.settings.parallel_tool_calls,
-                    max_tokens: inner.settings.max_tokens,
-                    temperature: inner.settings.temperature,
+                let request = match &inner.composed {
+                    None => ChatRequest {
+                        messages: conversation.messages.clone(),
+                        tools: offered.specs,
+                        tool_choice: offered.tool_choice,
+                        parallel_tool_calls: inner.settings.parallel_tool_calls,
+                        max_tokens: inner.settings.max_tokens,
+                        temperature: inner.settings.temperature,
+                        response_format: None,
+                    },
+                    Some(every_tool) => {
+                        let narrowed = offered.narrowed.is_some()
+                            || offered.tool_choice != inner.settings.tool_choice;
+                        let format = if narrowed {
+                            composed::response_format(
+                                offered.narrowed.as_ref().unwrap_or(catalog),
+                                &offered.tool_choice,
+                                inner.settings.ask_reasoning,
+                                inner.model.dialect(),
+                            )
+                            .unwrap_or_else(|error| {
+                                // The agent lowered every tool when it was
+                                // built; a subset of them lowers too.
+                                tracing::error!(%error, "the step's composed schema could not be lowered; every tool is offered");
+                                every_tool.clone()
+                            })
+                        } else {
+                            every_tool.clone()
+                        };
+                        ChatRequest {
+                            messages: composed::render(&conversation.messages, catalog),
+                            tools: Vec::new().into(),
+                            tool_choice: ToolChoice::Auto,
+                            parallel_tool_calls: inner.settings.parallel_tool_calls,
+                            max_tokens: inner.settings.max_tokens,
+                            temperature: inner.settings.temperature,
+                            response_format: Some(format),
+                        }
+                    }
                 };
                 // The fingerprint of the tools this request offers.
                 let model_span = tracing::info_span!(
@@ -143,7 +176,11 @@ impl Agent {
                     let Some(event) = next else { break };
                     match event {
                         Ok(event) => {
-                            if let crate::model::ModelEvent::TextDelta(text) = &event {
+                            // A composed answer is JSON; its message is
+                            // shown once it is read.
+                            if let crate::model::ModelEvent::TextDelta(text) = &event
+                                && inner.composed.is_none()
+                            {
                                 out.emit(AgentEvent::TextDelta(text.clone())).await;
                             }
                             if let Err(error) = assembler.push(event) {
@@ -182,6 +219,25 @@ impl Agent {
                 if let Some(turn_usage) = turn.usage {
                     usage += turn_usage;
                 }
+                if inner.composed.is_some() {
+                    let number = conversation
+                        .messages
+                        .iter()
+                        .filter(|message| matches!(message, Message::Assistant { .. }))
+                        .count();
+                    match composed::parse(&turn.text, number) {
+                        Some(parsed) => {
+                            turn.text = parsed.message;
+                            turn.tool_calls = parsed.calls;
+                        }
+                        None => tracing::warn!(
+                            "the model's answer is not the composed object it was asked for; it is read as text"
+                        ),
+                    }
+                    if !turn.text.is_empty() {
+                        out.emit(AgentEvent::TextDelta(turn.text.clone())).await;
+                    }
+                }
                 for (original, renamed) in
                     call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages)
                 {
@@ -217,8 +273,16 @@ impl Agent {
                     reason = DoneReason::StoreFailed(error);
                     break;
                 }
-                for call in &turn.tool_calls {
+                // Why the model made each call: kept in the transcript
+                // above, shown in events, and never validated as an argument.
+                let reasons: Vec<Option<String>> = turn
+                    .tool_calls
+                    .iter_mut()
+                    .map(call::take_reasoning)
+                    .collect();
+                for (call, reasoning) in turn.tool_calls.iter().zip(&reasons) {
                     out.emit(AgentEvent::ToolCallStart {
+                        reasoning: reasoning.clone(),
                         id: call.id.clone(),
                         name: call.name.clone(),
                         arguments: redact::redacted_arguments(
@@ -253,7 +317,10 @@ impl Agent {
                         })
                         .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
+                // `buffered` keeps the calls' order: the n-th result is the n-th call's.
+                let mut reasons = reasons.into_iter();
                 while let Some(done) = executed.next().await {
+                    let reasoning = reasons.next().flatten();
                     match done.result {
                         CallResult::Finished(result) => {
                             out.emit(AgentEvent::ToolCallResult {
@@ -274,8 +341,10 @@ impl Agent {
                         }
                         CallResult::Suspended(awaiting) => {
                             let redaction = self.redactions(&done.name);
-                            suspended
-                                .push(SuspendedCall::new(done.id, done.name, awaiting, redaction));
+                            let mut call =
+                                SuspendedCall::new(done.id, done.name, awaiting, redaction);
+                            call.reasoning = reasoning;
+                            suspended.push(call);
                         }
                     }
                 }

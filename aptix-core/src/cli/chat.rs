@@ -184,7 +184,13 @@ async fn turn(
                 id,
                 name,
                 arguments,
-            } => writeln!(stdout, "  → {name}({arguments})  [{id}]")?,
+                reasoning,
+            } => {
+                writeln!(stdout, "  → {name}({arguments})  [{id}]")?;
+                if let Some(reasoning) = reasoning {
+                    writeln!(stdout, "    because: {reasoning}")?;
+                }
+            }
             AgentEvent::ToolCallResult { envelope, .. } => {
                 writeln!(stdout, "  ← {}", envelope_line(&envelope))?;
             }

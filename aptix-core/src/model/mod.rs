@@ -93,7 +93,23 @@ impl ToolSpec {
     /// A catalog's tool as offered to a model: with the `_output` member a
     /// latent tool asks for ([`ToolEntry::offered_parameters`]).
     pub fn for_entry(entry: &ToolEntry, dialect: Dialect) -> Result<ToolSpec, DialectError> {
-        ToolSpec::with_parameters(entry.definition(), &entry.offered_parameters(), dialect)
+        ToolSpec::offered(entry, dialect, false)
+    }
+
+    /// [`ToolSpec::for_entry`], with an optional `_reasoningForCall` member
+    /// when `reasoning` is asked for.
+    pub fn offered(
+        entry: &ToolEntry,
+        dialect: Dialect,
+        reasoning: bool,
+    ) -> Result<ToolSpec, DialectError> {
+        let parameters = entry.offered_parameters();
+        if reasoning {
+            let parameters = crate::schema::meta_fields::with_reasoning(&parameters);
+            ToolSpec::with_parameters(entry.definition(), &parameters, dialect)
+        } else {
+            ToolSpec::with_parameters(entry.definition(), &parameters, dialect)
+        }
     }
 
     fn with_parameters(
@@ -140,6 +156,21 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
+    /// The shape the answer must have, when it is structured output rather
+    /// than text: the composed `calls` object of
+    /// [`CallMode::Composed`](crate::agent::CallMode::Composed).
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// A structured-output constraint on a model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseFormat {
+    /// A name for the schema (providers show it to the model).
+    pub name: String,
+    /// The JSON Schema the answer must match, in the model's dialect.
+    pub schema: Value,
+    /// Whether the provider must enforce it exactly (OpenAI's `strict`).
+    pub strict: bool,
 }
 
 /// Why the model stopped.
@@ -255,5 +286,12 @@ pub trait ChatModel: Send + Sync {
     fn hosts_tool(&self, name: &str) -> bool {
         let _ = name;
         false
+    }
+
+    /// Whether the model calls tools natively. A model that does not is
+    /// offered the tools as one structured-output schema instead when the
+    /// agent's call mode is [`CallMode::Auto`](crate::agent::CallMode::Auto).
+    fn calls_tools_natively(&self) -> bool {
+        true
     }
 }

@@ -73,6 +73,8 @@ pub struct OpenAiChat {
     api_key: Option<String>,
     policy: HttpPolicy,
     strict: bool,
+    structured_output: StructuredOutput,
+    native_tools: bool,
     extra_body: Map<String, Value>,
     /// Built on first use (building one loads the TLS roots), then shared.
     client: OnceLock<Result<reqwest::Client, ModelError>>,
@@ -106,6 +108,20 @@ impl fmt::Debug for Redacted {
     }
 }
 
+/// How an OpenAI-compatible server takes a structured-output schema in
+/// `response_format`. Servers turn it into a grammar (llama.cpp) or a
+/// decoding constraint (OpenAI, vLLM), so the answer matches by construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StructuredOutput {
+    /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`:
+    /// OpenAI's structured outputs, also read by vLLM and llama.cpp's server.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`: the older JSON mode with a
+    /// schema, the only form llama-cpp-python's server reads.
+    JsonObjectSchema,
+}
+
 impl OpenAiChat {
     /// `model` on OpenAI's endpoint, without an API key (add one with
     /// [`OpenAiChat::with_api_key`]), strict tools, the default [`HttpPolicy`].
@@ -116,6 +132,8 @@ impl OpenAiChat {
             api_key: None,
             policy: HttpPolicy::default(),
             strict: true,
+            structured_output: StructuredOutput::JsonSchema,
+            native_tools: true,
             extra_body: Map::new(),
             client: OnceLock::new(),
         }
@@ -127,7 +145,9 @@ impl OpenAiChat {
     ///   (default [`DEFAULT_BASE_URL`]);
     /// * `OPENAI_API_KEY`: sent as `Authorization: Bearer` when set; local
     ///   servers need none;
-    /// * `OPENAI_MODEL`: the model (default [`DEFAULT_MODEL`]).
+    /// * `OPENAI_MODEL`: the model (default [`DEFAULT_MODEL`]);
+    /// * `OPENAI_STRUCTURED_OUTPUT`: `json_schema` (default) or
+    ///   `json_object`, see [`StructuredOutput`].
     ///
     /// Empty variables count as unset. Fails with [`ModelError::Config`] if
     /// the base URL is not an `http` or `https` URL.
@@ -153,6 +173,17 @@ impl OpenAiChat {
         }
         if let Some(api_key) = var("OPENAI_API_KEY") {
             model = model.with_api_key(api_key);
+        }
+        match var("OPENAI_STRUCTURED_OUTPUT").as_deref() {
+            None | Some("json_schema") => {}
+            Some("json_object") => {
+                model = model.with_structured_output(StructuredOutput::JsonObjectSchema);
+            }
+            Some(other) => {
+                return Err(ModelError::Config(format!(
+                    "OPENAI_STRUCTURED_OUTPUT is `{other}`; use `json_schema` or `json_object`"
+                )));
+            }
         }
         Ok(model)
     }
@@ -183,6 +214,22 @@ impl OpenAiChat {
     /// (the canonical schema) and sent without `strict`.
     pub fn with_strict(mut self, strict: bool) -> Self {
         self.strict = strict;
+        self
+    }
+
+    /// How a structured-output schema (composed calls) is sent; default
+    /// [`StructuredOutput::JsonSchema`], what OpenAI, vLLM and llama.cpp's
+    /// server read.
+    pub fn with_structured_output(mut self, style: StructuredOutput) -> Self {
+        self.structured_output = style;
+        self
+    }
+
+    /// Declares whether the model calls tools natively (default yes). A
+    /// model that does not is offered tools composed into one
+    /// structured-output schema by an agent in `CallMode::Auto`.
+    pub fn with_native_tool_calls(mut self, native: bool) -> Self {
+        self.native_tools = native;
         self
     }
 
@@ -227,6 +274,23 @@ impl OpenAiChat {
                 Value::Bool(request.parallel_tool_calls),
             );
         }
+        if let Some(format) = &request.response_format {
+            let response_format = match self.structured_output {
+                StructuredOutput::JsonSchema => json!({
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": format.name,
+                        "schema": format.schema,
+                        "strict": format.strict,
+                    }
+                }),
+                StructuredOutput::JsonObjectSchema => json!({
+                    "type": "json_object",
+                    "schema": format.schema,
+                }),
+            };
+            body.insert("response_format".into(), response_format);
+        }
         if let Some(max_tokens) = request.max_tokens {
             body.insert("max_tokens".into(), Value::from(max_tokens));
         }
@@ -269,6 +333,10 @@ impl OpenAiChat {
 }
 
 impl ChatModel for OpenAiChat {
+    fn calls_tools_natively(&self) -> bool {
+        self.native_tools
+    }
+
     fn dialect(&self) -> Dialect {
         if self.strict {
             Dialect::OpenAiStrict
@@ -716,6 +784,7 @@ mod tests {
             parallel_tool_calls: true,
             max_tokens: None,
             temperature: None,
+            response_format: None,
         }
     }
 

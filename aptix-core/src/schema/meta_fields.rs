@@ -98,6 +98,81 @@ pub fn with_output(parameters: &Value, output: &Value) -> Value {
     offered
 }
 
+/// The description of `_reasoningForCall` wherever it is offered.
+pub const REASONING_DESCRIPTION: &str =
+    "Optional: why you make this call, in one sentence, for the person who reviews it.";
+
+/// `parameters` with an optional `_reasoningForCall` string member.
+pub fn with_reasoning(parameters: &Value) -> Value {
+    let mut offered = parameters.clone();
+    if let Value::Object(root) = &mut offered
+        && let Value::Object(properties) = root
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()))
+    {
+        properties.insert(
+            REASONING.to_owned(),
+            serde_json::json!({"type": "string", "description": REASONING_DESCRIPTION}),
+        );
+    }
+    offered
+}
+
+/// One branch of a composed `calls` array: `offered` (a tool's offered
+/// parameters, `_output` included for a latent tool) with the meta fields
+/// `_tool` (a `const` of the tool's name), `_activity` (a `const`: the
+/// activity's name, `""` for latent) and, when asked, `_reasoningForCall`.
+/// The branch's `$defs` move to `root`'s, renamed where another branch
+/// uses a name for another schema.
+pub fn composed_call(
+    root: &mut Map<String, Value>,
+    tool: &str,
+    description: &str,
+    activity: &str,
+    offered: &Value,
+    reasoning: bool,
+) -> Value {
+    let mut branch = if reasoning {
+        with_reasoning(offered)
+    } else {
+        offered.clone()
+    };
+    let defs = match &mut branch {
+        Value::Object(members) => members.remove("$defs"),
+        _ => None,
+    };
+    if let Some(Value::Object(defs)) = defs {
+        merge_defs(root, defs, &mut branch);
+    }
+    if let Value::Object(members) = &mut branch {
+        members.insert("description".to_owned(), Value::from(description));
+        if let Value::Object(properties) = members
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()))
+        {
+            properties.insert(
+                TOOL.to_owned(),
+                serde_json::json!({"type": "string", "const": tool}),
+            );
+            properties.insert(
+                ACTIVITY.to_owned(),
+                serde_json::json!({"type": "string", "const": activity}),
+            );
+        }
+        if let Value::Array(required) = members
+            .entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()))
+        {
+            required.insert(0, Value::from(ACTIVITY));
+            required.insert(0, Value::from(TOOL));
+        }
+        if !members.contains_key("unevaluatedProperties") {
+            members.insert("additionalProperties".to_owned(), Value::Bool(false));
+        }
+    }
+    branch
+}
+
 /// Moves the output's `defs` into the root's `$defs`, renaming those whose
 /// name the root uses for a different schema, and rewrites the references
 /// in `output` and in the moved definitions.

@@ -1,0 +1,304 @@
+//! Composed calls: tools offered to a model as one structured-output
+//! schema instead of native tool calling, for models that have none (many
+//! local models).
+//!
+//! The answer the model must give is one object, `{"message": string,
+//! "calls": [ ... ]}`, whose `calls` items are `anyOf` one branch per tool:
+//! the tool's offered parameters with the meta fields `_tool` (a `const`),
+//! `_activity` (a `const`: the bound activity, `""` when latent) and, when
+//! asked for, `_reasoningForCall` (see [`crate::schema::meta_fields`]).
+//! An OpenAI-compatible server enforces it through `response_format`
+//! (llama.cpp turns the schema into a grammar, so the answer is valid by
+//! construction). Each element becomes a call with a stable id that runs
+//! through the same executor, events and envelopes as a native call; an
+//! answer with no calls ends the turn.
+//!
+//! The transcript keeps the turn as any other (text and tool calls, then
+//! tool results); a composed request renders it back in the shape the
+//! model answers in: its own turns as the composed object, results as a
+//! user message.
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::Catalog;
+use crate::model::assembly::{AssembledCall, CallStatus};
+use crate::model::{ResponseFormat, ToolChoice, ToolSpec};
+use crate::schema::meta_fields::{self, ACTIVITY, REASONING, TOOL};
+use crate::schema::{Dialect, DialectError, dialect};
+use crate::transcript::{AssistantToolCall, Message};
+
+/// How an agent offers tools to its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallMode {
+    /// Native tool calling: tools go in the request's tool list (default).
+    #[default]
+    Native,
+    /// One structured-output schema (`message` and `calls`) in the
+    /// request's response format; the model's JSON answer is read as calls.
+    Composed,
+    /// Native for a model that calls tools natively
+    /// ([`ChatModel::calls_tools_natively`](crate::model::ChatModel::calls_tools_natively)),
+    /// composed otherwise.
+    Auto,
+}
+
+/// The name the response format is sent under.
+const FORMAT_NAME: &str = "tool_calls";
+
+/// The composed response schema for the tools of `catalog`, in the
+/// canonical dialect: what [`CallMode::Composed`] asks the model for.
+/// `choice` narrows it as tool choice narrows native calls: `None` leaves
+/// `calls` out (the answer is a message), `Required` asks for at least one
+/// call, `Tool(name)` for at least one of that tool.
+pub fn composed_schema(catalog: &Catalog, choice: &ToolChoice, reasoning: bool) -> Value {
+    let mut root = Map::new();
+    let mut branches = Vec::new();
+    for entry in catalog.entries() {
+        if matches!(choice, ToolChoice::Tool(name) if name != entry.name()) {
+            continue;
+        }
+        let definition = entry.definition();
+        // Provider tools run at the provider: nothing composes them.
+        if definition.route().step == crate::meta::ServerStep::PassThrough {
+            continue;
+        }
+        branches.push(meta_fields::composed_call(
+            &mut root,
+            entry.name(),
+            &ToolSpec::description_of(definition),
+            entry.activity().unwrap_or(""),
+            &entry.offered_parameters(),
+            reasoning,
+        ));
+    }
+    let mut properties = Map::new();
+    properties.insert(
+        "message".to_owned(),
+        json!({
+            "type": "string",
+            "description": "What you say to the user: your answer, or what you are doing while tools run."
+        }),
+    );
+    // No call allowed: no `calls` member at all. (`maxItems: 0` would say
+    // the same, but grammar converters such as llama.cpp's ignore it.)
+    let callable = !branches.is_empty() && !matches!(choice, ToolChoice::None);
+    if callable {
+        let mut calls = Map::new();
+        calls.insert("type".to_owned(), json!("array"));
+        calls.insert(
+            "description".to_owned(),
+            json!("The tool calls to make now, each with `_tool` naming the tool; an empty list ends your turn."),
+        );
+        calls.insert("items".to_owned(), json!({ "anyOf": branches }));
+        if matches!(choice, ToolChoice::Required | ToolChoice::Tool(_)) {
+            calls.insert("minItems".to_owned(), json!(1));
+        }
+        properties.insert("calls".to_owned(), Value::Object(calls));
+    }
+    root.insert("type".to_owned(), json!("object"));
+    root.insert("properties".to_owned(), Value::Object(properties));
+    let required = if callable {
+        json!(["message", "calls"])
+    } else {
+        json!(["message"])
+    };
+    root.insert("required".to_owned(), required);
+    root.insert("additionalProperties".to_owned(), json!(false));
+    Value::Object(root)
+}
+
+/// The response format of a composed request in `dialect`, or why that
+/// dialect cannot carry one: Anthropic's and MCP's tool shapes have no
+/// structured-output response format here.
+pub(crate) fn response_format(
+    catalog: &Catalog,
+    choice: &ToolChoice,
+    reasoning: bool,
+    dialect: Dialect,
+) -> Result<ResponseFormat, DialectError> {
+    let schema = composed_schema(catalog, choice, reasoning);
+    let schema = match dialect {
+        Dialect::Anthropic | Dialect::Mcp => {
+            return Err(DialectError {
+                tool: String::new(),
+                dialect,
+                path: String::new(),
+                reason: "composed calls need a structured-output response format, which this dialect has no place for; use CallMode::Native".to_owned(),
+            });
+        }
+        _ => dialect::lower(dialect, &schema)?,
+    };
+    Ok(ResponseFormat {
+        name: FORMAT_NAME.to_owned(),
+        schema,
+        strict: dialect == Dialect::OpenAiStrict,
+    })
+}
+
+/// A composed answer read as a turn: its message and its calls.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ComposedTurn {
+    pub(crate) message: String,
+    pub(crate) calls: Vec<AssembledCall>,
+}
+
+/// Reads the model's answer text as a composed object. `None` when it is
+/// not one (a model or server that ignored the response format): the text
+/// is then the answer, as it would be without tools. `turn` numbers the
+/// ids, which are stable: `composed-<turn>-<index>`.
+pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
+    let Ok(Value::Object(mut answer)) = serde_json::from_str::<Value>(text.trim()) else {
+        return None;
+    };
+    let message = match answer.remove("message") {
+        Some(Value::String(message)) => message,
+        None | Some(Value::Null) => String::new(),
+        Some(_) => return None,
+    };
+    let calls = match answer.remove("calls") {
+        Some(Value::Array(calls)) => calls,
+        None | Some(Value::Null) => Vec::new(),
+        Some(_) => return None,
+    };
+    let calls = calls
+        .into_iter()
+        .enumerate()
+        .map(|(index, call)| to_call(call, turn, index))
+        .collect();
+    Some(ComposedTurn { message, calls })
+}
+
+/// One element of `calls` as a call: `_tool` names it and `_activity` is
+/// dropped (the catalog decides what runs); everything else is the
+/// arguments, `_reasoningForCall` and a latent tool's `_output` included,
+/// which the executor's path takes apart as for a native call.
+fn to_call(call: Value, turn: usize, index: usize) -> AssembledCall {
+    let id = format!("composed-{turn}-{index}");
+    let Value::Object(mut members) = call else {
+        // Not an object: no tool is named, and the model is told so.
+        return AssembledCall {
+            id,
+            name: String::new(),
+            arguments: call.to_string(),
+            status: CallStatus::Unnamed,
+        };
+    };
+    let name = match members.remove(TOOL) {
+        Some(Value::String(name)) if !name.is_empty() => name,
+        _ => String::new(),
+    };
+    members.remove(ACTIVITY);
+    let status = if name.is_empty() {
+        CallStatus::Unnamed
+    } else {
+        CallStatus::Complete
+    };
+    AssembledCall {
+        id,
+        name,
+        arguments: Value::Object(members).to_string(),
+        status,
+    }
+}
+
+/// The transcript as a composed request sends it: the model's turns as
+/// the composed objects it wrote, and the results of each turn's calls as
+/// one user message, for a model that has no tool roles.
+pub(crate) fn render(messages: &[Message], catalog: &Catalog) -> Vec<Message> {
+    let mut rendered: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut results = String::new();
+    let flush = |results: &mut String, rendered: &mut Vec<Message>| {
+        if !results.is_empty() {
+            rendered.push(Message::user(std::mem::take(results)));
+        }
+    };
+    for message in messages {
+        match message {
+            Message::Tool {
+                tool_call_id,
+                name,
+                content,
+                ..
+            } => {
+                if results.is_empty() {
+                    results.push_str("Results of your calls:");
+                }
+                results.push_str(&format!("\n- `{name}` ({tool_call_id}): {content}"));
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                flush(&mut results, &mut rendered);
+                rendered.push(Message::Assistant {
+                    content: composed_text(content, tool_calls, catalog),
+                    tool_calls: Vec::new(),
+                    thinking: Vec::new(),
+                });
+            }
+            other => {
+                flush(&mut results, &mut rendered);
+                rendered.push(other.clone());
+            }
+        }
+    }
+    flush(&mut results, &mut rendered);
+    rendered
+}
+
+/// A turn as the composed object the model wrote.
+fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) -> String {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|call| {
+            let mut members = match serde_json::from_str::<Value>(&call.arguments) {
+                Ok(Value::Object(members)) => members,
+                _ => Map::new(),
+            };
+            let activity = catalog
+                .entry(&call.name)
+                .and_then(|entry| entry.activity())
+                .unwrap_or("");
+            let mut element = Map::new();
+            element.insert(TOOL.to_owned(), Value::from(call.name.as_str()));
+            element.insert(ACTIVITY.to_owned(), Value::from(activity));
+            if let Some(reasoning) = members.remove(REASONING) {
+                element.insert(REASONING.to_owned(), reasoning);
+            }
+            element.extend(members);
+            Value::Object(element)
+        })
+        .collect();
+    json!({ "message": content, "calls": calls }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_reads_as_calls_with_stable_ids() {
+        let turn = parse(
+            r#"{"message":"On it.","calls":[{"_tool":"greet","_activity":"","name":"Ada"},{"_tool":"","x":1},7]}"#,
+            3,
+        )
+        .expect("composed");
+        assert_eq!(turn.message, "On it.");
+        assert_eq!(turn.calls[0].id, "composed-3-0");
+        assert_eq!(turn.calls[0].name, "greet");
+        assert_eq!(turn.calls[0].arguments, r#"{"name":"Ada"}"#);
+        assert_eq!(turn.calls[0].status, CallStatus::Complete);
+        assert_eq!(turn.calls[1].status, CallStatus::Unnamed);
+        assert_eq!(turn.calls[2].status, CallStatus::Unnamed);
+    }
+
+    #[test]
+    fn text_that_is_no_composed_object_is_an_answer() {
+        assert_eq!(parse("Hello there.", 0), None);
+        assert_eq!(parse(r#"{"message": 3}"#, 0), None);
+        assert_eq!(parse("[1, 2]", 0), None);
+        let empty = parse(r#"{"message":"Done.","calls":[]}"#, 0).expect("composed");
+        assert!(empty.calls.is_empty());
+    }
+}
