@@ -9,6 +9,10 @@
 //! talks to that OpenAI-compatible endpoint instead, with the same tools.
 //! Strict schemas are sent to api.openai.com; other servers get the
 //! canonical schema.
+//!
+//! `APTIX_CALL_MODE=composed` offers the tools as one structured-output
+//! schema instead of native tool calls (for models without tool calling;
+//! `OPENAI_STRUCTURED_OUTPUT=json_object` for llama-cpp-python's server).
 
 #[path = "get_current_time.rs"]
 mod get_current_time;
@@ -21,6 +25,7 @@ mod send_email;
 
 use std::io::Write;
 
+use aptix::agent::CallMode;
 use aptix::model::ChatModel;
 use aptix::model::openai::OpenAiChat;
 use aptix::{Agent, AgentEvent, Conversation, DoneReason, Input, ToolContext};
@@ -29,7 +34,18 @@ use futures_util::StreamExt;
 
 const QUESTION: &str = "Hi, I'm Ada. Please greet me and tell me the time in Paris (UTC+01:00).";
 
-fn scripted() -> ScriptedModel {
+fn scripted(mode: CallMode) -> ScriptedModel {
+    if mode == CallMode::Composed {
+        // The same turns, as the composed objects the model answers with.
+        return ScriptedModel::new([
+            ScriptedTurn::new().text(
+                r#"{"message":"Let me greet you and look up the time.","calls":[{"_tool":"agent_hello_world","_activity":"","name":"Ada"},{"_tool":"get_current_time","_activity":"","utc_offset_minutes":60}]}"#,
+            ),
+            ScriptedTurn::new().text(
+                r#"{"message":"Hello, Ada! Welcome. I looked up the current time in Paris for you: it is in the tool result above.","calls":[]}"#,
+            ),
+        ]);
+    }
     ScriptedModel::new([
         ScriptedTurn::new()
             .text("Let me greet you and look up the time. ")
@@ -73,6 +89,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
+    let mode = match std::env::var("APTIX_CALL_MODE").as_deref() {
+        Err(_) | Ok("native") => CallMode::Native,
+        Ok("composed") => CallMode::Composed,
+        Ok(other) => {
+            return Err(format!("APTIX_CALL_MODE is `{other}`; use `native` or `composed`").into());
+        }
+    };
+    println!("call mode: {mode:?}");
     let model: Box<dyn ChatModel> = match std::env::var("OPENAI_BASE_URL") {
         Ok(base_url) => {
             let model = OpenAiChat::from_env()?.with_strict(base_url.contains("api.openai.com"));
@@ -83,12 +107,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "\nmodel: the embedded scripted model (set OPENAI_BASE_URL to use a real one)"
             );
-            Box::new(scripted())
+            Box::new(scripted(mode))
         }
     };
     let agent = Agent::builder()
         .shared_model(model.into())
         .catalog(catalog)
+        .call_mode(mode)
         .context(ToolContext::new().with_state(send_email::Outbox::default()))
         .max_iterations(4)
         .build()?;

@@ -11,8 +11,11 @@
 //! - `notify_by_email` has a production activity when `APTIX_ENV=prod` and a
 //!   development double otherwise; its declaration is the same in both.
 //!
-//! The agent runs on the embedded scripted model, or on an
-//! OpenAI-compatible server when `OPENAI_BASE_URL` is set.
+//! The agent answers one question twice, with native tool calls and then
+//! with the tools composed into one structured-output schema (`CallMode::
+//! Composed`), on the embedded scripted model, or on an OpenAI-compatible
+//! server when `OPENAI_BASE_URL` is set (`APTIX_CALL_MODE=native` or
+//! `composed` runs one of the two). It asks for `_reasoningForCall`.
 
 // The tool types are `pub` as they would be in a library crate; here they
 // are also included as modules of tests, where nothing re-exports them. In
@@ -147,13 +150,48 @@ pub fn catalog(environment: &str) -> Result<Catalog, CatalogError> {
         .build()
 }
 
+/// The embedded model: the same turn as native calls or as the composed
+/// object a model without tool calling answers with.
+fn scripted(mode: aptix::agent::CallMode) -> aptix_testkit::ScriptedModel {
+    use aptix_testkit::{ScriptedModel, ScriptedTurn};
+    if mode == aptix::agent::CallMode::Composed {
+        return ScriptedModel::new([
+            ScriptedTurn::new().text(
+                r#"{"message":"Let me check.","calls":[
+                    {"_tool":"sentiment","_activity":"","text":"I love this!","_output":{"label":"positive","confidence":0.95}},
+                    {"_tool":"word_count","_activity":"word_count","text":"I love this!"},
+                    {"_tool":"notify_by_email","_activity":"notify_by_email","_reasoningForCall":"The user asked to email Ada.","to":"ada@example.com","subject":"Good news"}
+                ]}"#,
+            ),
+            ScriptedTurn::new().text(
+                r#"{"message":"Positive, three words, and the email is on its way.","calls":[]}"#,
+            ),
+        ]);
+    }
+    ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call(
+                "call_feel",
+                "sentiment",
+                r#"{"text":"I love this!","_output":{"label":"positive","confidence":0.95}}"#,
+            )
+            .tool_call("call_count", "word_count", r#"{"text":"I love this!"}"#)
+            .tool_call(
+                "call_mail",
+                "notify_by_email",
+                r#"{"to":"ada@example.com","subject":"Good news","_reasoningForCall":"The user asked to email Ada."}"#,
+            ),
+        ScriptedTurn::new().text("Positive, three words, and the email is on its way."),
+    ])
+}
+
 #[allow(dead_code)]
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    use aptix::agent::CallMode;
     use aptix::model::ChatModel;
     use aptix::model::openai::OpenAiChat;
     use aptix::{Agent, AgentEvent, Conversation, Input};
-    use aptix_testkit::{ScriptedModel, ScriptedTurn};
     use futures_util::StreamExt;
 
     let environment = std::env::var("APTIX_ENV").unwrap_or_else(|_| "dev".to_owned());
@@ -168,49 +206,59 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  {:<11} {runs}", entry.name());
     }
 
-    let model: Box<dyn ChatModel> = match std::env::var("OPENAI_BASE_URL") {
-        Ok(_) => Box::new(OpenAiChat::from_env()?),
-        Err(_) => Box::new(ScriptedModel::new([
-            ScriptedTurn::new()
-                .tool_call(
-                    "call_feel",
-                    "sentiment",
-                    r#"{"text":"I love this!","_output":{"label":"positive","confidence":0.95}}"#,
-                )
-                .tool_call("call_count", "word_count", r#"{"text":"I love this!"}"#)
-                .tool_call(
-                    "call_mail",
-                    "notify_by_email",
-                    r#"{"to":"ada@example.com","subject":"Good news"}"#,
-                ),
-            ScriptedTurn::new().text("Positive, three words, and the email is on its way."),
-        ])),
-    };
-    let agent = Agent::builder()
-        .shared_model(model.into())
-        .catalog(catalog)
-        .max_iterations(4)
-        .build()?;
-    let mut conversation = Conversation::new("schema-first");
-    let question = "How does 'I love this!' feel, how many words is it, and email Ada (ada@example.com) the news.";
-    println!("\nuser: {question}");
-    let mut events = agent.run(&mut conversation, Input::User(question.into()));
-    let mut results = 0;
-    while let Some(event) = events.next().await {
-        match event {
-            AgentEvent::TextDelta(text) => print!("{text}"),
-            AgentEvent::ToolCallStart {
-                name, arguments, ..
-            } => println!("  → {name}({arguments})"),
-            AgentEvent::ToolCallResult { envelope, .. } => {
-                results += 1;
-                println!("  ← {envelope}");
-            }
-            AgentEvent::Done { reason, .. } => println!("\ndone: {reason:?}"),
+    // The same question twice: with native tool calls, then with the tools
+    // composed into one structured-output schema.
+    let modes = match std::env::var("APTIX_CALL_MODE").as_deref() {
+        Err(_) => vec![CallMode::Native, CallMode::Composed],
+        Ok("native") => vec![CallMode::Native],
+        Ok("composed") => vec![CallMode::Composed],
+        Ok(other) => {
+            return Err(format!("APTIX_CALL_MODE is `{other}`; use `native` or `composed`").into());
         }
-    }
-    if results == 0 {
-        return Err("the model called no tool".into());
+    };
+    let real = std::env::var("OPENAI_BASE_URL").is_ok();
+    for mode in modes {
+        let model: Box<dyn ChatModel> = match std::env::var("OPENAI_BASE_URL") {
+            Ok(_) => Box::new(OpenAiChat::from_env()?.with_strict(false)),
+            Err(_) => Box::new(scripted(mode)),
+        };
+        let agent = Agent::builder()
+            .shared_model(model.into())
+            .catalog(catalog.clone())
+            .call_mode(mode)
+            .ask_reasoning(true)
+            .max_iterations(4)
+            .build()?;
+        let mut conversation = Conversation::new("schema-first");
+        let question = "How does 'I love this!' feel, how many words is it, and email Ada (ada@example.com) the news.";
+        println!("\n[{mode:?} calls]\nuser: {question}");
+        let mut events = agent.run(&mut conversation, Input::User(question.into()));
+        let mut results = 0;
+        while let Some(event) = events.next().await {
+            match event {
+                AgentEvent::TextDelta(text) => print!("{text}"),
+                AgentEvent::ToolCallStart {
+                    name,
+                    arguments,
+                    reasoning,
+                    ..
+                } => {
+                    println!("  → {name}({arguments})");
+                    if let Some(reasoning) = reasoning {
+                        println!("    because: {reasoning}");
+                    }
+                }
+                AgentEvent::ToolCallResult { envelope, .. } => {
+                    results += 1;
+                    println!("  ← {envelope}");
+                }
+                AgentEvent::Done { reason, .. } => println!("\ndone: {reason:?}"),
+            }
+        }
+        // A real model may answer without tools; the scripted one never does.
+        if results == 0 && !real {
+            return Err("the model called no tool".into());
+        }
     }
     Ok(())
 }

@@ -40,3 +40,18 @@ fn send_email() {
 fn sentiment_latent() {
     assert_schema_snapshot!(schema_first::Sentiment);
 }
+
+/// The composed `calls` schema of the schema-first example's catalog in
+/// every dialect: what a composed request asks the model for, or the error
+/// of a dialect that has no structured-output response format.
+#[test]
+fn composed_calls() {
+    use aptix::Dialect;
+    use aptix::model::ToolChoice;
+    let catalog = schema_first::catalog("dev").unwrap_or_else(|error| panic!("{error}"));
+    for dialect in Dialect::ALL.iter().chain([&Dialect::OpenAiCompatible]) {
+        let value = aptix::agent::composed_schema_in(*dialect, &catalog, &ToolChoice::Auto, true)
+            .unwrap_or_else(|error| serde_json::json!({ "error": error.to_string() }));
+        insta::assert_json_snapshot!(format!("composed_calls@{dialect}"), value);
+    }
+}

@@ -107,32 +107,41 @@ pub fn composed_schema(catalog: &Catalog, choice: &ToolChoice, reasoning: bool) 
     Value::Object(root)
 }
 
-/// The response format of a composed request in `dialect`, or why that
-/// dialect cannot carry one: Anthropic's and MCP's tool shapes have no
-/// structured-output response format here.
+/// The response format of a composed request in `dialect`.
 pub(crate) fn response_format(
     catalog: &Catalog,
     choice: &ToolChoice,
     reasoning: bool,
     dialect: Dialect,
 ) -> Result<ResponseFormat, DialectError> {
+    Ok(ResponseFormat {
+        name: FORMAT_NAME.to_owned(),
+        schema: composed_schema_in(dialect, catalog, choice, reasoning)?,
+        strict: dialect == Dialect::OpenAiStrict,
+    })
+}
+
+/// [`composed_schema`] lowered to `dialect`, as a composed request sends
+/// it, or why that dialect cannot carry one: Anthropic's and MCP's shapes
+/// have no structured-output response format here.
+pub fn composed_schema_in(
+    dialect: Dialect,
+    catalog: &Catalog,
+    choice: &ToolChoice,
+    reasoning: bool,
+) -> Result<Value, DialectError> {
     let schema = composed_schema(catalog, choice, reasoning);
-    let schema = match dialect {
+    match dialect {
         Dialect::Anthropic | Dialect::Mcp => {
-            return Err(DialectError {
+            Err(DialectError {
                 tool: String::new(),
                 dialect,
                 path: String::new(),
                 reason: "composed calls need a structured-output response format, which this dialect has no place for; use CallMode::Native".to_owned(),
-            });
+            })
         }
-        _ => dialect::lower(dialect, &schema)?,
-    };
-    Ok(ResponseFormat {
-        name: FORMAT_NAME.to_owned(),
-        schema,
-        strict: dialect == Dialect::OpenAiStrict,
-    })
+        _ => dialect::lower(dialect, &schema),
+    }
 }
 
 /// A composed answer read as a turn: its message and its calls.

@@ -32,7 +32,7 @@ mod step;
 
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
-pub use composed::{CallMode, composed_schema};
+pub use composed::{CallMode, composed_schema, composed_schema_in};
 pub(crate) use journal::{Journal, JournalFuture};
 pub use step::{PreparedStep, Step};
 
