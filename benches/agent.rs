@@ -4,7 +4,9 @@
 //! - loop overhead per turn with the scripted model (µs);
 //! - `transcript::repair` of one turn of 10 000 and 40 000 calls, against a
 //!   clone of the same transcript (which the loop makes for every request
-//!   anyway): linear, so the ratio stays flat as the turn grows.
+//!   anyway): linear, so the ratio stays flat as the turn grows;
+//! - a turn of three calls made as composed calls (structured output parsed
+//!   into calls) against the same calls made natively.
 //!
 //! `cargo bench --bench agent`
 
@@ -204,6 +206,93 @@ fn loop_overhead(c: &mut Criterion) {
     group.finish();
 }
 
+/// Three calls in one turn, made natively and composed: the composed run
+/// also asks for, parses and splits the structured answer and renders the
+/// transcript back for the second request. The native run is the baseline.
+fn composed_calls(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let catalog = Catalog::builder()
+        .tool::<hello_world::HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let native = Agent::builder()
+        .model(
+            ScriptedModel::new([
+                ScriptedTurn::new()
+                    .tool_call("call_1", "agent_hello_world", r#"{"name":"Ada"}"#)
+                    .tool_call("call_2", "agent_hello_world", r#"{"name":"Bob"}"#)
+                    .tool_call("call_3", "agent_hello_world", r#"{"name":"Cy"}"#),
+                ScriptedTurn::new().text("Done."),
+            ])
+            .repeating(),
+        )
+        .catalog(catalog.clone())
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let composed = Agent::builder()
+        .model(
+            ScriptedModel::new([
+                ScriptedTurn::new().text(
+                    r#"{"message":"","calls":[{"_tool":"agent_hello_world","_activity":"","name":"Ada"},{"_tool":"agent_hello_world","_activity":"","name":"Bob"},{"_tool":"agent_hello_world","_activity":"","name":"Cy"}]}"#,
+                ),
+                ScriptedTurn::new().text(r#"{"message":"Done.","calls":[]}"#),
+            ])
+            .repeating(),
+        )
+        .catalog(catalog)
+        .call_mode(aptix::agent::CallMode::Composed)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    // Both must take the path they are named for: three good results, then
+    // a completed run.
+    runtime.block_on(async {
+        for agent in [&native, &composed] {
+            let mut conversation = Conversation::new("check");
+            let events: Vec<AgentEvent> = agent
+                .run(&mut conversation, Input::User("greet them".into()))
+                .collect()
+                .await;
+            let good = events
+                .iter()
+                .filter(|event| {
+                    matches!(event, AgentEvent::ToolCallResult { envelope, .. } if envelope["ok"] == true)
+                })
+                .count();
+            assert!(
+                good == 3
+                    && matches!(
+                        events.last(),
+                        Some(AgentEvent::Done {
+                            reason: DoneReason::Completed,
+                            ..
+                        })
+                    ),
+                "the run did not make three good calls: {events:?}"
+            );
+        }
+    });
+    let mut group = c.benchmark_group("composed calls (3 calls, 2 model calls)");
+    for (name, agent) in [
+        ("baseline: native tool calls", &native),
+        ("aptix: composed calls", &composed),
+    ] {
+        group.bench_function(name, |b| {
+            b.to_async(&runtime).iter(|| async {
+                let mut conversation = Conversation::new("bench");
+                let events = agent
+                    .run(&mut conversation, Input::User("greet them".into()))
+                    .count()
+                    .await;
+                black_box(events)
+            });
+        });
+    }
+    group.finish();
+}
+
 /// One turn of `n` calls followed by its results, in order or reversed.
 fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
     let calls: Vec<AssistantToolCall> = (0..n)
@@ -267,5 +356,5 @@ fn repair(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, assembly, loop_overhead, repair);
+criterion_group!(benches, assembly, loop_overhead, composed_calls, repair);
 criterion_main!(benches);

@@ -116,7 +116,7 @@ pub(crate) fn response_format(
 ) -> Result<ResponseFormat, DialectError> {
     Ok(ResponseFormat {
         name: FORMAT_NAME.to_owned(),
-        schema: composed_schema_in(dialect, catalog, choice, reasoning)?,
+        schema: composed_schema_in(dialect, catalog, choice, reasoning)?.into(),
         strict: dialect == Dialect::OpenAiStrict,
     })
 }

@@ -167,8 +167,9 @@ pub struct ChatRequest {
 pub struct ResponseFormat {
     /// A name for the schema (providers show it to the model).
     pub name: String,
-    /// The JSON Schema the answer must match, in the model's dialect.
-    pub schema: Value,
+    /// The JSON Schema the answer must match, in the model's dialect;
+    /// shared, because every request of a run sends the same one.
+    pub schema: std::sync::Arc<Value>,
     /// Whether the provider must enforce it exactly (OpenAI's `strict`).
     pub strict: bool,
 }
