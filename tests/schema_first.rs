@@ -759,3 +759,63 @@ async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server()
             .is_array()
     );
 }
+
+#[tokio::test]
+async fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next() {
+    let base = catalog(Activities::new());
+    let shout = ToolEntry::from_json_schema(
+        "shout",
+        "Call to shout a word.",
+        "Shouts a word.",
+        json!({
+            "type": "object",
+            "properties": {"word": {"type": "string", "description": "The word."}},
+            "required": ["word"],
+            "additionalProperties": false
+        }),
+        |args: Value, _ctx| async move {
+            Ok(json!(
+                args["word"].as_str().unwrap_or_default().to_uppercase()
+            ))
+        },
+    );
+    let with_shout = base.with(shout).unwrap_or_else(|error| panic!("{error}"));
+    let script = || {
+        std::sync::Arc::new(ScriptedModel::new(vec![
+            ScriptedTurn::new().tool_call("call_1", "shout", r#"{"word":"hey"}"#),
+            ScriptedTurn::new().text("Done."),
+        ]))
+    };
+    for (catalog, expected) in [
+        (with_shout.clone(), json!({"ok": true, "result": "HEY"})),
+        (
+            with_shout.without("shout"),
+            json!({"ok": false, "code": "unknown_tool"}),
+        ),
+    ] {
+        let model = script();
+        let agent = Agent::builder()
+            .shared_model(model.clone())
+            .catalog(catalog)
+            .build()
+            .unwrap_or_else(|error| panic!("{error}"));
+        let (events, _) = run_agent(&agent, "Shout hey.").await;
+        let envelope = &results_of(&events)[0].1;
+        assert_eq!(envelope["ok"], expected["ok"], "{envelope}");
+        match expected.get("result") {
+            Some(result) => assert_eq!(&envelope["result"], result),
+            None => assert_eq!(envelope["error"]["code"], expected["code"]),
+        }
+        let offered: Vec<String> = model.requests()[0]
+            .tools
+            .iter()
+            .map(|tool| tool.name.clone())
+            .collect();
+        assert_eq!(
+            offered.contains(&"shout".to_owned()),
+            expected["ok"] == json!(true)
+        );
+    }
+    // The base catalog never had it.
+    assert!(base.entry("shout").is_none());
+}
