@@ -280,13 +280,13 @@ impl OpenAiChat {
                     "type": "json_schema",
                     "json_schema": {
                         "name": format.name,
-                        "schema": format.schema,
+                        "schema": format.schema.as_ref(),
                         "strict": format.strict,
                     }
                 }),
                 StructuredOutput::JsonObjectSchema => json!({
                     "type": "json_object",
-                    "schema": format.schema,
+                    "schema": format.schema.as_ref(),
                 }),
             };
             body.insert("response_format".into(), response_format);
