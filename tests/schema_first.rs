@@ -819,3 +819,233 @@ async fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next() {
     // The base catalog never had it.
     assert!(base.entry("shout").is_none());
 }
+
+/// Notifies the on-call engineer (shares the `deliver` activity).
+#[agent_tool(
+    name = "notify_ops",
+    usage = "Call to tell the on-call engineer about an outage.",
+    output = Sent,
+    activity = "deliver"
+)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NotifyOps {
+    /// What happened.
+    pub subject: String,
+}
+
+/// Notifies a customer (shares the `deliver` activity).
+#[agent_tool(
+    name = "notify_customer",
+    usage = "Call to tell a customer their order shipped.",
+    output = Sent,
+    activity = "deliver"
+)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NotifyCustomer {
+    /// What to tell them.
+    pub subject: String,
+}
+
+/// Guesses a number (always latent: the model's guess is the result).
+#[agent_tool(
+    name = "guess",
+    usage = "Call to guess a number between 1 and 10.",
+    output = u8,
+    activity = ""
+)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct Guess {
+    /// What the guess is about.
+    pub topic: String,
+}
+
+fn problems_of(builder: aptix::CatalogBuilder) -> Vec<CatalogProblem> {
+    builder.build().expect_err("refused").problems
+}
+
+#[tokio::test]
+async fn tools_that_name_one_activity_share_it() {
+    assert_eq!(NotifyOps::META.activity, Some("deliver"));
+    let delivered = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = delivered.clone();
+    let catalog = aptix::tools![NotifyOps, NotifyCustomer]
+        .activities(Activities::new().bind_json("deliver", move |args, _ctx| {
+            let log = log.clone();
+            async move {
+                let subject = args["subject"].as_str().unwrap_or_default().to_owned();
+                log.lock()
+                    .map_err(|_| ToolError::internal_message("the log is poisoned"))?
+                    .push(subject);
+                Ok(json!({"sent": true}))
+            }
+        }))
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    for name in ["notify_ops", "notify_customer"] {
+        let entry = catalog.entry(name).expect("held");
+        assert!(!entry.is_latent(), "{name}");
+        assert_eq!(entry.activity(), Some("deliver"), "{name}");
+        assert_eq!(entry.definition().activity(), Some("deliver"));
+        assert!(
+            entry.offered_parameters()["properties"]
+                .get("_output")
+                .is_none()
+        );
+    }
+    let harness = ToolHarness::new(catalog.clone());
+    let ops = harness
+        .call_named("notify_ops", r#"{"subject":"db down"}"#)
+        .await;
+    assert_eq!(ops.ok::<Value>(), json!({"sent": true}));
+    let customer = harness
+        .call_named("notify_customer", r#"{"subject":"shipped"}"#)
+        .await;
+    assert_eq!(customer.ok::<Value>(), json!({"sent": true}));
+    assert_eq!(
+        *delivered.lock().expect("not poisoned"),
+        ["db down", "shipped"]
+    );
+    // The composed schema names the activity each call goes to.
+    let composed = aptix::agent::composed_schema(&catalog, &aptix::model::ToolChoice::Auto, false);
+    let text = composed.to_string();
+    assert_eq!(text.matches(r#""const":"deliver""#).count(), 2, "{text}");
+    // The name is part of what the fingerprint hashes.
+    let definition = catalog.entry("notify_ops").expect("held").definition();
+    assert_eq!(definition.canonical_json()["activity"], "deliver");
+}
+
+#[test]
+fn a_named_activity_must_be_bound_and_beats_the_same_name() {
+    // Nothing bound: each tool that names an activity says so.
+    let missing = problems_of(aptix::tools![NotifyOps, NotifyCustomer]);
+    assert_eq!(missing.len(), 2, "{missing:?}");
+    for problem in &missing {
+        assert!(
+            matches!(problem, CatalogProblem::MissingActivity { activity, .. } if activity == "deliver"),
+            "{problem}"
+        );
+        assert!(
+            problem.to_string().contains("bind_json(\"deliver\""),
+            "{problem}"
+        );
+    }
+    // Bound to the tool's own name: the named one wins, and the other
+    // would never run.
+    let shadowed = problems_of(
+        aptix::tools![NotifyOps].activities(
+            Activities::new()
+                .bind_json("deliver", |_args, _ctx| async { Ok(json!({"sent": true})) })
+                .bind_json("notify_ops", |_args, _ctx| async {
+                    Ok(json!({"sent": false}))
+                }),
+        ),
+    );
+    assert_eq!(shadowed.len(), 1, "{shadowed:?}");
+    assert!(matches!(
+        &shadowed[0],
+        CatalogProblem::ActivityShadowed { name, named, .. } if name == "notify_ops" && named == "deliver"
+    ));
+    assert!(shadowed[0].to_string().contains("bind `deliver` instead"));
+}
+
+#[tokio::test]
+async fn a_typed_activity_and_a_fake_bind_under_the_named_activity() {
+    let catalog = aptix::tools![NotifyOps]
+        .activities(
+            Activities::new().bind::<NotifyOps, _, _>(|args, _ctx| async move {
+                Ok(Sent {
+                    sent: !args.subject.is_empty(),
+                })
+            }),
+        )
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        catalog.entry("notify_ops").expect("held").activity(),
+        Some("deliver")
+    );
+    let harness = ToolHarness::new(catalog);
+    let sent = harness.call_named("notify_ops", r#"{"subject":"x"}"#).await;
+    assert!(sent.ok::<Sent>().sent);
+
+    let fake = Fake::<NotifyOps>::returning(|_args| Ok(Sent { sent: true }));
+    let faked = aptix::tools![NotifyOps]
+        .activities(Activities::new().fake(&fake))
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let harness = ToolHarness::new(faked);
+    harness.call_named("notify_ops", r#"{"subject":"y"}"#).await;
+    assert_eq!(fake.count(), 1);
+
+    // A typed activity of one tool is not taken by another that names the
+    // same activity: its arguments are another type.
+    let problems = problems_of(aptix::tools![NotifyOps, NotifyCustomer].activities(
+        Activities::new().bind::<NotifyOps, _, _>(|_args, _ctx| async { Ok(Sent { sent: true }) }),
+    ));
+    assert!(
+        problems.iter().any(|problem| matches!(
+            problem,
+            CatalogProblem::ActivityForAnotherTool { name, .. } if name == "notify_customer"
+        )),
+        "{problems:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_activity_keeps_a_tool_latent() {
+    assert_eq!(Guess::META.activity, Some(""));
+    let catalog = aptix::tools![Guess]
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let entry = catalog.entry("guess").expect("held");
+    assert!(entry.is_latent());
+    assert_eq!(entry.activity(), None);
+    let harness = ToolHarness::new(catalog);
+    let guessed = harness
+        .call_named("guess", r#"{"topic":"dice","_output":4}"#)
+        .await;
+    assert_eq!(guessed.ok::<u8>(), 4);
+    // An activity bound to its name would never run: a problem, not a
+    // silent switch away from latent.
+    let problems = problems_of(
+        aptix::tools![Guess]
+            .activities(Activities::new().bind_json("guess", |_args, _ctx| async { Ok(json!(7)) })),
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].to_string().contains("declared latent"),
+        "{}",
+        problems[0]
+    );
+}
+
+#[tokio::test]
+async fn a_run_time_entry_names_its_activity() {
+    let entry = ToolEntry::latent(
+        "page_ops",
+        "Call to page the on-call engineer.",
+        "Pages.",
+        json!({
+            "type": "object",
+            "properties": {"subject": {"type": "string", "description": "What happened."}},
+            "required": ["subject"],
+            "additionalProperties": false
+        }),
+        json!({"type": "object", "properties": {"sent": {"type": "boolean"}}, "required": ["sent"]}),
+    )
+    .activity("deliver");
+    let catalog = aptix::tools![NotifyOps]
+        .entry(entry)
+        .activities(
+            Activities::new()
+                .bind_json("deliver", |_args, _ctx| async { Ok(json!({"sent": true})) }),
+        )
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let page = catalog.entry("page_ops").expect("held");
+    assert_eq!(page.definition().activity(), Some("deliver"));
+    assert_eq!(page.activity(), Some("deliver"));
+    let harness = ToolHarness::new(catalog);
+    let paged = harness.call_named("page_ops", r#"{"subject":"x"}"#).await;
+    assert_eq!(paged.ok::<Value>(), json!({"sent": true}));
+}

@@ -12,10 +12,13 @@
 //! schema and the result against its output schema.
 //!
 //! Resolution, per tool, as the schema-first specification orders it: an
-//! activity bound to the tool's name wins; otherwise the tool's own code
-//! (a function tool, a run-time tool's closure); otherwise a latent tool
-//! runs latent. An activity for a name no tool of the catalog has, or for a
-//! tool whose final behaviour is not on this server, is a catalog problem.
+//! activity the tool names explicitly (`activity = "..."`, the
+//! specification's `_activity`) beats one bound to the tool's own name
+//! (the same-name convention); without either, the tool's own code (a
+//! function tool, a run-time tool's closure) runs, and a latent tool runs
+//! latent. A tool that names an activity needs it bound. An activity no
+//! tool takes, or one for a tool whose final behaviour is not on this
+//! server, is a catalog problem.
 
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -73,7 +76,8 @@ impl Activities {
         Activities::default()
     }
 
-    /// Binds `run` to the tool `T`: a call of `T` validates its arguments,
+    /// Binds `run` to the tool `T` (under the activity name `T` declares,
+    /// if it names one): a call of `T` validates its arguments,
     /// parses them into `T`'s arguments type, runs `run`, and checks what it
     /// returns against `T`'s output schema. Arguments and output of another
     /// type do not compile. Binding the same name again replaces the
@@ -90,8 +94,15 @@ impl Activities {
             run,
             tool: PhantomData,
         });
+        // A tool that names its activity (`activity = "..."`) is bound under
+        // that name.
         self.insert(
-            Cow::Borrowed(T::NAME),
+            Cow::Borrowed(
+                T::META
+                    .activity
+                    .filter(|name| !name.is_empty())
+                    .unwrap_or(T::NAME),
+            ),
             Bound {
                 code,
                 tool: Some((TypeId::of::<T>(), std::any::type_name::<T>())),
@@ -153,6 +164,10 @@ impl Activities {
         self.bound
             .iter()
             .map(|(name, bound)| (name.as_ref(), bound))
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Bound> {
+        self.bound.get(name)
     }
 }
 

@@ -227,6 +227,7 @@ pub struct ToolEntryBuilder {
     usage: String,
     description: String,
     title: Option<String>,
+    activity: Option<String>,
     parameters: Value,
     output: Option<Value>,
     code: Arc<dyn ErasedTool>,
@@ -257,6 +258,7 @@ impl ToolEntryBuilder {
             usage,
             description,
             title: None,
+            activity: None,
             parameters,
             output: None,
             code,
@@ -290,6 +292,15 @@ impl ToolEntryBuilder {
     /// A short human-readable name for user interfaces (MCP `title`).
     pub fn title(mut self, title: impl Into<String>) -> Self {
         self.title = Some(title.into());
+        self
+    }
+
+    /// The activity that computes the result of this latent tool, when it
+    /// is not the tool's own name ([`ToolMeta::activity`]): the tool then
+    /// needs that activity bound. An empty name keeps the tool latent
+    /// whatever is bound to its own name.
+    pub fn activity(mut self, name: impl Into<String>) -> Self {
+        self.activity = Some(name.into());
         self
     }
 
@@ -340,6 +351,7 @@ impl ToolEntryBuilder {
             usage: Cow::Owned(self.usage),
             description: Cow::Owned(self.description),
             title: self.title.map(Cow::Owned),
+            activity: self.activity.map(Cow::Owned),
             args_type: Cow::Borrowed("serde_json::Value"),
         };
         let name = texts.name.clone();
@@ -522,6 +534,46 @@ pub enum CatalogProblem {
         activity_type: &'static str,
         /// Where the catalog's tool of that name was declared.
         tool_source: SourceLocation,
+    },
+    /// A tool names the activity that computes its result, and none of
+    /// that name is bound.
+    #[error(
+        "tool `{tool}`, declared at {location}, names the activity `{activity}`, and no activity of that name is bound: bind one with `Activities::bind_json(\"{activity}\", ...)` (or `bind::<T>`), or leave `activity` out to run the tool latent"
+    )]
+    MissingActivity {
+        /// The tool's name.
+        tool: String,
+        /// The activity it names.
+        activity: String,
+        /// Where the tool was declared.
+        location: SourceLocation,
+    },
+    /// An activity is bound to a tool's own name, and the tool names
+    /// another activity, which wins: the one bound by name would never run.
+    #[error(
+        "an activity is bound to `{name}` (at {source_location}), but the tool `{name}` {}, which wins",
+        shadowed_because(named)
+    )]
+    ActivityShadowed {
+        /// The tool's name.
+        name: String,
+        /// Where the shadowed activity was bound.
+        source_location: SourceLocation,
+        /// The activity the tool names.
+        named: String,
+    },
+    /// A tool that is not latent names an activity: only a latent tool's
+    /// result comes from one.
+    #[error(
+        "tool `{tool}`, declared at {location}, names an activity but is a {executor} tool: only a latent tool's result comes from an activity"
+    )]
+    ActivityOnNonLatentTool {
+        /// The tool's name.
+        tool: String,
+        /// Its executor.
+        executor: &'static str,
+        /// Where the tool was declared.
+        location: SourceLocation,
     },
     /// A field looks secret and the tool declares neither `redact` nor
     /// `log_fields`, so its value would be shown in agent events.
@@ -889,30 +941,50 @@ impl CatalogBuilder {
     }
 }
 
-/// Binds each activity to the entry of its name, or reports why it cannot
-/// be bound (every activity is looked at, so every problem is reported).
+/// Why an activity bound to a tool's own name never runs.
+fn shadowed_because(named: &str) -> String {
+    if named.is_empty() {
+        "is declared latent (`activity = \"\"`): the model gives its result".to_owned()
+    } else {
+        format!("names the activity `{named}`; bind `{named}` instead")
+    }
+}
+
+/// Binds activities to entries, or reports why they cannot be bound; every
+/// entry and every activity is looked at, so every problem is reported.
+/// An entry takes the activity it names (`activity = "..."`), else the one
+/// bound to its own name; an activity no entry takes is a problem.
 fn bind_activities(
     entries: &mut [ToolEntry],
     activities: &Activities,
     problems: &mut Vec<CatalogProblem>,
 ) {
-    for (name, bound) in activities.bound() {
-        let Ok(index) = entries.binary_search_by(|entry| entry.name().cmp(name)) else {
-            problems.push(CatalogProblem::UnknownActivity {
-                name: name.to_owned(),
-                source_location: bound.source,
-                known: entries
-                    .iter()
-                    .map(|entry| entry.name().to_owned())
-                    .collect(),
-            });
+    let mut taken: Vec<String> = Vec::new();
+    for entry in entries.iter_mut() {
+        let named = entry.definition.activity().map(str::to_owned);
+        // `activity = ""` declares the tool latent whatever is bound.
+        if named.as_deref() == Some("") {
+            continue;
+        }
+        let key = named.clone().unwrap_or_else(|| entry.name().to_owned());
+        let Some(bound) = activities.get(&key) else {
+            // A named activity must be bound, unless one already was.
+            if let Some(activity) = named
+                && entry.activity.is_none()
+            {
+                problems.push(CatalogProblem::MissingActivity {
+                    tool: entry.name().to_owned(),
+                    activity,
+                    location: entry.definition.source(),
+                });
+            }
             continue;
         };
-        let entry = &mut entries[index];
+        taken.push(key.clone());
         let executor = entry.definition.executor();
         if !matches!(executor, ExecutorKind::Server | ExecutorKind::Latent) {
             problems.push(CatalogProblem::ActivityNotOnServer {
-                name: name.to_owned(),
+                name: key,
                 source_location: bound.source,
                 executor: executor.as_str(),
             });
@@ -922,7 +994,7 @@ fn bind_activities(
             && entry.origin != Some(tool)
         {
             problems.push(CatalogProblem::ActivityForAnotherTool {
-                name: name.to_owned(),
+                name: entry.name().to_owned(),
                 source_location: bound.source,
                 activity_type,
                 tool_source: entry.definition.source(),
@@ -930,7 +1002,31 @@ fn bind_activities(
             continue;
         }
         entry.code = Arc::clone(&bound.code);
-        entry.activity = Some(Cow::Owned(name.to_owned()));
+        entry.activity = Some(Cow::Owned(key));
+    }
+    for (name, bound) in activities.bound() {
+        if taken.iter().any(|taken| taken == name) {
+            continue;
+        }
+        let shadowing = entries
+            .iter()
+            .find(|entry| entry.name() == name)
+            .and_then(|entry| entry.definition.activity());
+        problems.push(match shadowing {
+            Some(named) => CatalogProblem::ActivityShadowed {
+                name: name.to_owned(),
+                source_location: bound.source,
+                named: named.to_owned(),
+            },
+            None => CatalogProblem::UnknownActivity {
+                name: name.to_owned(),
+                source_location: bound.source,
+                known: entries
+                    .iter()
+                    .map(|entry| entry.name().to_owned())
+                    .collect(),
+            },
+        });
     }
 }
 
@@ -961,6 +1057,13 @@ fn check_declaration(entry: &ToolEntry, problems: &mut Vec<CatalogProblem>) {
                 location: definition.source(),
             });
         }
+    }
+    if definition.activity().is_some() && definition.executor() != ExecutorKind::Latent {
+        problems.push(CatalogProblem::ActivityOnNonLatentTool {
+            tool: name.to_owned(),
+            executor: definition.executor().as_str(),
+            location: definition.source(),
+        });
     }
     if definition.executor() == ExecutorKind::Server && !entry.runs_function() {
         problems.push(CatalogProblem::MissingCode {

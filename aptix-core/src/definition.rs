@@ -33,6 +33,7 @@ struct Inner {
     usage: Cow<'static, str>,
     description: Cow<'static, str>,
     title: Option<Cow<'static, str>>,
+    activity: Option<Cow<'static, str>>,
     /// Read for what the tool declares besides its text (executor,
     /// approval, timeouts, ...): the texts above are the ones to use, its
     /// own are empty for a tool made at run time.
@@ -67,6 +68,7 @@ pub(crate) struct Texts {
     pub(crate) usage: Cow<'static, str>,
     pub(crate) description: Cow<'static, str>,
     pub(crate) title: Option<Cow<'static, str>>,
+    pub(crate) activity: Option<Cow<'static, str>>,
     pub(crate) args_type: Cow<'static, str>,
 }
 
@@ -78,6 +80,7 @@ impl Texts {
             usage: Cow::Borrowed(meta.usage),
             description: Cow::Borrowed(meta.description),
             title: meta.title.map(Cow::Borrowed),
+            activity: meta.activity.map(Cow::Borrowed),
             args_type: Cow::Borrowed(args_type),
         }
     }
@@ -112,6 +115,7 @@ impl ToolDefinition {
                 usage: texts.usage,
                 description: texts.description,
                 title: texts.title,
+                activity: texts.activity,
                 meta,
                 args_type: texts.args_type,
                 parameters,
@@ -177,6 +181,12 @@ impl ToolDefinition {
     /// A short human-readable name, if declared.
     pub fn title(&self) -> Option<&str> {
         self.inner.title.as_deref()
+    }
+
+    /// The activity that computes the result of a latent tool, when the
+    /// tool names one other than itself (`activity = "..."`).
+    pub fn activity(&self) -> Option<&str> {
+        self.inner.activity.as_deref()
     }
 
     /// What its calls do, as hints for clients (MCP tool annotations).
@@ -280,7 +290,7 @@ impl ToolDefinition {
     /// Everything that, when changed, changes what a model or a client sees.
     /// Hashed by the catalog fingerprint.
     pub fn canonical_json(&self) -> Value {
-        json!({
+        let mut canonical = json!({
             "name": self.name(),
             "description": self.description(),
             "usage": self.usage(),
@@ -288,6 +298,11 @@ impl ToolDefinition {
             "approval": self.approval(),
             "parameters": self.parameters(),
             "output": self.output_schema(),
-        })
+        });
+        // Written only when named, so that other definitions read as before.
+        if let (Some(activity), Value::Object(members)) = (self.activity(), &mut canonical) {
+            members.insert("activity".to_owned(), Value::from(activity));
+        }
+        canonical
     }
 }

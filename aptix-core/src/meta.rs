@@ -38,6 +38,12 @@ pub struct ToolMeta {
     pub suspend_timeout: Option<Duration>,
     /// A short human-readable name for user interfaces (MCP `title`).
     pub title: Option<&'static str>,
+    /// The name of the activity that computes a latent tool's result, when
+    /// it is not the tool's own name (the schema-first specification's
+    /// explicit `_activity`): several tools can share one activity. Such a
+    /// tool needs that activity bound; `None` binds by the tool's name;
+    /// `Some("")` keeps the tool latent whatever is bound.
+    pub activity: Option<&'static str>,
     /// What its calls do, as hints for clients. `idempotent` also decides
     /// whether a call a crash interrupted is run again: only when it is
     /// safe to run twice with the same `tool_call_id`; otherwise the call
@@ -69,6 +75,7 @@ impl ToolMeta {
             timeout: None,
             suspend_timeout: None,
             title: None,
+            activity: None,
             annotations: Annotations::DEFAULT,
             redaction: Redaction::Undeclared,
             source,

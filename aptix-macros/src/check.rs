@@ -38,6 +38,7 @@ pub(crate) struct Tool {
     pub(crate) suspend_timeout: Option<(u64, u32)>,
     pub(crate) idempotent: bool,
     pub(crate) title: Option<String>,
+    pub(crate) activity: Option<String>,
     pub(crate) read_only: Option<bool>,
     pub(crate) destructive: Option<bool>,
     pub(crate) open_world: Option<bool>,
@@ -229,6 +230,32 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             Some(text)
         }
     });
+    let activity = attr.activity.as_ref().and_then(|key| {
+        let text = key.value.value();
+        // Empty declares the tool latent even where an activity of its name
+        // is bound (the specification's explicit `_activity: ""`).
+        let valid = text.len() <= 64
+            && text
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+        if !valid {
+            errors.push(
+                key.value.span(),
+                format!("the activity name `{text}` is invalid: an activity is named like a tool, {NAME_RULE}; or it is empty, to keep the tool latent"),
+            );
+            return None;
+        }
+        if let Some(kind) = executor
+            && kind != Executor::Latent
+        {
+            errors.push(
+                key.value.span(),
+                "`activity` names the activity that computes a latent tool's result; only a latent tool (an arguments struct with `output = Type` and no executor, or `executor = latent`) has one",
+            );
+            return None;
+        }
+        Some(text)
+    });
     let flag = |key: &Option<Key<syn::LitBool>>| key.as_ref().map(|key| key.value.value);
     let read_only = flag(&attr.read_only);
     let destructive = flag(&attr.destructive);
@@ -333,6 +360,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             suspend_timeout,
             idempotent,
             title,
+            activity,
             read_only,
             destructive,
             open_world,

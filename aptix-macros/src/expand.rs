@@ -41,6 +41,10 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
         Some(title) => quote!(#rt::Option::Some(#title)),
         None => quote!(#rt::Option::None),
     };
+    let activity = match &tool.activity {
+        Some(activity) => quote!(#rt::Option::Some(#activity)),
+        None => quote!(#rt::Option::None),
+    };
     // Absent keys keep the defaults, which are MCP's.
     let read_only = tool.read_only.map(|value| quote!(read_only: #value,));
     let destructive = tool.destructive.map(|value| quote!(destructive: #value,));
@@ -60,6 +64,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             timeout: #timeout,
             suspend_timeout: #suspend_timeout,
             title: #title,
+            activity: #activity,
             annotations: #rt::Annotations {
                 idempotent: #idempotent,
                 #read_only

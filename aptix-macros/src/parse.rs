@@ -30,6 +30,7 @@ pub(crate) struct Attr {
     pub(crate) suspend_timeout: Option<Key<LitStr>>,
     pub(crate) idempotent: Option<Key<LitBool>>,
     pub(crate) title: Option<Key<LitStr>>,
+    pub(crate) activity: Option<Key<LitStr>>,
     pub(crate) read_only: Option<Key<LitBool>>,
     pub(crate) destructive: Option<Key<LitBool>>,
     pub(crate) open_world: Option<Key<LitBool>>,
@@ -90,6 +91,7 @@ pub(crate) const KEYS: &[&str] = &[
     "suspend_timeout",
     "idempotent",
     "title",
+    "activity",
     "read_only",
     "destructive",
     "open_world",
@@ -198,7 +200,8 @@ fn parse_attr(
         input.parse::<Token![=]>()?;
         let value = value_tokens(input);
         let result = match name.as_str() {
-            "name" | "usage" | "description" | "timeout" | "suspend_timeout" | "title" => {
+            "name" | "usage" | "description" | "timeout" | "suspend_timeout" | "title"
+            | "activity" => {
                 parse_value(&key, &value, |input| string_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
                         "name" => &mut attr.name,
@@ -206,6 +209,7 @@ fn parse_attr(
                         "description" => &mut attr.description,
                         "timeout" => &mut attr.timeout,
                         "title" => &mut attr.title,
+                        "activity" => &mut attr.activity,
                         _ => &mut attr.suspend_timeout,
                     };
                     set(slot, key.clone(), value)
@@ -343,6 +347,7 @@ fn string_value(input: ParseStream, key: &Ident) -> syn::Result<LitStr> {
         "timeout" => "timeout = \"30s\"",
         "suspend_timeout" => "suspend_timeout = \"15m\"",
         "title" => "title = \"Get the weather\"",
+        "activity" => "activity = \"send_mail\"",
         _ => "description = \"...\"",
     };
     Err(syn::Error::new_spanned(

@@ -38,7 +38,37 @@ pub struct SendEmail {
     pub _note: String,
 }
 
+/// Two tools that share one activity, named explicitly.
+#[agent_tool(
+    name = "page_ops",
+    usage = "Call to page the on-call engineer.",
+    output = Verdict,
+    activity = "deliver",
+)]
+#[derive(Deserialize, JsonSchema)]
+pub struct PageOps {
+    /// What happened.
+    pub text: String,
+}
+
+/// Always latent, whatever is bound to its name.
+#[agent_tool(
+    name = "guess",
+    usage = "Call to guess.",
+    executor = latent,
+    output = Verdict,
+    activity = "",
+)]
+#[derive(Deserialize, JsonSchema)]
+pub struct Guess {
+    /// What to guess about.
+    pub text: String,
+}
+
 fn main() {
+    assert_eq!(PageOps::META.activity, Some("deliver"));
+    assert_eq!(Guess::META.activity, Some(""));
+    assert_eq!(Sentiment::META.activity, None);
     assert_eq!(Sentiment::META.executor, aptix::ExecutorKind::Latent);
     assert_eq!(SendEmail::META.executor, aptix::ExecutorKind::Latent);
     let activities = aptix::Activities::new()
