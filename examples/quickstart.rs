@@ -136,7 +136,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..
             } => println!("\n  → {name}({arguments})  [{id}]"),
             AgentEvent::ToolCallResult { id, envelope, .. } => println!("  ← {envelope}  [{id}]"),
-            AgentEvent::Done { reason, usage } => {
+            AgentEvent::Done {
+                reason,
+                usage,
+                summary,
+            } => {
                 let reason = match reason {
                     DoneReason::Completed => "completed".to_owned(),
                     DoneReason::Suspended(calls) => format!(
@@ -167,8 +171,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 };
                 println!(
-                    "\n\ndone: {reason} ({} tokens in, {} out)",
-                    usage.input_tokens, usage.output_tokens
+                    "\n\ndone: {reason} ({} tokens in, {} out; {} tool calls in {} model turns, {:.1?})",
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    summary.tool_calls(),
+                    summary.iterations,
+                    summary.elapsed,
                 );
             }
         }

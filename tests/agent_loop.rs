@@ -754,3 +754,105 @@ async fn prepare_step_removes_a_tool_after_its_first_use() {
     assert_eq!(requests[1].tool_choice, aptix::model::ToolChoice::Auto);
     assert_eq!(requests[2].tool_choice, aptix::model::ToolChoice::None);
 }
+
+fn summary(events: &[AgentEvent]) -> &aptix::RunSummary {
+    match events.last() {
+        Some(AgentEvent::Done { summary, .. }) => summary,
+        other => panic!("the last event is not Done: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn done_summarises_the_calls_and_hashes_what_the_model_was_asked_with() {
+    let turns = || {
+        vec![
+            ScriptedTurn::new()
+                .tool_call("call_1", "nap", r#"{"millis":20}"#)
+                .tool_call("call_2", "nap", r#"{"millis":"soon"}"#)
+                .tool_call("call_3", "agent_hello_world", r#"{"name":"Ada"}"#),
+            ScriptedTurn::new().text("Done."),
+        ]
+    };
+    let catalog = aptix::tools![NapTool, hello_world::HelloWorldTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(turns()))
+        .catalog(catalog.clone())
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-summary").with_system("Be brief.");
+    let events = run(&agent, &mut conversation, Input::User("Nap.".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    let first = summary(&events).clone();
+    assert_eq!(first.iterations, 2);
+    assert_eq!(first.tool_calls(), 3);
+    let nap = first.tools["nap"];
+    assert_eq!((nap.calls, nap.failed, nap.suspended), (2, 1, 0));
+    assert!(nap.longest >= Duration::from_millis(20), "{nap:?}");
+    assert!(nap.total >= nap.longest);
+    assert_eq!(first.tools["agent_hello_world"].calls, 1);
+    assert_eq!(first.tools["agent_hello_world"].failed, 0);
+    assert_eq!(
+        first.tools_fingerprint.as_deref(),
+        Some(catalog.fingerprint())
+    );
+    let hash = first.request_hash().expect("a request was made").to_owned();
+    assert_eq!(hash.len(), 64);
+    assert!(first.elapsed >= nap.longest);
+
+    // The same framing hashes the same, whatever the conversation says.
+    let mut other = Conversation::new("conv-summary-2").with_system("Be brief.");
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(turns()))
+        .catalog(catalog.clone())
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let again = run(&agent, &mut other, Input::User("Something else.".into())).await;
+    assert_eq!(summary(&again).request_hash(), Some(hash.as_str()));
+    // Another system prompt, or other tools, hash differently.
+    let mut reframed = Conversation::new("conv-summary-3").with_system("Be thorough.");
+    let changed = run(&agent, &mut reframed, Input::User("Nap.".into())).await;
+    assert_ne!(summary(&changed).request_hash(), Some(hash.as_str()));
+    let fewer = Agent::builder()
+        .model(ScriptedModel::new(turns()))
+        .catalog(catalog.only(["nap"]).unwrap_or_else(|e| panic!("{e}")))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut narrowed = Conversation::new("conv-summary-4").with_system("Be brief.");
+    let narrower = run(&fewer, &mut narrowed, Input::User("Nap.".into())).await;
+    assert_ne!(summary(&narrower).request_hash(), Some(hash.as_str()));
+}
+
+#[tokio::test]
+async fn the_summary_names_the_tools_prepare_step_offered_last() {
+    let catalog = aptix::tools![NapTool, hello_world::HelloWorldTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(vec![
+            ScriptedTurn::new().tool_call("call_1", "nap", r#"{"millis":0}"#),
+            ScriptedTurn::new().text("Done."),
+        ]))
+        .catalog(catalog.clone())
+        .prepare_step(|step| {
+            if step.calls_of("nap") == 0 {
+                aptix::PreparedStep::all()
+            } else {
+                aptix::PreparedStep::all().tools(step.catalog.without("nap"))
+            }
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-summary-steps");
+    let events = run(&agent, &mut conversation, Input::User("Nap once.".into())).await;
+    let summary = summary(&events);
+    assert_eq!(
+        summary.tools_fingerprint.as_deref(),
+        Some(catalog.without("nap").fingerprint())
+    );
+    assert_ne!(
+        summary.tools_fingerprint.as_deref(),
+        Some(catalog.fingerprint())
+    );
+}

@@ -317,6 +317,14 @@ async fn approved_call_runs_once_then_the_model_answers(backend: Backend) {
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].tool_call_id, call);
     assert_eq!(runs(&call), 0, "ran before approval");
+    // The durable run's summary counts the call that suspended.
+    let Some(AgentEvent::Done { summary, .. }) = events.last() else {
+        panic!("Done comes last: {events:?}")
+    };
+    assert_eq!(summary.iterations, 1);
+    assert_eq!(summary.tools["charge"].calls, 1);
+    assert_eq!(summary.tools["charge"].suspended, 1);
+    assert!(summary.request_hash().is_some());
     let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].step, Step::Approval);

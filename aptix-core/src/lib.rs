@@ -50,7 +50,10 @@ pub mod transcript;
 pub mod validate;
 
 pub use activity::Activities;
-pub use agent::{Agent, AgentEvent, AgentStream, DoneReason, Input, PreparedStep, Step};
+pub use agent::{
+    Agent, AgentEvent, AgentStream, DoneReason, Input, PreparedStep, RunSummary, Step,
+    ToolCallStats,
+};
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
     ToolEntryBuilder,

@@ -29,12 +29,14 @@ mod journal;
 pub mod redact;
 mod run;
 mod step;
+mod summary;
 
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
 pub use composed::{CallMode, composed_schema, composed_schema_in};
 pub(crate) use journal::{Journal, JournalFuture};
 pub use step::{PreparedStep, Step};
+pub use summary::{RunSummary, ToolCallStats};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,6 +205,9 @@ pub enum AgentEvent {
         reason: DoneReason,
         /// Tokens used by every model call of the run.
         usage: Usage,
+        /// What the run did: calls by tool with their latency, model turns,
+        /// and the hashes of what the model was offered.
+        summary: RunSummary,
     },
 }
 

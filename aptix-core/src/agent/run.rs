@@ -10,11 +10,13 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::step::{self, Step};
+use super::summary::{CallOutcome, Framing, RunSummary};
 use super::{
     Agent, AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, SuspendedCall,
     call_ids, redact,
 };
 use super::{call, composed};
+use crate::catalog::Catalog;
 use crate::envelope::Envelope;
 use crate::model::assembly::TurnAssembler;
 use crate::model::{ChatRequest, ModelError, ToolChoice, Usage};
@@ -40,7 +42,9 @@ impl Agent {
         let started = Instant::now();
         let stream = crate::generator::generate(move |out| async move {
             let mut usage = Usage::default();
-            let mut tool_calls = 0usize;
+            let mut summary = RunSummary::default();
+            // What the last request offered, hashed once at the end.
+            let mut last_offered: Option<(Option<Catalog>, ToolChoice)> = None;
             let context = self.context_for(conversation, &cancellation);
             let mut refused = None;
             match input {
@@ -128,6 +132,8 @@ impl Agent {
                         }
                     }
                 };
+                summary.iterations += 1;
+                last_offered = Some((offered.narrowed.clone(), request.tool_choice.clone()));
                 // The fingerprint of the tools this request offers.
                 let model_span = tracing::info_span!(
                     "model_call",
@@ -292,7 +298,6 @@ impl Agent {
                     })
                     .await;
                 }
-                tool_calls += turn.tool_calls.len();
                 let made = turn.tool_calls.len();
                 let allowed = inner.settings.max_calls_per_turn;
                 if made > allowed {
@@ -306,21 +311,33 @@ impl Agent {
                     futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
                         .map(|(position, call)| {
                             let over = (position >= allowed).then_some((made, allowed));
-                            self.execute_in_task(
+                            let execution = self.execute_in_task(
                                 call,
                                 over,
                                 offered.narrowed.as_ref(),
                                 &context,
                                 conversation.id.as_str(),
                                 journal.clone(),
-                            )
+                            );
+                            // Timed from its first poll, when it starts.
+                            async move {
+                                let started = Instant::now();
+                                let done = execution.await;
+                                (done, started.elapsed())
+                            }
                         })
                         .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
                 // `buffered` keeps the calls' order: the n-th result is the n-th call's.
                 let mut reasons = reasons.into_iter();
-                while let Some(done) = executed.next().await {
+                while let Some((done, took)) = executed.next().await {
                     let reasoning = reasons.next().flatten();
+                    let outcome = match &done.result {
+                        CallResult::Finished(result) if result.ok => CallOutcome::Ok,
+                        CallResult::Finished(_) => CallOutcome::Failed,
+                        CallResult::Suspended(_) => CallOutcome::Suspended,
+                    };
+                    summary.record_call(&done.name, took, outcome);
                     match done.result {
                         CallResult::Finished(result) => {
                             out.emit(AgentEvent::ToolCallResult {
@@ -368,15 +385,35 @@ impl Agent {
                     break;
                 }
             }
+            if let Some((narrowed, tool_choice)) = &last_offered {
+                let catalog = narrowed.as_ref().unwrap_or(inner.executor.catalog());
+                let fingerprint = catalog.fingerprint();
+                summary.framed(Framing {
+                    model: inner.model.model_name().map(str::to_owned),
+                    dialect: inner.model.dialect(),
+                    system: Framing::system_of(&conversation.messages),
+                    tools_fingerprint: fingerprint.to_owned(),
+                    tool_choice: tool_choice.clone(),
+                    composed: inner.composed.is_some(),
+                    ask_reasoning: inner.settings.ask_reasoning,
+                });
+            }
+            summary.elapsed = started.elapsed();
             tracing::info!(
-                tool_calls,
+                tool_calls = summary.tool_calls(),
+                iterations = summary.iterations,
                 input_tokens = usage.input_tokens,
                 output_tokens = usage.output_tokens,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 reason = reason_name(&reason),
                 "agent run finished"
             );
-            out.emit(AgentEvent::Done { reason, usage }).await;
+            out.emit(AgentEvent::Done {
+                reason,
+                usage,
+                summary,
+            })
+            .await;
         });
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }

@@ -13,7 +13,7 @@ use super::lease::{ActiveRun, now_ms};
 use super::ledger::{Ledger, close_in_background, has_unanswered_calls};
 use super::{ConversationEvent, DurableAgent, DurableError, Revival};
 use crate::agent::{
-    AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, JournalFuture,
+    AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, JournalFuture, RunSummary,
 };
 use crate::context::ToolContext;
 use crate::executor::ToolCall;
@@ -230,6 +230,8 @@ impl DurableAgent {
             let cancellation = CancellationToken::new();
             let context = inner.agent.context_for(&conversation, &cancellation);
             let mut usage = Usage::default();
+            let started = std::time::Instant::now();
+            let mut summary = RunSummary::default();
             // Added once the last turn's calls are settled: their results
             // belong right after their calls, before anything new.
             let mut new_input = match input {
@@ -247,6 +249,7 @@ impl DurableAgent {
                         out.emit(AgentEvent::Done {
                             reason: DoneReason::StoreFailed(error.to_string()),
                             usage,
+                            summary: summary.finished(started),
                         })
                         .await;
                         return;
@@ -288,6 +291,7 @@ impl DurableAgent {
                         out.emit(AgentEvent::Done {
                             reason: DoneReason::StoreFailed(error.to_string()),
                             usage,
+                            summary: summary.finished(started),
                         })
                         .await;
                         return;
@@ -312,9 +316,11 @@ impl DurableAgent {
                                 AgentEvent::Done {
                                     reason: done,
                                     usage: used,
+                                    summary: pass,
                                 } => {
                                     reason = done;
                                     usage += used;
+                                    summary.absorb(pass);
                                 }
                                 other => out.emit(other).await,
                             }
@@ -347,6 +353,7 @@ impl DurableAgent {
                     out.emit(AgentEvent::Done {
                         reason: DoneReason::StoreFailed(error.to_string()),
                         usage,
+                        summary: summary.finished(started),
                     })
                     .await;
                     return;
@@ -367,7 +374,12 @@ impl DurableAgent {
                 }
                 drop(heartbeat.take());
                 drop(active.take());
-                out.emit(AgentEvent::Done { reason, usage }).await;
+                out.emit(AgentEvent::Done {
+                    reason,
+                    usage,
+                    summary: summary.finished(started),
+                })
+                .await;
                 return;
             }
         });

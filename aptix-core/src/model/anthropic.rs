@@ -230,6 +230,10 @@ impl<'a> From<&'a ToolSpec> for Tool<'a> {
 type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
 
 impl ChatModel for Anthropic {
+    fn model_name(&self) -> Option<&str> {
+        Some(self.model())
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Anthropic
     }

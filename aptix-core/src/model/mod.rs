@@ -295,4 +295,12 @@ pub trait ChatModel: Send + Sync {
     fn calls_tools_natively(&self) -> bool {
         true
     }
+
+    /// The provider's name for the model (`gpt-4o-mini`, ...), hashed into
+    /// [`RunSummary::request_hash`](crate::agent::RunSummary::request_hash).
+    /// `None` (the default) for a model without one, such as a scripted
+    /// model.
+    fn model_name(&self) -> Option<&str> {
+        None
+    }
 }

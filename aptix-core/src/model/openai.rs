@@ -333,6 +333,10 @@ impl OpenAiChat {
 }
 
 impl ChatModel for OpenAiChat {
+    fn model_name(&self) -> Option<&str> {
+        Some(self.model())
+    }
+
     fn calls_tools_natively(&self) -> bool {
         self.native_tools
     }
