@@ -6,7 +6,9 @@
 //!   clone of the same transcript (which the loop makes for every request
 //!   anyway): linear, so the ratio stays flat as the turn grows;
 //! - a turn of three calls made as composed calls (structured output parsed
-//!   into calls) against the same calls made natively.
+//!   into calls) against the same calls made natively;
+//! - a progressive tool that reports 10 000 progress updates (or 1 000
+//!   partial results) in one call, against the same call reporting nothing.
 //!
 //! `cargo bench --bench agent`
 
@@ -18,12 +20,34 @@ use std::hint::black_box;
 
 use aptix::model::assembly::TurnAssembler;
 use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
+use aptix::prelude::*;
 use aptix::transcript;
 use aptix::transcript::{AssistantToolCall, Message};
 use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
+
+/// Arguments of `report`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Report {
+    /// Progress updates to make.
+    pub progress: u32,
+    /// Partial results to make.
+    pub partials: u32,
+}
+
+/// Reports as asked, then answers how many reports it made.
+#[agent_tool(name = "report", usage = "Bench tool.", progressive = true)]
+async fn report(args: Report, ctx: &ToolContext<u32>) -> Result<u32, ToolError> {
+    for done in 0..args.progress {
+        ctx.progress(f64::from(done), Some(f64::from(args.progress)), None);
+    }
+    for partial in 0..args.partials {
+        ctx.partial(&partial);
+    }
+    Ok(args.progress + args.partials)
+}
 
 /// One turn of 32 parallel calls, each with ~16 KiB of arguments, streamed
 /// in 6-byte deltas the way OpenAI-compatible servers send them.
@@ -356,5 +380,94 @@ fn repair(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, assembly, loop_overhead, composed_calls, repair);
+/// One call of a progressive tool: reporting nothing (the baseline), 10 000
+/// progress updates, or 1 000 partial results, each run read to its end.
+fn progress_updates(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let catalog = Catalog::builder()
+        .tool::<ReportTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let agent = |arguments: &str| {
+        Agent::builder()
+            .model(
+                ScriptedModel::new([
+                    ScriptedTurn::new().tool_call("call_1", "report", arguments),
+                    ScriptedTurn::new().text("Done."),
+                ])
+                .repeating(),
+            )
+            .catalog(catalog.clone())
+            .build()
+            .unwrap_or_else(|error| panic!("{error}"))
+    };
+    let runs = [
+        (
+            "baseline: no reports",
+            agent(r#"{"progress":0,"partials":0}"#),
+            0,
+        ),
+        (
+            "10 000 progress updates",
+            agent(r#"{"progress":10000,"partials":0}"#),
+            0,
+        ),
+        (
+            "1 000 partial results",
+            agent(r#"{"progress":0,"partials":1000}"#),
+            1000,
+        ),
+    ];
+    // Each run must complete, with every partial result shown.
+    runtime.block_on(async {
+        for (name, agent, partials) in &runs {
+            let mut conversation = Conversation::new("check");
+            let events: Vec<AgentEvent> = agent
+                .run(&mut conversation, Input::User("report".into()))
+                .collect()
+                .await;
+            let shown = events
+                .iter()
+                .filter(|event| matches!(event, AgentEvent::ToolPartial { .. }))
+                .count();
+            assert!(
+                shown == *partials
+                    && matches!(
+                        events.last(),
+                        Some(AgentEvent::Done {
+                            reason: DoneReason::Completed,
+                            ..
+                        })
+                    ),
+                "{name} did not complete with its partial results: {events:?}"
+            );
+        }
+    });
+    let mut group = c.benchmark_group("progressive tool (one call, 2 model calls)");
+    for (name, agent, _) in &runs {
+        group.bench_function(*name, |b| {
+            b.to_async(&runtime).iter(|| async {
+                let mut conversation = Conversation::new("bench");
+                let events = agent
+                    .run(&mut conversation, Input::User("report".into()))
+                    .count()
+                    .await;
+                black_box(events)
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    assembly,
+    loop_overhead,
+    composed_calls,
+    progress_updates,
+    repair
+);
 criterion_main!(benches);

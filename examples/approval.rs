@@ -54,6 +54,8 @@ fn print_event(event: &AgentEvent) {
             }
             other => println!("\n[done: {other:?}]"),
         },
+        // Progress and partial results: none of this example's tools report them.
+        _ => {}
     }
 }
 

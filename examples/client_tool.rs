@@ -68,6 +68,8 @@ fn print_event(process: &str, event: &AgentEvent) {
             ),
             other => println!("\n[{process}] done: {other:?}"),
         },
+        // Progress and partial results: none of this example's tools report them.
+        _ => {}
     }
 }
 

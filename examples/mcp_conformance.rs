@@ -21,7 +21,7 @@
 //! and `test_elicitation_sep1034_defaults` are human tools (the server asks
 //! with a form elicitation built from the output schema, message composed by
 //! the server rather than the `message` argument verbatim);
-//! `test_tool_with_progress` reports through `aptix::mcp::Progress`;
+//! `test_tool_with_progress` reports with `ctx.progress`;
 //! `test_image_content`, `test_audio_content`, `test_embedded_resource` and
 //! `test_multiple_content_types` return `aptix::mcp::Content`;
 //! `test_tool_with_logging` logs through `aptix::mcp::McpLog` (the server
@@ -160,14 +160,11 @@ pub async fn error_handling(_args: NoArgs) -> Result<String, ToolError> {
     usage = "Conformance scenario `tools-call-with-progress`."
 )]
 pub async fn tool_with_progress(_args: NoArgs, ctx: &ToolContext) -> Result<String, ToolError> {
-    let progress = ctx.state::<aptix::mcp::Progress>();
     for (index, value) in [0.0, 50.0, 100.0].into_iter().enumerate() {
         if index > 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if let Some(progress) = progress {
-            progress.report(value, Some(100.0), None).await;
-        }
+        ctx.progress(value, Some(100.0), None);
     }
     Ok("Tool with progress executed successfully".to_owned())
 }

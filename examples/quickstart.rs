@@ -179,6 +179,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     summary.elapsed,
                 );
             }
+            // Progress and partial results: the quickstart's tools report none.
+            _ => {}
         }
     }
     drop(events);

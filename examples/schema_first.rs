@@ -253,6 +253,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     println!("  ← {envelope}");
                 }
                 AgentEvent::Done { reason, .. } => println!("\ndone: {reason:?}"),
+                // Progress and partial results: these tools report none.
+                _ => {}
             }
         }
         // A real model may answer without tools; the scripted one never does.

@@ -12,6 +12,7 @@ const LAYERS: &[&str] = &[
     "generator",
     "error",
     "envelope",
+    "live",
     "context",
     "meta",
     "schema",

@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use aptix::Catalog;
-use aptix::mcp::{Content, McpLog, McpServer, Progress, Sampling};
+use aptix::mcp::{Content, McpLog, McpServer, Sampling};
 use aptix::prelude::*;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
@@ -792,10 +792,8 @@ pub struct CountArgs {
 /// Reports each step as progress of 100.
 #[agent_tool(name = "count", usage = "Test tool.")]
 async fn count(args: CountArgs, ctx: &ToolContext) -> Result<usize, ToolError> {
-    if let Some(progress) = ctx.state::<Progress>() {
-        for step in &args.steps {
-            progress.report(*step, Some(100.0), None).await;
-        }
+    for step in &args.steps {
+        ctx.progress(*step, Some(100.0), None);
     }
     Ok(args.steps.len())
 }

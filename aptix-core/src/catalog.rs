@@ -304,6 +304,14 @@ impl ToolEntryBuilder {
         self
     }
 
+    /// Declares that its calls report progress and partial results as they
+    /// run (the closure reports with `ctx.progress(..)` and, for partial
+    /// results as JSON, `ctx.for_partials::<serde_json::Value>().partial(..)`).
+    pub fn progressive(mut self, progressive: bool) -> Self {
+        self.meta.progressive = progressive;
+        self
+    }
+
     /// What its calls do, as hints for clients (default: MCP's).
     pub fn annotations(mut self, annotations: Annotations) -> Self {
         self.meta.annotations = annotations;

@@ -1,22 +1,67 @@
-//! What a running tool may know about its call: ids, cancellation, user state.
+//! What a running tool may know about its call: ids, cancellation, user
+//! state; and where it reports progress and partial results.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::live::{LiveSink, ProgressUpdate};
 
 /// The context handed to a tool function.
 ///
 /// Cheap to clone: the per-call id is one reference-counted string and
 /// everything else sits behind one shared pointer, because the executor
 /// makes a copy for every call.
-#[derive(Clone, Default)]
-pub struct ToolContext {
+///
+/// `P` is the type of the partial results the tool may report
+/// ([`ToolContext::partial`]): a tool declared `progressive = true` takes
+/// `ctx: &ToolContext<T>`, `T` being its output type or the declared
+/// `partial = T`, and `#[agent_tool]` checks that the two agree. Every other
+/// tool takes `&ToolContext` and reports no partial results; a call of
+/// `partial` on it does not compile.
+pub struct ToolContext<P = NoPartials> {
     tool_call_id: Option<Arc<str>>,
     shared: Arc<Shared>,
+    partials: PhantomData<fn(P)>,
+}
+
+/// The partial-result type of a context whose tool reports none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoPartials {}
+
+/// A value a tool may report as a partial result.
+#[diagnostic::on_unimplemented(
+    message = "this tool reports no partial results of type `{Self}`",
+    label = "`partial` needs the tool's partial type",
+    note = "declare the tool `progressive = true` (partial results of its output type) or `partial = T`, and take `ctx: &ToolContext<T>`"
+)]
+pub trait PartialValue: Serialize {}
+
+impl<T: Serialize> PartialValue for T {}
+
+impl<P> Clone for ToolContext<P> {
+    fn clone(&self) -> Self {
+        ToolContext {
+            tool_call_id: self.tool_call_id.clone(),
+            shared: Arc::clone(&self.shared),
+            partials: PhantomData,
+        }
+    }
+}
+
+impl Default for ToolContext {
+    fn default() -> Self {
+        ToolContext {
+            tool_call_id: None,
+            shared: Arc::default(),
+            partials: PhantomData,
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -25,11 +70,12 @@ struct Shared {
     session_id: Option<Arc<str>>,
     cancellation: CancellationToken,
     state: StateMap,
+    live: Option<Arc<dyn LiveSink>>,
 }
 
 type StateMap = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
 
-impl std::fmt::Debug for ToolContext {
+impl<P> std::fmt::Debug for ToolContext<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // State values are the user's (pools, clients, secrets): never print them.
         f.debug_struct("ToolContext")
@@ -38,6 +84,7 @@ impl std::fmt::Debug for ToolContext {
             .field("session_id", &self.shared.session_id)
             .field("cancelled", &self.shared.cancellation.is_cancelled())
             .field("state_entries", &self.shared.state.len())
+            .field("live", &self.shared.live.is_some())
             .finish()
     }
 }
@@ -46,6 +93,24 @@ impl ToolContext {
     /// An empty context: no ids, a fresh cancellation token, no state.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// This context, for a tool whose partial results are of type `P`.
+    /// `#[agent_tool]` calls it for a tool that takes `&ToolContext<P>`.
+    pub fn for_partials<P>(&self) -> ToolContext<P> {
+        ToolContext {
+            tool_call_id: self.tool_call_id.clone(),
+            shared: Arc::clone(&self.shared),
+            partials: PhantomData,
+        }
+    }
+
+    /// Sends this context's progress and partial results to `sink` (the
+    /// agent and the MCP server plug in their own; set one to run the
+    /// executor elsewhere and still see them). Without one they go nowhere.
+    pub fn with_live(mut self, sink: Arc<dyn LiveSink>) -> Self {
+        Arc::make_mut(&mut self.shared).live = Some(sink);
+        self
     }
 
     /// Sets the conversation id.
@@ -79,6 +144,46 @@ impl ToolContext {
             .state
             .insert(TypeId::of::<T>(), Arc::new(value));
         self
+    }
+}
+
+impl<P> ToolContext<P> {
+    /// Reports how far the call is: `done` of `total`, when the tool knows
+    /// it, and what it is doing. Returns at once; never fails the call.
+    /// Progress is advisory: a slow reader may see only the latest report,
+    /// and the MCP server drops one that does not increase (MCP requires
+    /// progress to increase). It never reaches the model.
+    pub fn progress(&self, done: f64, total: Option<f64>, message: Option<&str>) {
+        if let (Some(sink), Some(id)) = (&self.shared.live, &self.tool_call_id) {
+            sink.progress(
+                id,
+                ProgressUpdate {
+                    done,
+                    total,
+                    message: message.map(str::to_owned),
+                },
+            );
+        }
+    }
+
+    /// Reports a partial result: a value of the tool's partial type, shown
+    /// to whoever watches the run (`AgentEvent::ToolPartial`), every one and
+    /// in order. Returns at once; never reaches the model, which gets only
+    /// the final result. A value that cannot be serialized is logged and
+    /// dropped.
+    pub fn partial(&self, value: &P)
+    where
+        P: PartialValue,
+    {
+        let (Some(sink), Some(id)) = (&self.shared.live, &self.tool_call_id) else {
+            return;
+        };
+        match serde_json::to_value(value) {
+            Ok(value) => sink.partial(id, value),
+            Err(error) => {
+                tracing::warn!(%error, "a partial result could not be serialized; it was dropped")
+            }
+        }
     }
 
     /// The id of this call, as the model gave it. Use it as the idempotency

@@ -189,6 +189,12 @@ impl ToolDefinition {
         self.inner.activity.as_deref()
     }
 
+    /// Whether its calls report progress and partial results as they run
+    /// (`progressive = true`), for a user interface to expect them.
+    pub fn progressive(&self) -> bool {
+        self.inner.meta.progressive
+    }
+
     /// What its calls do, as hints for clients (MCP tool annotations).
     pub fn annotations(&self) -> Annotations {
         self.inner.meta.annotations
@@ -299,9 +305,15 @@ impl ToolDefinition {
             "parameters": self.parameters(),
             "output": self.output_schema(),
         });
-        // Written only when named, so that other definitions read as before.
-        if let (Some(activity), Value::Object(members)) = (self.activity(), &mut canonical) {
-            members.insert("activity".to_owned(), Value::from(activity));
+        // Written only when named or set, so that other definitions read
+        // as before.
+        if let Value::Object(members) = &mut canonical {
+            if let Some(activity) = self.activity() {
+                members.insert("activity".to_owned(), Value::from(activity));
+            }
+            if self.progressive() {
+                members.insert("progressive".to_owned(), Value::Bool(true));
+            }
         }
         canonical
     }

@@ -6,7 +6,8 @@
 //! | --- | --- |
 //! | [`meta`] | what a tool declares: executor kind, approval, [`route`] |
 //! | [`tool`] | the `Tool` / `ToolFn` traits |
-//! | [`context`] | `ToolContext`: ids, cancellation, typed state |
+//! | [`live`] | `LiveSink`: where a running tool's progress and partial results go |
+//! | [`context`] | `ToolContext`: ids, cancellation, typed state, progress and partial results |
 //! | [`error`] | `ToolError` and the stable `ErrorCode`s |
 //! | [`envelope`] | the `{"ok":…}` result envelope |
 //! | [`schema`] | canonical schemas and provider [`schema::dialect`]s |
@@ -38,6 +39,7 @@ mod erased;
 pub mod error;
 pub mod executor;
 mod generator;
+pub mod live;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod meta;
@@ -58,12 +60,13 @@ pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
     ToolEntryBuilder,
 };
-pub use context::ToolContext;
+pub use context::{NoPartials, PartialValue, ToolContext};
 pub use definition::ToolDefinition;
 pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};
 pub use executor::{Awaiting, Execution, Executor, Outcome, ToolCall};
+pub use live::{LiveSink, ProgressUpdate};
 pub use meta::{
     Annotations, Approval, AwaitReason, ExecutorKind, Redaction, Route, ServerStep, SourceLocation,
     ToolMeta, route,

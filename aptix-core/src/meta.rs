@@ -44,6 +44,10 @@ pub struct ToolMeta {
     /// tool needs that activity bound; `None` binds by the tool's name;
     /// `Some("")` keeps the tool latent whatever is bound.
     pub activity: Option<&'static str>,
+    /// Whether the tool reports progress and partial results while it runs
+    /// (`progressive = true`): a user interface can expect
+    /// `AgentEvent::ToolProgress` / `ToolPartial` for its calls.
+    pub progressive: bool,
     /// What its calls do, as hints for clients. `idempotent` also decides
     /// whether a call a crash interrupted is run again: only when it is
     /// safe to run twice with the same `tool_call_id`; otherwise the call
@@ -76,6 +80,7 @@ impl ToolMeta {
             suspend_timeout: None,
             title: None,
             activity: None,
+            progressive: false,
             annotations: Annotations::DEFAULT,
             redaction: Redaction::Undeclared,
             source,

@@ -37,6 +37,8 @@ pub(crate) struct Tool {
     pub(crate) redaction: Redaction,
     pub(crate) suspend_timeout: Option<(u64, u32)>,
     pub(crate) idempotent: bool,
+    pub(crate) progressive: bool,
+    pub(crate) partial: Option<Type>,
     pub(crate) title: Option<String>,
     pub(crate) activity: Option<String>,
     pub(crate) read_only: Option<bool>,
@@ -59,6 +61,8 @@ pub(crate) enum Form {
         struct_ident: Ident,
         args: Box<Type>,
         with_context: bool,
+        /// `T` of `ctx: &ToolContext<T>`: the partial results it reports.
+        context_partial: Option<Box<Type>>,
         ret: Box<Type>,
     },
     /// A struct of arguments, with no server code.
@@ -218,6 +222,33 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
         (Some(key), _) => key.value.value,
         (None, _) => false,
     };
+    let progressive = match &attr.progressive {
+        Some(key)
+            if key.value.value
+                && (!matches!(executor, Some(Executor::Server))
+                    || matches!(target, Some(Target::Struct(_)))) =>
+        {
+            errors.push(
+                key.value.span(),
+                "`progressive` is for a tool whose code runs here (an async fn, `executor = server`): only running code reports progress and partial results",
+            );
+            false
+        }
+        Some(key) => key.value.value,
+        None => false,
+    };
+    if let Some(key) = &attr.partial
+        && !progressive
+        && attr
+            .progressive
+            .as_ref()
+            .is_none_or(|flag| !flag.value.value)
+    {
+        errors.push_spanned(
+            &key.value,
+            "`partial = T` declares the type of a progressive tool's partial results: add `progressive = true`",
+        );
+    }
     let title = attr.title.as_ref().and_then(|key| {
         let text = key.value.value().trim().to_owned();
         if text.is_empty() {
@@ -314,7 +345,19 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
                 }
             }
             check_fn_output_rules(executor, &attr, &item, &mut errors);
-            check_fn(item, struct_ident, &mut errors)
+            let form = check_fn(item, struct_ident, &mut errors);
+            if let Some(Form::Fn {
+                context_partial: Some(partial),
+                ..
+            }) = &form
+                && !progressive
+            {
+                errors.push_spanned(
+                    partial,
+                    "`ToolContext<T>` is the context of a progressive tool, whose partial results are `T`: declare `progressive = true` (and `partial = T` unless `T` is the tool's output type), or take `&ToolContext`",
+                );
+            }
+            form
         }
         Some(Target::Struct(item)) => {
             if item.generics.params.is_empty() {
@@ -359,6 +402,8 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             redaction,
             suspend_timeout,
             idempotent,
+            progressive,
+            partial: attr.partial.map(|key| key.value),
             title,
             activity,
             read_only,
@@ -558,6 +603,7 @@ fn check_fn(item: Box<ItemFn>, struct_ident: Ident, errors: &mut Errors) -> Opti
     }
     let mut args = None;
     let mut with_context = false;
+    let mut context_partial = None;
     match params.first().map(|typed| &*typed.ty) {
         None if sig.receiver().is_none() => errors.push(
             sig.paren_token.span.join(),
@@ -577,8 +623,9 @@ fn check_fn(item: Box<ItemFn>, struct_ident: Ident, errors: &mut Errors) -> Opti
         Some(ty) => args = Some(Box::new(ty.clone())),
     }
     if let Some(second) = params.get(1) {
-        if is_tool_context_ref(&second.ty) {
+        if let Some(partial) = tool_context_ref(&second.ty) {
             with_context = true;
+            context_partial = partial.map(Box::new);
         } else {
             errors.push_spanned(
                 &second.ty,
@@ -623,6 +670,7 @@ fn check_fn(item: Box<ItemFn>, struct_ident: Ident, errors: &mut Errors) -> Opti
         args: args?,
         ret: ret?,
         with_context,
+        context_partial,
         struct_ident,
         item,
     })
@@ -638,20 +686,31 @@ fn name_to_close_paren(sig: &syn::Signature) -> TokenStream {
     tokens
 }
 
-fn is_tool_context_ref(ty: &Type) -> bool {
+/// `&ToolContext` is `Some(None)`, `&ToolContext<T>` is `Some(Some(T))`,
+/// anything else `None`.
+fn tool_context_ref(ty: &Type) -> Option<Option<Type>> {
     let Type::Reference(reference) = ty else {
-        return false;
+        return None;
     };
     if reference.mutability.is_some() {
-        return false;
+        return None;
     }
-    match &*reference.elem {
-        Type::Path(path) => {
-            path.path.segments.last().is_some_and(|segment| {
-                segment.ident == "ToolContext" && segment.arguments.is_empty()
-            })
+    let Type::Path(path) = &*reference.elem else {
+        return None;
+    };
+    let segment = path.path.segments.last()?;
+    if segment.ident != "ToolContext" {
+        return None;
+    }
+    match &segment.arguments {
+        syn::PathArguments::None => Some(None),
+        syn::PathArguments::AngleBracketed(generic) if generic.args.len() == 1 => {
+            match generic.args.first()? {
+                syn::GenericArgument::Type(partial) => Some(Some(partial.clone())),
+                _ => None,
+            }
         }
-        _ => false,
+        _ => None,
     }
 }
 

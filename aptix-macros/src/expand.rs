@@ -37,6 +37,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
     let timeout = duration(tool.timeout);
     let suspend_timeout = duration(tool.suspend_timeout);
     let idempotent = tool.idempotent;
+    let progressive = tool.progressive;
     let title = match &tool.title {
         Some(title) => quote!(#rt::Option::Some(#title)),
         None => quote!(#rt::Option::None),
@@ -65,6 +66,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             suspend_timeout: #suspend_timeout,
             title: #title,
             activity: #activity,
+            progressive: #progressive,
             annotations: #rt::Annotations {
                 idempotent: #idempotent,
                 #read_only
@@ -99,6 +101,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             struct_ident,
             args,
             with_context,
+            context_partial,
             ret,
         } => {
             let function = &item.sig.ident;
@@ -110,9 +113,23 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             //
             // `body`: the call of the user's function and the conversion of
             // what it returns, spanned on `span`.
+            // A progressive tool's context reports partial results of the
+            // declared `partial` type, else of its output type; a context
+            // of another type is a mismatch reported on the user's `T`.
+            let partial = match (&tool.partial, result_parts(ret)) {
+                (Some(partial), _) => partial.to_token_stream(),
+                (None, Some((ok, _))) => ok.to_token_stream(),
+                (None, None) => {
+                    let rt = runtime(ret.span());
+                    quote_spanned!(ret.span()=> <#ret as #rt::IntoToolResult>::Ok)
+                }
+            };
             let body = |span: Span| {
                 let rt = runtime(span);
-                let call = if *with_context {
+                let call = if let Some(user) = context_partial {
+                    let typed = quote_spanned!(user.span()=> &#rt::ToolContext::for_partials::<#partial>(ctx));
+                    quote_spanned!(span=> #function(args, #typed).await)
+                } else if *with_context {
                     quote_spanned!(span=> #function(args, ctx).await)
                 } else {
                     quote_spanned!(span=> { let _ = ctx; #function(args).await })

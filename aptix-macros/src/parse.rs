@@ -29,6 +29,8 @@ pub(crate) struct Attr {
     pub(crate) log_fields: Option<Key<Vec<LitStr>>>,
     pub(crate) suspend_timeout: Option<Key<LitStr>>,
     pub(crate) idempotent: Option<Key<LitBool>>,
+    pub(crate) progressive: Option<Key<LitBool>>,
+    pub(crate) partial: Option<Key<Type>>,
     pub(crate) title: Option<Key<LitStr>>,
     pub(crate) activity: Option<Key<LitStr>>,
     pub(crate) read_only: Option<Key<LitBool>>,
@@ -90,6 +92,8 @@ pub(crate) const KEYS: &[&str] = &[
     "log_fields",
     "suspend_timeout",
     "idempotent",
+    "progressive",
+    "partial",
     "title",
     "activity",
     "read_only",
@@ -221,14 +225,17 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.approval, key.clone(), value)),
             "output" => parse_value(&key, &value, type_value)
                 .and_then(|value| set(&mut attr.output, key.clone(), value)),
+            "partial" => parse_value(&key, &value, type_value)
+                .and_then(|value| set(&mut attr.partial, key.clone(), value)),
             "redact" => parse_value(&key, &value, |input| pointer_list(input, &key))
                 .and_then(|value| set(&mut attr.redact, key.clone(), value)),
             "log_fields" => parse_value(&key, &value, |input| pointer_list(input, &key))
                 .and_then(|value| set(&mut attr.log_fields, key.clone(), value)),
-            "idempotent" | "read_only" | "destructive" | "open_world" => {
+            "idempotent" | "progressive" | "read_only" | "destructive" | "open_world" => {
                 parse_value(&key, &value, |input| bool_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
                         "idempotent" => &mut attr.idempotent,
+                        "progressive" => &mut attr.progressive,
                         "read_only" => &mut attr.read_only,
                         "destructive" => &mut attr.destructive,
                         _ => &mut attr.open_world,

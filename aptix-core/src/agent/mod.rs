@@ -26,6 +26,7 @@ mod call;
 mod call_ids;
 mod composed;
 mod journal;
+mod live_feed;
 pub mod redact;
 mod run;
 mod step;
@@ -173,8 +174,10 @@ pub enum DoneReason {
     InvalidToolResults(String),
 }
 
-/// What a run reports as it goes.
+/// What a run reports as it goes. More kinds of events may come: match
+/// with a wildcard arm.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// More answer text.
     TextDelta(String),
@@ -189,6 +192,33 @@ pub enum AgentEvent {
         name: String,
         /// The arguments (parsed when they are JSON), secrets redacted.
         arguments: Value,
+    },
+    /// How far a running call is, as its tool reported it
+    /// ([`ToolContext::progress`]). Coalesced: a reader slower than the tool
+    /// sees the latest report, not every one. Never reaches the model.
+    ToolProgress {
+        /// The call's id.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// How far, in the tool's own unit.
+        done: f64,
+        /// Where `done` ends, when the tool knows.
+        total: Option<f64>,
+        /// What it is doing, for people.
+        message: Option<String>,
+    },
+    /// A partial result of a running call ([`ToolContext::partial`]), a
+    /// value of the tool's partial type, redacted as its result is. Every
+    /// one arrives, in order, before the call's result. Never reaches the
+    /// model.
+    ToolPartial {
+        /// The call's id.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The value, secrets redacted.
+        value: Value,
     },
     /// The result of a call that finished; the envelope is redacted.
     ToolCallResult {

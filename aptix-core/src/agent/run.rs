@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::live_feed::{self, Live};
 use super::step::{self, Step};
 use super::summary::{CallOutcome, Framing, RunSummary};
 use super::{
@@ -45,7 +46,10 @@ impl Agent {
             let mut summary = RunSummary::default();
             // What the last request offered, hashed once at the end.
             let mut last_offered: Option<(Option<Catalog>, ToolChoice)> = None;
-            let context = self.context_for(conversation, &cancellation);
+            let (live, mut feed) = live_feed::channel();
+            let context = self
+                .context_for(conversation, &cancellation)
+                .with_live(live);
             let mut refused = None;
             match input {
                 Input::User(text) => conversation.messages.push(Message::user(text)),
@@ -307,6 +311,13 @@ impl Agent {
                         "the model made more calls in one turn than may run"
                     );
                 }
+                // Who made each call, for the live reports that name only its id.
+                let running: Vec<(String, String)> = turn
+                    .tool_calls
+                    .iter()
+                    .map(|call| (call.id.clone(), call.name.clone()))
+                    .collect();
+                let mut finished: Vec<&str> = Vec::with_capacity(running.len());
                 let mut executed =
                     futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
                         .map(|(position, call)| {
@@ -330,7 +341,32 @@ impl Agent {
                 let mut suspended = Vec::new();
                 // `buffered` keeps the calls' order: the n-th result is the n-th call's.
                 let mut reasons = reasons.into_iter();
-                while let Some((done, took)) = executed.next().await {
+                loop {
+                    // What the calls report while they run, then their
+                    // results; a call's reports come before its result.
+                    let next = tokio::select! {
+                        biased;
+                        live = feed.next() => Ok(live),
+                        done = executed.next() => Err(done),
+                    };
+                    let (done, took) = match next {
+                        Ok(live) => {
+                            if let Some(event) = self.live_event(live, &running, &finished) {
+                                out.emit(event).await;
+                            }
+                            continue;
+                        }
+                        Err(None) => break,
+                        Err(Some(done)) => done,
+                    };
+                    while let Some(live) = feed.try_next() {
+                        if let Some(event) = self.live_event(live, &running, &finished) {
+                            out.emit(event).await;
+                        }
+                    }
+                    if let Some((id, _)) = running.iter().find(|(id, _)| *id == done.id) {
+                        finished.push(id);
+                    }
                     let reasoning = reasons.next().flatten();
                     let outcome = match &done.result {
                         CallResult::Finished(result) if result.ok => CallOutcome::Ok,
@@ -366,6 +402,8 @@ impl Agent {
                     }
                 }
                 drop(executed);
+                // Reports of calls that are over are not shown after their results.
+                feed.clear();
                 // A suspending turn is saved once, by the durable run, as
                 // suspended; finished results are in the journal meanwhile.
                 if let Some(journal) = &journal
@@ -416,6 +454,40 @@ impl Agent {
             .await;
         });
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
+    }
+
+    /// The event for what a running call reported, unless its call is over
+    /// (a tool's spawned work reporting late) or unknown. A partial result
+    /// is redacted as the tool's result is.
+    fn live_event(
+        &self,
+        live: Live,
+        running: &[(String, String)],
+        finished: &[&str],
+    ) -> Option<AgentEvent> {
+        let (id, _) = match &live {
+            Live::Progress(id, _) | Live::Partial(id, _) => (id, ()),
+        };
+        if finished.contains(&id.as_str()) {
+            return None;
+        }
+        let name = running
+            .iter()
+            .find(|(running, _)| running == id)
+            .map(|(_, name)| name.clone())?;
+        Some(match live {
+            Live::Progress(id, update) => AgentEvent::ToolProgress {
+                id,
+                name,
+                done: update.done,
+                total: update.total,
+                message: update.message,
+            },
+            Live::Partial(id, mut value) => {
+                redact::redact(&mut value, self.redactions(&name));
+                AgentEvent::ToolPartial { id, name, value }
+            }
+        })
     }
 
     /// Checks results handed in with [`Input::ToolResults`] as

@@ -194,6 +194,19 @@ async fn turn(
             AgentEvent::ToolCallResult { envelope, .. } => {
                 writeln!(stdout, "  ← {}", envelope_line(&envelope))?;
             }
+            AgentEvent::ToolProgress {
+                done,
+                total,
+                message,
+                ..
+            } => {
+                let of = total
+                    .map(|total| format!(" of {total}"))
+                    .unwrap_or_default();
+                let what = message.map(|text| format!(": {text}")).unwrap_or_default();
+                writeln!(stdout, "    … {done}{of}{what}")?;
+            }
+            AgentEvent::ToolPartial { value, .. } => writeln!(stdout, "    ⋯ {value}")?,
             AgentEvent::Done { reason, .. } => match reason {
                 DoneReason::Completed => {}
                 DoneReason::Suspended(calls) => suspended = calls,

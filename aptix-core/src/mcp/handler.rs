@@ -19,7 +19,8 @@ use super::content::{self, Shape};
 use super::elicit::{self, Answer, Question};
 use super::list;
 use super::logging::{LogLevel, McpLog, SessionLevel};
-use super::{McpServer, Progress, Sampling, request_id_text};
+use super::progress::{McpLive, Progress};
+use super::{McpServer, Sampling, request_id_text};
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, JsonText};
@@ -177,7 +178,7 @@ impl AptixMcpHandler {
         context: &RequestContext<RoleServer>,
         definition: &ToolDefinition,
         tool_call_id: &str,
-    ) -> (ToolContext, Option<Progress>) {
+    ) -> (ToolContext, Option<Arc<McpLive>>) {
         let cancellation = context.ct.child_token();
         let mut ctx = self
             .inner
@@ -193,14 +194,14 @@ impl AptixMcpHandler {
         if can_sample(context) {
             ctx = ctx.with_state(Sampling::new(context.peer.clone(), cancellation));
         }
-        let progress = context
+        let live = context
             .meta
             .get_progress_token()
-            .map(|token| Progress::new(context.peer.clone(), token));
-        if let Some(progress) = &progress {
-            ctx = ctx.with_state(progress.clone());
+            .and_then(|token| McpLive::new(Progress::new(context.peer.clone(), token)));
+        if let Some(live) = &live {
+            ctx = ctx.with_live(live.clone());
         }
-        (ctx, progress)
+        (ctx, live)
     }
 
     async fn run(
@@ -210,12 +211,12 @@ impl AptixMcpHandler {
         definition: &ToolDefinition,
         call: ToolCall,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (ctx, progress) = self.call_context(context, definition, &call.id);
+        let (ctx, live) = self.call_context(context, definition, &call.id);
         let response = self
             .execute(request, context, definition, &call, &ctx)
             .await;
-        if let (Some(progress), CallToolResponse::Complete(_)) = (&progress, &response) {
-            progress.finish().await;
+        if let (Some(live), CallToolResponse::Complete(_)) = (&live, &response) {
+            live.finish().await;
         }
         Ok(response)
     }

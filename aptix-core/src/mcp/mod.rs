@@ -41,11 +41,11 @@
 //! * **Ids**: each call's `tool_call_id` is a fresh `mcp-<uuid>`, not the
 //!   JSON-RPC id: JSON-RPC ids restart with every session, and tools use the
 //!   call id as an idempotency key. The JSON-RPC id is in the tracing span.
-//! * **Progress**: when the request carries a progress token, the server
-//!   reports `0` when the call starts and, when it ends, the tool's last
-//!   total (else `1 of 1`) unless the tool got there itself; a tool can
-//!   report more through the [`Progress`] it finds in its context state.
-//!   Progress only ever increases (MCP requires it).
+//! * **Progress**: when the request carries a progress token, what a tool
+//!   reports with `ctx.progress(..)` becomes `notifications/progress`, in
+//!   order (a report is dropped when 256 wait for the connection); when the call ends, the server sends the tool's last total
+//!   (else `1 of 1`) unless the tool got there itself. Progress only ever
+//!   increases (MCP requires it). Partial results have no MCP form.
 //! * **Logging**: the server declares `logging`; `logging/setLevel` sets
 //!   the session's level (`info` until then), and a tool sends
 //!   `notifications/message` through the [`McpLog`] in its context state.
@@ -77,7 +77,6 @@ pub use content::{Content, ResourceContents};
 pub use handler::AptixMcpHandler;
 pub use http::HttpServer;
 pub use logging::{LogLevel, McpLog};
-pub use progress::Progress;
 pub use sampling::{Sampling, SamplingError};
 
 /// Why an MCP server could not start or stopped with an error.

@@ -7,15 +7,27 @@
 //! increase is dropped, and the server's end report is only sent when it
 //! moves the progress forward (to the tool's own total when it gave one).
 //!
+//! A tool reports with `ctx.progress(..)`, like anywhere else: the server
+//! plugs a [`LiveSink`] into the call's context ([`McpLive`]) that queues
+//! the report for a forwarding task, started on the first report, which
+//! sends the notifications in order. The tool never waits for the client's
+//! connection: when 256 reports wait already, a new one is dropped.
+//!
 //! The server sends nothing for a call whose tool reports nothing: rmcp's
 //! client puts a progress token on every request, and a notification costs
 //! a written message before and after the tool, which measured as half the
 //! throughput of a plain call (BENCHMARKS.md, "MCP server").
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::live::{LiveSink, ProgressUpdate};
 
 /// What was sent for the token so far.
 #[derive(Debug, Default)]
@@ -26,16 +38,15 @@ struct Sent {
     total: Option<f64>,
 }
 
-/// Progress reporting for the current MCP call, found in the tool's
-/// context state (`ctx.state::<aptix::mcp::Progress>()`) when the client
-/// asked for progress. Outside MCP, or without a progress token, there is
-/// none: tools should treat it as optional.
+/// Progress notifications for the current MCP call, when the client asked
+/// for progress (the request carries a token). Tools report through
+/// `ctx.progress(..)`, which [`McpLive`] forwards here.
 ///
 /// When the tool reported anything, the server sends a final report when
 /// it ends, if that increases the progress (the tool's last `total`, else
 /// `1 of 1`); so a tool that counts to its own total ends there.
 #[derive(Clone)]
-pub struct Progress {
+pub(crate) struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     /// Held across each send, so that concurrent reports go out in order.
@@ -65,7 +76,7 @@ impl Progress {
     /// number, is dropped, since MCP requires progress to increase. A
     /// failure to send is logged, not returned: progress is advisory and
     /// must never fail a call.
-    pub async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+    pub(crate) async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
         let mut sent = self.sent.lock().await;
         if !progress.is_finite() || sent.last.is_some_and(|last| progress <= last) {
             tracing::debug!(
@@ -110,4 +121,90 @@ impl Progress {
             tracing::debug!(%error, "could not send a progress notification");
         }
     }
+}
+
+/// How many reports may wait for the connection before new ones are
+/// dropped: a tool never waits on a slow client, and memory stays bounded.
+const QUEUED_REPORTS: usize = 256;
+
+/// The call's [`LiveSink`] on the MCP server: progress becomes
+/// `notifications/progress`, in order; partial results have no MCP form
+/// and are dropped (the final result carries everything).
+pub(crate) struct McpLive {
+    progress: Progress,
+    queue: mpsc::Sender<ProgressUpdate>,
+    /// Taken by the forwarding task when the first report starts it.
+    waiting: Mutex<Option<mpsc::Receiver<ProgressUpdate>>>,
+    forwarder: Mutex<Option<JoinHandle<()>>>,
+    closing: CancellationToken,
+    /// The runtime the call runs on: a tool may report from a thread of
+    /// its own.
+    runtime: tokio::runtime::Handle,
+}
+
+impl McpLive {
+    pub(crate) fn new(progress: Progress) -> Option<Arc<McpLive>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (queue, waiting) = mpsc::channel(QUEUED_REPORTS);
+        Some(Arc::new(McpLive {
+            progress,
+            queue,
+            waiting: Mutex::new(Some(waiting)),
+            forwarder: Mutex::new(None),
+            closing: CancellationToken::new(),
+            runtime,
+        }))
+    }
+
+    /// Sends what is still queued, then the server's end report. Reports
+    /// made after this are dropped.
+    pub(crate) async fn finish(&self) {
+        self.closing.cancel();
+        let forwarder = lock(&self.forwarder).take();
+        if let Some(forwarder) = forwarder {
+            let _ = forwarder.await;
+        }
+        self.progress.finish().await;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl LiveSink for McpLive {
+    fn progress(&self, _tool_call_id: &str, update: ProgressUpdate) {
+        if self.closing.is_cancelled() {
+            return;
+        }
+        if self.queue.try_send(update).is_err() {
+            tracing::debug!(
+                "progress report dropped: the client reads slower than the tool reports"
+            );
+            return;
+        }
+        let Some(mut queued) = lock(&self.waiting).take() else {
+            return;
+        };
+        let progress = self.progress.clone();
+        let closing = self.closing.clone();
+        *lock(&self.forwarder) = Some(self.runtime.spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(update) = queued.recv() => {
+                        progress.report(update.done, update.total, update.message).await;
+                    }
+                    () = closing.cancelled() => {
+                        while let Ok(update) = queued.try_recv() {
+                            progress.report(update.done, update.total, update.message).await;
+                        }
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+
+    fn partial(&self, _tool_call_id: &str, _value: Value) {}
 }
