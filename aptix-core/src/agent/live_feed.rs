@@ -8,9 +8,10 @@
 //! the latest.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use crate::live::{LiveSink, ProgressUpdate};
 
@@ -24,6 +25,11 @@ pub(crate) enum Live {
 struct Sender {
     partials: mpsc::UnboundedSender<(String, Value)>,
     progress: Arc<Pending>,
+    /// Wakes the loop when progress is pending; one signal is enough, so a
+    /// full channel means the loop is woken already. (A channel rather than
+    /// `Notify`: its receiver is polled in place, where a `Notified` future
+    /// would have to be pinned.)
+    reported: mpsc::Sender<()>,
 }
 
 /// Progress not yet emitted: the latest report of each call, in the order
@@ -31,13 +37,13 @@ struct Sender {
 #[derive(Default)]
 struct Pending {
     latest: Mutex<Vec<(String, ProgressUpdate)>>,
-    reported: Notify,
 }
 
 /// The receiving half, read by the loop.
 pub(crate) struct Feed {
     partials: mpsc::UnboundedReceiver<(String, Value)>,
     progress: Arc<Pending>,
+    reported: mpsc::Receiver<()>,
     /// Progress taken from `Pending` and not handed out yet.
     taken: std::collections::VecDeque<(String, ProgressUpdate)>,
 }
@@ -45,15 +51,18 @@ pub(crate) struct Feed {
 /// A sink for a run's contexts and the feed the loop reads it from.
 pub(crate) fn channel() -> (Arc<dyn LiveSink>, Feed) {
     let (sender, receiver) = mpsc::unbounded_channel();
+    let (wake, reported) = mpsc::channel(1);
     let progress = Arc::new(Pending::default());
     (
         Arc::new(Sender {
             partials: sender,
             progress: Arc::clone(&progress),
+            reported: wake,
         }),
         Feed {
             partials: receiver,
             progress,
+            reported,
             taken: std::collections::VecDeque::new(),
         },
     )
@@ -72,7 +81,7 @@ impl LiveSink for Sender {
                 None => latest.push((tool_call_id.to_owned(), update)),
             }
         }
-        self.progress.reported.notify_one();
+        let _ = self.reported.try_send(());
     }
 
     fn partial(&self, tool_call_id: &str, value: Value) {
@@ -82,16 +91,19 @@ impl LiveSink for Sender {
 }
 
 impl Feed {
-    /// The next report, waiting for one.
-    pub(crate) async fn next(&mut self) -> Live {
+    /// The next report, or pending (woken by the next one).
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Live> {
         loop {
             if let Some(live) = self.try_next() {
-                return live;
+                return Poll::Ready(live);
             }
-            tokio::select! {
-                biased;
-                Some((id, value)) = self.partials.recv() => return Live::Partial(id, value),
-                () = self.progress.reported.notified() => {}
+            if let Poll::Ready(Some((id, value))) = self.partials.poll_recv(cx) {
+                return Poll::Ready(Live::Partial(id, value));
+            }
+            // A wake-up may come for progress already taken: look again.
+            match self.reported.poll_recv(cx) {
+                Poll::Ready(Some(())) => continue,
+                _ => return Poll::Pending,
             }
         }
     }

@@ -344,11 +344,13 @@ impl Agent {
                 loop {
                     // What the calls report while they run, then their
                     // results; a call's reports come before its result.
-                    let next = tokio::select! {
-                        biased;
-                        live = feed.next() => Ok(live),
-                        done = executed.next() => Err(done),
-                    };
+                    let next = std::future::poll_fn(|cx| {
+                        if let Poll::Ready(live) = feed.poll_next(cx) {
+                            return Poll::Ready(Ok(live));
+                        }
+                        executed.poll_next_unpin(cx).map(Err)
+                    })
+                    .await;
                     let (done, took) = match next {
                         Ok(live) => {
                             if let Some(event) = self.live_event(live, &running, &finished) {

@@ -189,19 +189,16 @@ impl LiveSink for McpLive {
         let progress = self.progress.clone();
         let closing = self.closing.clone();
         *lock(&self.forwarder) = Some(self.runtime.spawn(async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    Some(update) = queued.recv() => {
-                        progress.report(update.done, update.total, update.message).await;
-                    }
-                    () = closing.cancelled() => {
-                        while let Ok(update) = queued.try_recv() {
-                            progress.report(update.done, update.total, update.message).await;
-                        }
-                        break;
-                    }
-                }
+            // Until the call ends; then what is still queued goes out.
+            while let Some(Some(update)) = closing.run_until_cancelled(queued.recv()).await {
+                progress
+                    .report(update.done, update.total, update.message)
+                    .await;
+            }
+            while let Ok(update) = queued.try_recv() {
+                progress
+                    .report(update.done, update.total, update.message)
+                    .await;
             }
         }));
     }
