@@ -8,7 +8,9 @@
 //! - a turn of three calls made as composed calls (structured output parsed
 //!   into calls) against the same calls made natively;
 //! - a progressive tool that reports 10 000 progress updates (or 1 000
-//!   partial results) in one call, against the same call reporting nothing.
+//!   partial results) in one call, against the same call reporting nothing;
+//! - a tool round trip with one and three hooks that let every call
+//!   through, against the same round trip without hooks.
 //!
 //! `cargo bench --bench agent`
 
@@ -462,8 +464,81 @@ fn progress_updates(c: &mut Criterion) {
     group.finish();
 }
 
+/// A hook that lets every call through: what any hook costs.
+struct PassThrough;
+
+impl aptix::agent::ToolHook for PassThrough {
+    fn name(&self) -> &str {
+        "pass_through"
+    }
+}
+
+/// The tool round trip with 0, 1 and 3 hooks.
+fn hooks(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let catalog = Catalog::builder()
+        .tool::<hello_world::HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let agent = |hooks: usize| {
+        let mut builder = Agent::builder()
+            .model(
+                ScriptedModel::new([
+                    ScriptedTurn::new().tool_call(
+                        "call_1",
+                        "agent_hello_world",
+                        r#"{"name":"Ada"}"#,
+                    ),
+                    ScriptedTurn::new().text("Done."),
+                ])
+                .repeating(),
+            )
+            .catalog(catalog.clone());
+        for _ in 0..hooks {
+            builder = builder.hook(PassThrough);
+        }
+        builder.build().unwrap_or_else(|error| panic!("{error}"))
+    };
+    let runs = [
+        ("baseline: no hook", agent(0)),
+        ("one hook", agent(1)),
+        ("three hooks", agent(3)),
+    ];
+    runtime.block_on(async {
+        for (name, agent) in &runs {
+            let mut conversation = Conversation::new("check");
+            let events: Vec<AgentEvent> = agent
+                .run(&mut conversation, Input::User("greet Ada".into()))
+                .collect()
+                .await;
+            let tool_ok = events.iter().any(|event| {
+                matches!(event, AgentEvent::ToolCallResult { envelope, .. } if envelope["ok"] == true)
+            });
+            assert!(tool_ok, "{name} did not run the tool: {events:?}");
+        }
+    });
+    let mut group = c.benchmark_group("hooks (tool round trip, 2 model calls, 1 call)");
+    for (name, agent) in &runs {
+        group.bench_function(*name, |b| {
+            b.to_async(&runtime).iter(|| async {
+                let mut conversation = Conversation::new("bench");
+                let events = agent
+                    .run(&mut conversation, Input::User("greet Ada".into()))
+                    .count()
+                    .await;
+                black_box(events)
+            });
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    hooks,
     assembly,
     loop_overhead,
     composed_calls,

@@ -169,6 +169,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         failed = true;
                         format!("results refused: {problem}")
                     }
+                    DoneReason::Halted { by, message } => format!("halted by {by}: {message}"),
+                    other => format!("{other:?}"),
                 };
                 println!(
                     "\n\ndone: {reason} ({} tokens in, {} out; {} tool calls in {} model turns, {:.1?})",

@@ -295,6 +295,7 @@ on_every_store!(
     new_input_while_suspended_is_refused,
     concurrent_resolutions_have_one_winner,
     crash_during_execution_is_recovered,
+    hooks_steer_a_durable_run_and_it_rests_halted,
 );
 
 async fn approved_call_runs_once_then_the_model_answers(backend: Backend) {
@@ -958,4 +959,80 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
     assert_eq!(runs(&safe), 1, "the idempotent call ran again, once");
     assert_eq!(runs(&risky_call), 0, "the non-idempotent call ran again");
     assert_eq!(last_text(&conversation), Some("Recovered."));
+}
+
+/// Halts a run on a charge over 1000 cents; tells the model less of an import.
+struct Guard;
+
+impl aptix::agent::ToolHook for Guard {
+    fn name(&self) -> &str {
+        "guard"
+    }
+
+    fn before_call<'a>(
+        &'a self,
+        call: aptix::agent::HookCall<'a>,
+    ) -> aptix::agent::HookFuture<'a, aptix::agent::BeforeCall> {
+        let over = call.arguments["cents"].as_u64().unwrap_or(0) > 1000;
+        Box::pin(async move {
+            if over {
+                aptix::agent::BeforeCall::Halt("Too much at once.".into())
+            } else {
+                aptix::agent::BeforeCall::Continue
+            }
+        })
+    }
+
+    fn after_call<'a>(
+        &'a self,
+        _call: aptix::agent::HookCall<'a>,
+        _envelope: &'a Value,
+    ) -> aptix::agent::HookFuture<'a, aptix::agent::AfterCall> {
+        Box::pin(async { aptix::agent::AfterCall::Replace("Imported.".into()) })
+    }
+}
+
+async fn hooks_steer_a_durable_run_and_it_rests_halted(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("hooks-{}", uuid());
+    let (small, big) = (format!("c-{}", uuid()), format!("c-{}", uuid()));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                call_turn(&small, "import", json!({"cents": 5})),
+                call_turn(&big, "import", json!({"cents": 5000})),
+                answer("never asked"),
+            ]))
+            .catalog(catalog())
+            .hook(Guard)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .build();
+    let events = send(&agent, &id, "import twice").await;
+    assert!(
+        matches!(done(&events), DoneReason::Halted { by, .. } if by == "guard"),
+        "{events:?}"
+    );
+    // The import ran once; the big one never did.
+    assert_eq!(runs(&small), 1);
+    assert_eq!(runs(&big), 0);
+    // The stored transcript holds what the model was shown, and a result
+    // for every call, so the conversation rests.
+    let conversation = wait_idle(&agent, &id).await;
+    let contents: Vec<String> = conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(contents.len(), 2, "{contents:?}");
+    assert_eq!(contents[0], "Imported.");
+    assert!(contents[1].contains("Too much at once."), "{}", contents[1]);
 }

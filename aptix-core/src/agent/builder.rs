@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::composed::{self, CallMode};
+use super::hook::ToolHook;
 use super::step::{PrepareStep, PreparedStep, Step};
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
@@ -45,6 +46,7 @@ pub struct AgentBuilder {
     settings: Settings,
     executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
     prepare_step: Option<PrepareStep>,
+    hooks: Vec<Arc<dyn ToolHook>>,
 }
 
 /// How each run behaves; set on the builder, fixed once built.
@@ -86,6 +88,7 @@ impl AgentBuilder {
             },
             executor: None,
             prepare_step: None,
+            hooks: Vec::new(),
         }
     }
 
@@ -235,6 +238,15 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a hook that sees every call before and after it runs, and
+    /// calls the model got wrong ([`ToolHook`]). Hooks compose in the order
+    /// they are added: the first that denies, answers or halts decides;
+    /// rewrites pass on to the next.
+    pub fn hook(mut self, hook: impl ToolHook) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
     /// Adjusts the executor (e.g. its default time limit).
     pub fn configure_executor(
         mut self,
@@ -288,6 +300,7 @@ impl AgentBuilder {
                 context: self.context,
                 settings: self.settings,
                 prepare_step: self.prepare_step,
+                hooks: self.hooks,
                 composed,
             }),
         };

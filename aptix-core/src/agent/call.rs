@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::steer::Before;
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
@@ -20,6 +21,10 @@ pub(super) struct Executed {
     pub(super) id: String,
     pub(super) name: String,
     pub(super) result: CallResult,
+    /// What the model sees instead of the result, when a hook rewrote it.
+    pub(super) model_text: Option<String>,
+    /// A hook that ends the run after this turn, and its message.
+    pub(super) halt: Option<(String, String)>,
 }
 
 /// How a call of a turn ended: with a result, or waiting.
@@ -87,6 +92,8 @@ impl Agent {
             id,
             name,
             result: CallResult::Finished(ResultText::from_envelope(envelope)),
+            model_text: None,
+            halt: None,
         };
         if let Some((made, allowed)) = over {
             let envelope = Envelope::error(
@@ -204,6 +211,8 @@ impl Agent {
         };
         let finished =
             |envelope: Envelope| CallResult::Finished(ResultText::from_envelope(envelope));
+        let mut model_text = None;
+        let mut halt = None;
         let result = match call.status {
             CallStatus::Truncated => finished(Envelope::error(
                 ids(),
@@ -215,14 +224,57 @@ impl Agent {
                 ErrorCode::UnknownTool,
                 "The tool call has no tool name. Call a tool by its name.",
             )),
-            CallStatus::Complete => {
+            CallStatus::Complete => 'run: {
+                // Hooks may repair, rewrite, answer, deny or halt first.
+                let (name, arguments, validated) = if self.has_hooks() {
+                    match self
+                        .before_run(&call.id, &call.name, &call.arguments, context, &ids)
+                        .await
+                    {
+                        Before::Run {
+                            name,
+                            arguments,
+                            validated,
+                        } => (Some(name), Some(arguments), validated),
+                        Before::Done(envelope) => break 'run finished(envelope),
+                        Before::Halted {
+                            by,
+                            message,
+                            envelope,
+                        } => {
+                            halt = Some((by, message));
+                            break 'run finished(envelope);
+                        }
+                    }
+                } else {
+                    (None, None, None)
+                };
                 let tool_call = ToolCall::new(
                     call.id.as_str(),
-                    call.name.as_str(),
-                    call.arguments.as_str(),
+                    name.as_deref().unwrap_or(call.name.as_str()),
+                    arguments.as_deref().unwrap_or(call.arguments.as_str()),
                 );
                 if let Some(journal) = journal {
                     match journal.execute(&tool_call, context).await {
+                        Ok(CallResult::Finished(result)) => {
+                            if let (Some(validated), Some(definition)) = (
+                                &validated,
+                                self.inner.executor.catalog().get(&tool_call.name),
+                            ) {
+                                let after = self
+                                    .after_run(
+                                        &call.id,
+                                        definition,
+                                        validated,
+                                        context,
+                                        result.to_value(),
+                                    )
+                                    .await;
+                                model_text = after.model_text;
+                                halt = after.halt;
+                            }
+                            CallResult::Finished(result)
+                        }
                         Ok(result) => result,
                         Err(error) => {
                             tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
@@ -237,7 +289,25 @@ impl Agent {
                 } else {
                     let execution = self.inner.executor.execute(&tool_call, context).await;
                     match execution.outcome {
-                        Outcome::Final(envelope) => finished(envelope),
+                        Outcome::Final(envelope) => {
+                            if let (Some(validated), Some(definition)) = (
+                                &validated,
+                                self.inner.executor.catalog().get(&tool_call.name),
+                            ) {
+                                let after = self
+                                    .after_run(
+                                        &call.id,
+                                        definition,
+                                        validated,
+                                        context,
+                                        envelope.to_value(),
+                                    )
+                                    .await;
+                                model_text = after.model_text;
+                                halt = after.halt;
+                            }
+                            finished(envelope)
+                        }
                         Outcome::Awaiting(awaiting) => CallResult::Suspended(awaiting),
                         // Provider tools run at the provider, which returns their
                         // results itself; there is nothing to add here.
@@ -254,6 +324,8 @@ impl Agent {
             id: call.id,
             name: call.name,
             result,
+            model_text,
+            halt,
         }
     }
 }

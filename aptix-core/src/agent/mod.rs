@@ -25,16 +25,21 @@ mod builder;
 mod call;
 mod call_ids;
 mod composed;
+mod hook;
 mod journal;
 mod live_feed;
 pub mod redact;
 mod run;
+mod steer;
 mod step;
 mod summary;
 
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
 pub use composed::{CallMode, composed_schema, composed_schema_in};
+pub use hook::{
+    AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
+};
 pub(crate) use journal::{Journal, JournalFuture};
 pub use step::{PreparedStep, Step};
 pub use summary::{RunSummary, ToolCallStats};
@@ -146,8 +151,9 @@ impl std::fmt::Debug for SuspendedCall {
     }
 }
 
-/// Why a run ended.
+/// Why a run ended. More reasons may come: match with a wildcard arm.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum DoneReason {
     /// The model answered without calling tools.
     Completed,
@@ -172,6 +178,14 @@ pub enum DoneReason {
     /// message names the call and the problem); the conversation is as it
     /// was, so the corrected results can be handed in again.
     InvalidToolResults(String),
+    /// A hook ended the run ([`BeforeCall::Halt`] or [`AfterCall::Halt`]):
+    /// a guardrail tripped. The turn's calls all have results.
+    Halted {
+        /// The hook's name.
+        by: String,
+        /// Why, in the hook's words.
+        message: String,
+    },
 }
 
 /// What a run reports as it goes. More kinds of events may come: match
@@ -260,6 +274,8 @@ struct Inner {
     settings: Settings,
     /// The application's per-step tool selection, if any.
     prepare_step: Option<step::PrepareStep>,
+    /// Called around every call, in order.
+    hooks: Vec<Arc<dyn ToolHook>>,
     /// In composed mode, the response format of a request that offers every
     /// tool with the agent's tool choice.
     composed: Option<crate::model::ResponseFormat>,

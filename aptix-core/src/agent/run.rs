@@ -339,6 +339,7 @@ impl Agent {
                         })
                         .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
+                let mut halted = None;
                 // `buffered` keeps the calls' order: the n-th result is the n-th call's.
                 let mut reasons = reasons.into_iter();
                 loop {
@@ -370,6 +371,9 @@ impl Agent {
                         finished.push(id);
                     }
                     let reasoning = reasons.next().flatten();
+                    if halted.is_none() {
+                        halted = done.halt;
+                    }
                     let outcome = match &done.result {
                         CallResult::Finished(result) if result.ok => CallOutcome::Ok,
                         CallResult::Finished(_) => CallOutcome::Failed,
@@ -390,7 +394,8 @@ impl Agent {
                             conversation.messages.push(Message::Tool {
                                 tool_call_id: done.id,
                                 name: done.name,
-                                content: result.json,
+                                // What a hook rewrote, else the envelope.
+                                content: done.model_text.unwrap_or(result.json),
                                 is_error: !result.ok,
                             });
                         }
@@ -418,6 +423,11 @@ impl Agent {
                     // resumed run runs them.
                     conversation.messages.truncate(turn_end);
                     reason = DoneReason::StoreFailed(error);
+                    break;
+                }
+                if let Some((by, message)) = halted {
+                    tracing::warn!(hook = %by, "a hook halted the run");
+                    reason = DoneReason::Halted { by, message };
                     break;
                 }
                 if !suspended.is_empty() {
@@ -541,6 +551,7 @@ fn reason_name(reason: &DoneReason) -> &'static str {
         DoneReason::StoreFailed(_) => "store_failed",
         DoneReason::LimitExceeded(_) => "limit_exceeded",
         DoneReason::InvalidToolResults(_) => "invalid_tool_results",
+        DoneReason::Halted { .. } => "halted",
     }
 }
 

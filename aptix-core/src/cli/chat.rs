@@ -226,6 +226,9 @@ async fn turn(
                     failed = true;
                     writeln!(stdout, "[stopped: {limit}]")?;
                 }
+                DoneReason::Halted { by, message } => {
+                    writeln!(stdout, "[halted by {by}: {message}]")?;
+                }
                 DoneReason::InvalidToolResults(problem) => {
                     failed = true;
                     writeln!(stdout, "[results refused: {problem}]")?;

@@ -1,0 +1,330 @@
+//! Hooks: see every call before and after it runs; rewrite, answer, deny or
+//! halt; repair what the model got wrong; compose in order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aptix::agent::{
+    AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
+};
+use aptix::prelude::*;
+use aptix::transcript::Message;
+use aptix::{Agent, AgentEvent, Conversation, DoneReason, Input};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Arguments of `transfer`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Transfer {
+    /// Whole euros to send.
+    pub euros: u32,
+    /// To whom.
+    pub to: String,
+}
+
+/// Sends money (counts its runs).
+#[agent_tool(name = "transfer", usage = "Call to send money.")]
+async fn transfer(args: Transfer, ctx: &ToolContext) -> Result<String, ToolError> {
+    if ctx
+        .conversation_id()
+        .is_some_and(|id| id.starts_with("count-"))
+    {
+        RUNS.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(format!("sent {} to {}", args.euros, args.to))
+}
+
+type BeforeFn = Box<dyn for<'c> Fn(&HookCall<'c>) -> BeforeCall + Send + Sync>;
+type AfterFn = Box<dyn Fn(&Value) -> AfterCall + Send + Sync>;
+type InvalidFn = Box<dyn for<'c> Fn(&InvalidCall<'c>) -> Repair + Send + Sync>;
+
+/// A hook written as a few closures.
+#[derive(Default)]
+struct Scripted {
+    name: &'static str,
+    before: Option<BeforeFn>,
+    after: Option<AfterFn>,
+    invalid: Option<InvalidFn>,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ToolHook for Scripted {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn before_call<'a>(&'a self, call: HookCall<'a>) -> HookFuture<'a, BeforeCall> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(call.arguments.clone());
+        let decision = self
+            .before
+            .as_ref()
+            .map_or(BeforeCall::Continue, |before| before(&call));
+        Box::pin(async move { decision })
+    }
+
+    fn after_call<'a>(
+        &'a self,
+        _call: HookCall<'a>,
+        envelope: &'a Value,
+    ) -> HookFuture<'a, AfterCall> {
+        let decision = self
+            .after
+            .as_ref()
+            .map_or(AfterCall::Keep, |after| after(envelope));
+        Box::pin(async move { decision })
+    }
+
+    fn on_invalid_call<'a>(&'a self, call: InvalidCall<'a>) -> HookFuture<'a, Repair> {
+        let decision = self
+            .invalid
+            .as_ref()
+            .map_or(Repair::Return, |invalid| invalid(&call));
+        Box::pin(async move { decision })
+    }
+}
+
+fn agent_with(arguments: &str, name: &str, hooks: Vec<Scripted>) -> (Agent, Arc<ScriptedModel>) {
+    let model = Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call("call_1", name, arguments),
+        ScriptedTurn::new().text("Done."),
+    ]));
+    let mut builder = Agent::builder().shared_model(model.clone()).catalog(
+        aptix::tools![TransferTool]
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    for hook in hooks {
+        builder = builder.hook(hook);
+    }
+    (builder.build().unwrap_or_else(|e| panic!("{e}")), model)
+}
+
+async fn run(agent: &Agent, conversation: &str) -> (Vec<AgentEvent>, Conversation) {
+    let mut conversation = Conversation::new(conversation);
+    let events = agent
+        .run(&mut conversation, Input::User("Pay Ada.".into()))
+        .collect()
+        .await;
+    (events, conversation)
+}
+
+/// The envelope the `ToolCallResult` event shows, and the text the model got.
+fn result(events: &[AgentEvent], conversation: &Conversation) -> (Value, String) {
+    let event = events
+        .iter()
+        .find_map(|event| match event {
+            AgentEvent::ToolCallResult { envelope, .. } => Some(envelope.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result: {events:?}"));
+    let text = conversation
+        .messages
+        .iter()
+        .find_map(|message| match message {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    (event, text)
+}
+
+fn reason(events: &[AgentEvent]) -> &DoneReason {
+    match events.last() {
+        Some(AgentEvent::Done { reason, .. }) => reason,
+        other => panic!("not Done: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_hook_denies_a_call_with_a_message_the_model_sees() {
+    let guard = Scripted {
+        name: "limit",
+        before: Some(Box::new(|call| {
+            if call.arguments["euros"].as_u64().unwrap_or(0) > 100 {
+                BeforeCall::Deny("Transfers over 100 euros need a person.".into())
+            } else {
+                BeforeCall::Continue
+            }
+        })),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":500,"to":"Ada"}"#, "transfer", vec![guard]);
+    let before = RUNS.load(Ordering::SeqCst);
+    let (events, conversation) = run(&agent, "count-deny").await;
+    let (envelope, text) = result(&events, &conversation);
+    assert_eq!(envelope["error"]["code"], "denied");
+    assert!(text.contains("need a person"), "{text}");
+    assert_eq!(RUNS.load(Ordering::SeqCst), before, "the tool ran");
+    assert!(matches!(reason(&events), DoneReason::Completed));
+}
+
+#[tokio::test]
+async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it() {
+    let clamp = Scripted {
+        name: "clamp",
+        before: Some(Box::new(|call| {
+            let mut arguments = call.arguments.clone();
+            arguments["euros"] = json!(100);
+            BeforeCall::Rewrite(arguments)
+        })),
+        ..Scripted::default()
+    };
+    let watcher = Scripted {
+        name: "watcher",
+        ..Scripted::default()
+    };
+    let seen = watcher.seen.clone();
+    let (agent, _) = agent_with(
+        r#"{"euros":500,"to":"Ada"}"#,
+        "transfer",
+        vec![clamp, watcher],
+    );
+    let (events, conversation) = run(&agent, "rewrite").await;
+    let (envelope, _) = result(&events, &conversation);
+    assert_eq!(envelope["result"], "sent 100 to Ada");
+    assert_eq!(
+        *seen.lock().unwrap_or_else(|e| e.into_inner()),
+        [json!({"euros": 100, "to": "Ada"})]
+    );
+
+    // A rewrite that does not fit the schema is the hook's fault.
+    let broken = Scripted {
+        name: "broken",
+        before: Some(Box::new(|_| BeforeCall::Rewrite(json!({"euros": "many"})))),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":5,"to":"Ada"}"#, "transfer", vec![broken]);
+    let (events, conversation) = run(&agent, "rewrite-broken").await;
+    assert_eq!(
+        result(&events, &conversation).0["error"]["code"],
+        "internal"
+    );
+}
+
+#[tokio::test]
+async fn a_hook_answers_without_running_the_tool() {
+    let cache = Scripted {
+        name: "cache",
+        before: Some(Box::new(|_| {
+            BeforeCall::Answer(json!("sent 5 to Ada (cached)"))
+        })),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":5,"to":"Ada"}"#, "transfer", vec![cache]);
+    let before = RUNS.load(Ordering::SeqCst);
+    let (events, conversation) = run(&agent, "count-answer").await;
+    assert_eq!(
+        result(&events, &conversation).0["result"],
+        "sent 5 to Ada (cached)"
+    );
+    assert_eq!(RUNS.load(Ordering::SeqCst), before, "the tool ran");
+
+    // An answer that is not of the tool's output type is refused.
+    let wrong = Scripted {
+        name: "wrong",
+        before: Some(Box::new(|_| BeforeCall::Answer(json!({"not": "a string"})))),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":5,"to":"Ada"}"#, "transfer", vec![wrong]);
+    let (events, conversation) = run(&agent, "answer-wrong").await;
+    assert_eq!(
+        result(&events, &conversation).0["error"]["code"],
+        "internal"
+    );
+}
+
+#[tokio::test]
+async fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
+    let guard = Scripted {
+        name: "fraud_guard",
+        before: Some(Box::new(|call| {
+            if call.arguments["to"] == "Mallory" {
+                BeforeCall::Halt("Mallory is on the blocklist.".into())
+            } else {
+                BeforeCall::Continue
+            }
+        })),
+        ..Scripted::default()
+    };
+    let (agent, model) = agent_with(r#"{"euros":5,"to":"Mallory"}"#, "transfer", vec![guard]);
+    let (events, conversation) = run(&agent, "halt").await;
+    let DoneReason::Halted { by, message } = reason(&events) else {
+        panic!("not halted: {events:?}")
+    };
+    assert_eq!(by, "fraud_guard");
+    assert_eq!(message, "Mallory is on the blocklist.");
+    // The model was not asked again, and the call has its result.
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(result(&events, &conversation).0["error"]["code"], "denied");
+}
+
+#[tokio::test]
+async fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
+    let summarize = Scripted {
+        name: "summarize",
+        after: Some(Box::new(|_| AfterCall::Replace("Transfer done.".into()))),
+        ..Scripted::default()
+    };
+    let (agent, model) = agent_with(r#"{"euros":5,"to":"Ada"}"#, "transfer", vec![summarize]);
+    let (events, conversation) = run(&agent, "after").await;
+    let (envelope, text) = result(&events, &conversation);
+    assert_eq!(envelope["result"], "sent 5 to Ada");
+    assert_eq!(text, "Transfer done.");
+    let sent = serde_json::to_string(&model.requests()[1].messages).unwrap_or_default();
+    assert!(
+        sent.contains("Transfer done.") && !sent.contains("sent 5 to Ada"),
+        "{sent}"
+    );
+
+    let stop = Scripted {
+        name: "stop_after",
+        after: Some(Box::new(|_| {
+            AfterCall::Halt("One transfer per run.".into())
+        })),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":5,"to":"Ada"}"#, "transfer", vec![stop]);
+    let (events, conversation) = run(&agent, "after-halt").await;
+    assert!(matches!(reason(&events), DoneReason::Halted { by, .. } if by == "stop_after"));
+    assert_eq!(result(&events, &conversation).0["result"], "sent 5 to Ada");
+}
+
+#[tokio::test]
+async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
+    let speller = Scripted {
+        name: "speller",
+        invalid: Some(Box::new(|call| match call.invalid {
+            Invalid::UnknownTool { known } if call.name == "transfre" => {
+                assert_eq!(known, ["transfer"]);
+                Repair::Rename("transfer".into())
+            }
+            Invalid::Arguments { problem, .. } => {
+                assert!(problem.contains("euros"), "{problem}");
+                Repair::Arguments(call.arguments.replace("\"five\"", "5"))
+            }
+            _ => Repair::Return,
+        })),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":"five","to":"Ada"}"#, "transfre", vec![speller]);
+    let (events, conversation) = run(&agent, "repair").await;
+    assert_eq!(result(&events, &conversation).0["result"], "sent 5 to Ada");
+
+    // Without a repair the model is told, as without hooks.
+    let idle = Scripted {
+        name: "idle",
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"euros":5,"to":"Ada"}"#, "nope", vec![idle]);
+    let (events, conversation) = run(&agent, "no-repair").await;
+    assert_eq!(
+        result(&events, &conversation).0["error"]["code"],
+        "unknown_tool"
+    );
+}
