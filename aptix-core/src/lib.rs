@@ -54,7 +54,7 @@ pub mod validate;
 pub use activity::Activities;
 pub use agent::{
     Agent, AgentEvent, AgentStream, DoneReason, Input, PreparedStep, RunSummary, Step,
-    ToolCallStats,
+    ToolCallStats, ToolKind,
 };
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,

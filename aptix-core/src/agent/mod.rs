@@ -55,7 +55,7 @@ use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, JsonText};
 use crate::executor::{Awaiting, Executor};
-use crate::meta::Redaction;
+use crate::meta::{Approval, ExecutorKind, Redaction};
 use crate::model::{ChatModel, ModelError, Usage};
 use crate::transcript::Conversation;
 use builder::Settings;
@@ -188,6 +188,17 @@ pub enum DoneReason {
     },
 }
 
+/// What kind of tool a call is of: on every event of a call, so that a
+/// renderer needs no catalog (`None` when the model named no tool of the
+/// catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolKind {
+    /// Where its final behaviour happens.
+    pub executor: ExecutorKind,
+    /// Whether a call waits for an approval first.
+    pub approval: Approval,
+}
+
 /// What a run reports as it goes. More kinds of events may come: match
 /// with a wildcard arm.
 #[derive(Debug, Clone)]
@@ -195,6 +206,28 @@ pub enum DoneReason {
 pub enum AgentEvent {
     /// More answer text.
     TextDelta(String),
+    /// A call's tool name arrived while the model still streams its
+    /// arguments: show the call as it forms. Native tool calls only (a
+    /// composed answer is read whole).
+    ToolCallOpened {
+        /// The call's id, the same in its later events (unless the model
+        /// reuses an id and the call is renamed; see `ToolCallStart`).
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
+    },
+    /// More of a call's arguments text, as the model streams it: not yet
+    /// valid JSON. None for a tool that declares secrets (`redact` or
+    /// `log_fields`): its arguments are shown once, redacted, in
+    /// `ToolCallStart`.
+    ToolCallDelta {
+        /// The call's id.
+        id: String,
+        /// The next piece of the arguments text.
+        text: String,
+    },
     /// A tool call the model made; `arguments` are redacted for display.
     ToolCallStart {
         /// The call's id, the same in its result.
@@ -204,6 +237,8 @@ pub enum AgentEvent {
         reasoning: Option<String>,
         /// The tool name.
         name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
         /// The arguments (parsed when they are JSON), secrets redacted.
         arguments: Value,
     },
@@ -215,6 +250,8 @@ pub enum AgentEvent {
         id: String,
         /// The tool name.
         name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
         /// How far, in the tool's own unit.
         done: f64,
         /// Where `done` ends, when the tool knows.
@@ -231,6 +268,8 @@ pub enum AgentEvent {
         id: String,
         /// The tool name.
         name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
         /// The value, secrets redacted.
         value: Value,
     },
@@ -240,6 +279,8 @@ pub enum AgentEvent {
         id: String,
         /// The tool name.
         name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
         /// The envelope, secrets redacted.
         envelope: Value,
     },
@@ -338,6 +379,19 @@ impl Agent {
             context = context.with_session_id(session.as_str());
         }
         context
+    }
+
+    /// What kind of tool `name` is, for the events of its calls (`None`
+    /// for a name no tool has).
+    pub(crate) fn kind_of(&self, name: &str) -> Option<ToolKind> {
+        self.inner
+            .executor
+            .catalog()
+            .get(name)
+            .map(|definition| ToolKind {
+                executor: definition.executor(),
+                approval: definition.approval(),
+            })
     }
 
     /// The redaction policy of the tool `name` (none for an unknown tool).

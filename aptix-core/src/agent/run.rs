@@ -19,7 +19,7 @@ use super::{
 use super::{call, composed};
 use crate::catalog::Catalog;
 use crate::envelope::Envelope;
-use crate::model::assembly::TurnAssembler;
+use crate::model::assembly::{CallSeen, TurnAssembler};
 use crate::model::{ChatRequest, ModelError, ToolChoice, Usage};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
@@ -150,6 +150,10 @@ impl Agent {
                 let mut model_deadline =
                     Box::pin(model_deadline(inner.settings.model_call_timeout));
                 let mut cancelled = Box::pin(cancellation.cancelled());
+                // Calls seen forming in this turn: their ids, and whether
+                // their arguments may be shown as they stream.
+                let mut seen = Vec::new();
+                let mut opened: Vec<(String, bool)> = Vec::new();
                 loop {
                     // Cancellation first, then the deadline, then the model.
                     let waited = std::future::poll_fn(|cx| {
@@ -193,7 +197,19 @@ impl Agent {
                             {
                                 out.emit(AgentEvent::TextDelta(text.clone())).await;
                             }
-                            if let Err(error) = assembler.push(event) {
+                            let streams_a_call = inner.composed.is_none()
+                                && matches!(event, crate::model::ModelEvent::ToolCallDelta(_));
+                            let pushed = if streams_a_call {
+                                assembler.push_seen(event, Some(&mut seen))
+                            } else {
+                                assembler.push(event)
+                            };
+                            for call in seen.drain(..) {
+                                if let Some(event) = self.forming(call, &mut opened) {
+                                    out.emit(event).await;
+                                }
+                            }
+                            if let Err(error) = pushed {
                                 reason = match assembler.limit_exceeded() {
                                     Some(exceeded) => {
                                         model_span.in_scope(|| tracing::warn!(%exceeded, "the model turn went past a limit"));
@@ -292,6 +308,7 @@ impl Agent {
                     .collect();
                 for (call, reasoning) in turn.tool_calls.iter().zip(&reasons) {
                     out.emit(AgentEvent::ToolCallStart {
+                        kind: self.kind_of(&call.name),
                         reasoning: reasoning.clone(),
                         id: call.id.clone(),
                         name: call.name.clone(),
@@ -383,6 +400,7 @@ impl Agent {
                     match done.result {
                         CallResult::Finished(result) => {
                             out.emit(AgentEvent::ToolCallResult {
+                                kind: self.kind_of(&done.name),
                                 id: done.id.clone(),
                                 name: done.name.clone(),
                                 envelope: redact::redacted_envelope(
@@ -468,6 +486,28 @@ impl Agent {
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
     }
 
+    /// The event for a call forming in the model's stream: opened with its
+    /// kind, then its argument text, unless the tool declares secrets.
+    fn forming(&self, call: CallSeen, opened: &mut Vec<(String, bool)>) -> Option<AgentEvent> {
+        match call {
+            CallSeen::Opened { id, name } => {
+                opened.push((id.clone(), self.redactions(&name).hides_anything()));
+                Some(AgentEvent::ToolCallOpened {
+                    kind: self.kind_of(&name),
+                    id,
+                    name,
+                })
+            }
+            CallSeen::Arguments { id, text } => {
+                let hidden = opened
+                    .iter()
+                    .find(|(opened, _)| *opened == id)
+                    .is_none_or(|(_, hidden)| *hidden);
+                (!hidden).then_some(AgentEvent::ToolCallDelta { id, text })
+            }
+        }
+    }
+
     /// The event for what a running call reported, unless its call is over
     /// (a tool's spawned work reporting late) or unknown. A partial result
     /// is redacted as the tool's result is.
@@ -489,6 +529,7 @@ impl Agent {
             .map(|(_, name)| name.clone())?;
         Some(match live {
             Live::Progress(id, update) => AgentEvent::ToolProgress {
+                kind: self.kind_of(&name),
                 id,
                 name,
                 done: update.done,
@@ -497,7 +538,12 @@ impl Agent {
             },
             Live::Partial(id, mut value) => {
                 redact::redact(&mut value, self.redactions(&name));
-                AgentEvent::ToolPartial { id, name, value }
+                AgentEvent::ToolPartial {
+                    kind: self.kind_of(&name),
+                    id,
+                    name,
+                    value,
+                }
             }
         })
     }

@@ -185,6 +185,7 @@ async fn turn(
                 name,
                 arguments,
                 reasoning,
+                ..
             } => {
                 writeln!(stdout, "  → {name}({arguments})  [{id}]")?;
                 if let Some(reasoning) = reasoning {
@@ -207,6 +208,8 @@ async fn turn(
                 writeln!(stdout, "    … {done}{of}{what}")?;
             }
             AgentEvent::ToolPartial { value, .. } => writeln!(stdout, "    ⋯ {value}")?,
+            // The whole call is printed once it is complete.
+            AgentEvent::ToolCallOpened { .. } | AgentEvent::ToolCallDelta { .. } => {}
             AgentEvent::Done { reason, .. } => match reason {
                 DoneReason::Completed => {}
                 DoneReason::Suspended(calls) => suspended = calls,

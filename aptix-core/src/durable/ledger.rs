@@ -163,6 +163,7 @@ impl Ledger {
                         redact::redact(arguments, redaction);
                     }
                     events.push(AgentEvent::ToolCallResult {
+                        kind: self.agent.kind_of(&call.name),
                         id: call.id.clone(),
                         name: call.name.clone(),
                         envelope,

@@ -57,6 +57,29 @@ struct PartialCall {
     id: Option<String>,
     name: String,
     arguments: String,
+    /// The id shown since the call was opened: the model's, or one made
+    /// then (kept at `finish`, so the events and the call agree).
+    shown: Option<String>,
+}
+
+/// What a delta added to the turn's calls, for whoever shows a call while
+/// it streams.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallSeen {
+    /// A call's tool name is known: the call is open.
+    Opened {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// More of an open call's arguments text.
+    Arguments {
+        /// The call's id.
+        id: String,
+        /// The next piece.
+        text: String,
+    },
 }
 
 /// What each call counts against [`TurnLimits::turn_bytes`] besides its
@@ -150,6 +173,16 @@ impl TurnAssembler {
     /// available from [`TurnAssembler::limit_exceeded`]) and the caller
     /// ends the model call.
     pub fn push(&mut self, event: ModelEvent) -> Result<(), ModelError> {
+        self.push_seen(event, None)
+    }
+
+    /// [`push`](Self::push), and what the event added to the calls goes to
+    /// `seen`: a call opened (its name known), or more of its arguments.
+    pub fn push_seen(
+        &mut self,
+        event: ModelEvent,
+        seen: Option<&mut Vec<CallSeen>>,
+    ) -> Result<(), ModelError> {
         if let Some(exceeded) = &self.exceeded {
             return Err(ModelError::Protocol(exceeded.to_string()));
         }
@@ -162,7 +195,7 @@ impl TurnAssembler {
             ModelEvent::TextDelta(text) => {
                 self.count(text.len()).map(|()| self.text.push_str(&text))
             }
-            ModelEvent::ToolCallDelta(delta) => self.push_call(delta),
+            ModelEvent::ToolCallDelta(delta) => self.push_call(delta, seen),
             ModelEvent::ThinkingDelta(delta) => self.push_thinking(delta),
             ModelEvent::Finish { reason, usage } => {
                 self.finish = Some((reason, usage));
@@ -235,7 +268,11 @@ impl TurnAssembler {
         Ok(())
     }
 
-    fn push_call(&mut self, delta: ToolCallDelta) -> Result<(), TurnLimitExceeded> {
+    fn push_call(
+        &mut self,
+        delta: ToolCallDelta,
+        seen: Option<&mut Vec<CallSeen>>,
+    ) -> Result<(), TurnLimitExceeded> {
         // Some OpenAI-compatible servers number every call 0; a new id at
         // an index in use therefore opens a new call rather than merging two.
         let continued = self.open.get(&delta.index).copied().filter(|&position| {
@@ -267,6 +304,7 @@ impl TurnAssembler {
                     id: None,
                     name: String::new(),
                     arguments: String::new(),
+                    shown: None,
                 });
                 let position = self.calls.len() - 1;
                 self.open.insert(delta.index, position);
@@ -285,6 +323,35 @@ impl TurnAssembler {
             }
         }
         call.arguments.push_str(&delta.arguments);
+        if let Some(seen) = seen
+            && !call.name.is_empty()
+        {
+            match &call.shown {
+                None => {
+                    let id = call
+                        .id
+                        .clone()
+                        .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
+                    call.shown = Some(id.clone());
+                    seen.push(CallSeen::Opened {
+                        id: id.clone(),
+                        name: call.name.clone(),
+                    });
+                    // Arguments that came before the name come now.
+                    if !call.arguments.is_empty() {
+                        seen.push(CallSeen::Arguments {
+                            id,
+                            text: call.arguments.clone(),
+                        });
+                    }
+                }
+                Some(id) if !delta.arguments.is_empty() => seen.push(CallSeen::Arguments {
+                    id: id.clone(),
+                    text: delta.arguments,
+                }),
+                Some(_) => {}
+            }
+        }
         Ok(())
     }
 
@@ -311,6 +378,7 @@ impl TurnAssembler {
                 AssembledCall {
                     id: call
                         .id
+                        .or(call.shown)
                         .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())),
                     name: call.name,
                     arguments: call.arguments,
