@@ -165,3 +165,25 @@ async fn a_call_without_an_id_streams_under_the_id_it_keeps() {
         AgentEvent::ToolCallStart { id, .. } if *id == opened
     )));
 }
+
+#[tokio::test]
+async fn a_reused_id_never_streams_a_secret_under_another_call() {
+    // Two calls of one turn with the same id: the second declares secrets.
+    let events = events_of(vec![
+        ScriptedTurn::new()
+            .tool_call("call_0", "lookup", r#"{"query":"x"}"#)
+            .tool_call("call_0", "login", r#"{"user":"ada","password":"hunter2"}"#),
+        ScriptedTurn::new().text("Done."),
+    ])
+    .await;
+    // The pieces stream five characters at a time: join them to look.
+    let streamed: String = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, r#"{"query":"x"}"#);
+    assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
+}

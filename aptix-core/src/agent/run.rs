@@ -150,10 +150,10 @@ impl Agent {
                 let mut model_deadline =
                     Box::pin(model_deadline(inner.settings.model_call_timeout));
                 let mut cancelled = Box::pin(cancellation.cancelled());
-                // Calls seen forming in this turn: their ids, and whether
-                // their arguments may be shown as they stream.
+                // Calls seen forming in this turn, by place (the model may
+                // reuse an id): whether their arguments may be shown.
                 let mut seen = Vec::new();
-                let mut opened: Vec<(String, bool)> = Vec::new();
+                let mut shown: Vec<bool> = Vec::new();
                 loop {
                     // Cancellation first, then the deadline, then the model.
                     let waited = std::future::poll_fn(|cx| {
@@ -205,7 +205,7 @@ impl Agent {
                                 assembler.push(event)
                             };
                             for call in seen.drain(..) {
-                                if let Some(event) = self.forming(call, &mut opened) {
+                                if let Some(event) = self.forming(call, &mut shown) {
                                     out.emit(event).await;
                                 }
                             }
@@ -488,23 +488,26 @@ impl Agent {
 
     /// The event for a call forming in the model's stream: opened with its
     /// kind, then its argument text, unless the tool declares secrets.
-    fn forming(&self, call: CallSeen, opened: &mut Vec<(String, bool)>) -> Option<AgentEvent> {
-        match call {
-            CallSeen::Opened { id, name } => {
-                opened.push((id.clone(), self.redactions(&name).hides_anything()));
+    /// A call is looked up by its place in the turn, never by its id: a
+    /// model may give two calls one id, and one of them may hold secrets.
+    fn forming(&self, seen: CallSeen, shown: &mut Vec<bool>) -> Option<AgentEvent> {
+        match seen {
+            CallSeen::Opened { call, id, name } => {
+                if shown.len() <= call {
+                    shown.resize(call + 1, false);
+                }
+                shown[call] = !self.redactions(&name).hides_anything();
                 Some(AgentEvent::ToolCallOpened {
                     kind: self.kind_of(&name),
                     id,
                     name,
                 })
             }
-            CallSeen::Arguments { id, text } => {
-                let hidden = opened
-                    .iter()
-                    .find(|(opened, _)| *opened == id)
-                    .is_none_or(|(_, hidden)| *hidden);
-                (!hidden).then_some(AgentEvent::ToolCallDelta { id, text })
-            }
+            CallSeen::Arguments { call, id, text } => shown
+                .get(call)
+                .copied()
+                .unwrap_or(false)
+                .then_some(AgentEvent::ToolCallDelta { id, text }),
         }
     }
 

@@ -68,6 +68,8 @@ struct PartialCall {
 pub enum CallSeen {
     /// A call's tool name is known: the call is open.
     Opened {
+        /// The call's place in the turn (ids may repeat; places do not).
+        call: usize,
         /// The call's id.
         id: String,
         /// The tool's name.
@@ -75,6 +77,8 @@ pub enum CallSeen {
     },
     /// More of an open call's arguments text.
     Arguments {
+        /// The call's place in the turn.
+        call: usize,
         /// The call's id.
         id: String,
         /// The next piece.
@@ -334,18 +338,21 @@ impl TurnAssembler {
                         .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
                     call.shown = Some(id.clone());
                     seen.push(CallSeen::Opened {
+                        call: position,
                         id: id.clone(),
                         name: call.name.clone(),
                     });
                     // Arguments that came before the name come now.
                     if !call.arguments.is_empty() {
                         seen.push(CallSeen::Arguments {
+                            call: position,
                             id,
                             text: call.arguments.clone(),
                         });
                     }
                 }
                 Some(id) if !delta.arguments.is_empty() => seen.push(CallSeen::Arguments {
+                    call: position,
                     id: id.clone(),
                     text: delta.arguments,
                 }),
