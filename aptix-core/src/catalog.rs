@@ -312,6 +312,13 @@ impl ToolEntryBuilder {
         self
     }
 
+    /// How often in one run the model may call again after the closure
+    /// asked it to with `ToolError::retry` (default 1).
+    pub fn retries(mut self, retries: u8) -> Self {
+        self.meta.retries = retries;
+        self
+    }
+
     /// What its calls do, as hints for clients (default: MCP's).
     pub fn annotations(mut self, annotations: Annotations) -> Self {
         self.meta.annotations = annotations;

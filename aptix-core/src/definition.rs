@@ -195,6 +195,12 @@ impl ToolDefinition {
         self.inner.meta.progressive
     }
 
+    /// How often in one run the model may call again after the tool asked
+    /// it to ([`ToolError::retry`](crate::ToolError::retry)).
+    pub fn retries(&self) -> u8 {
+        self.inner.meta.retries
+    }
+
     /// What its calls do, as hints for clients (MCP tool annotations).
     pub fn annotations(&self) -> Annotations {
         self.inner.meta.annotations

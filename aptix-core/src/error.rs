@@ -29,6 +29,9 @@ pub enum ErrorCode {
     Cancelled,
     /// Something went wrong inside; details are logged, never shown.
     Internal,
+    /// The tool asks the model for another try: the message says what to
+    /// change. Bounded per tool and run (`retries = N`).
+    Retry,
 }
 
 impl ErrorCode {
@@ -44,6 +47,7 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::Internal => "internal",
+            ErrorCode::Retry => "retry",
         }
     }
 }
@@ -73,6 +77,7 @@ pub struct ToolError {
     code: ErrorCode,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    transient: bool,
 }
 
 impl ToolError {
@@ -93,6 +98,30 @@ impl ToolError {
         Self::with_code(ErrorCode::Denied, message)
     }
 
+    /// Asks the model to call again with what `message` says to change (a
+    /// date in the past, a query too broad). Unlike
+    /// [`ToolError::invalid_arguments`] it is bounded: past the tool's
+    /// `retries` budget in one run, the model gets a `failed` result.
+    pub fn retry(message: impl Into<String>) -> Self {
+        Self::with_code(ErrorCode::Retry, message)
+    }
+
+    /// A failure that may pass by itself (a timeout upstream, a 503). For
+    /// an `idempotent` tool the executor runs the call again, with backoff,
+    /// before the model sees anything; otherwise, and once those tries are
+    /// spent, the model sees a `failed` result with `message`.
+    pub fn transient(message: impl Into<String>) -> Self {
+        ToolError {
+            transient: true,
+            ..Self::with_code(ErrorCode::Failed, message)
+        }
+    }
+
+    /// Whether the failure may pass by itself ([`ToolError::transient`]).
+    pub fn is_transient(&self) -> bool {
+        self.transient
+    }
+
     /// The tool noticed cancellation and stopped.
     pub fn cancelled() -> Self {
         Self::with_code(ErrorCode::Cancelled, "The call was cancelled.")
@@ -104,6 +133,7 @@ impl ToolError {
             code: ErrorCode::Internal,
             message: error.to_string(),
             source: Some(Box::new(error)),
+            transient: false,
         }
     }
 
@@ -118,6 +148,7 @@ impl ToolError {
             code,
             message: message.into(),
             source: None,
+            transient: false,
         }
     }
 

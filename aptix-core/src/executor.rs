@@ -271,6 +271,21 @@ impl Executor {
                 }
             }
         };
+        // A transient failure of a call that is safe to repeat: run it
+        // again, with backoff, before anyone sees the failure. Cold, so
+        // boxed: no other call's future grows.
+        let result = match result {
+            Err(Guarded::Failed(RunFailure::Tool(error)))
+                if error.is_transient() && definition.idempotent() =>
+            {
+                let again = self.run_again(entry, definition, call, ctx, error);
+                match &span {
+                    None => Box::pin(again).await,
+                    Some(span) => Box::pin(again.instrument(span.clone())).await,
+                }
+            }
+            other => other,
+        };
         // No await from here on: the span stays entered to the end.
         let _entered = span.as_ref().map(tracing::Span::enter);
         let ids = envelope_ids(call, ctx);
@@ -292,6 +307,45 @@ impl Executor {
             payload,
         };
         execution(call, definition, Outcome::Awaiting(awaiting))
+    }
+
+    /// Runs an idempotent call again after a transient failure, up to
+    /// [`TRANSIENT_RETRIES`] times, waiting 50, 100, 200 ms between tries;
+    /// the last failure is what remains when every try failed.
+    async fn run_again(
+        &self,
+        entry: &crate::catalog::ToolEntry,
+        definition: &ToolDefinition,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        mut error: crate::error::ToolError,
+    ) -> Result<JsonText, Guarded> {
+        let limit = definition.timeout().or(self.default_timeout);
+        let token = ctx.cancellation();
+        let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
+        for attempt in 0..TRANSIENT_RETRIES {
+            let backoff = TRANSIENT_BACKOFF * 2u32.pow(attempt);
+            tracing::info!(
+                attempt = attempt + 1,
+                backoff_ms = backoff.as_millis() as u64,
+                "a transient failure of an idempotent tool; the call runs again"
+            );
+            if token
+                .run_until_cancelled(tokio::time::sleep(backoff))
+                .await
+                .is_none()
+            {
+                return Err(Guarded::Cancelled);
+            }
+            let mut run = entry.code().run(definition, &call.arguments, &call_ctx);
+            match wait_guarded(&mut run, token, limit).await {
+                Err(Guarded::Failed(RunFailure::Tool(next))) if next.is_transient() => {
+                    error = next;
+                }
+                other => return other,
+            }
+        }
+        Err(Guarded::Failed(RunFailure::Tool(error)))
     }
 
     fn unknown_tool(&self, call: &ToolCall, ids: EnvelopeIds) -> Execution {
@@ -395,6 +449,11 @@ fn envelope_ids(call: &ToolCall, ctx: &ToolContext) -> EnvelopeIds {
 /// The most characters of an unknown tool name repeated back in its error
 /// (the model wrote the name, so it can be any length).
 const ECHOED_NAME_CHARS: usize = 64;
+
+/// How many times an idempotent call is run again after a transient
+/// failure, and the first wait (doubled each time).
+pub const TRANSIENT_RETRIES: u32 = 3;
+const TRANSIENT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// `name` as an unknown-tool error quotes it: cut after
 /// [`ECHOED_NAME_CHARS`] characters, with `…` when it was cut.

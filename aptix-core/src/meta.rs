@@ -48,6 +48,10 @@ pub struct ToolMeta {
     /// (`progressive = true`): a user interface can expect
     /// `AgentEvent::ToolProgress` / `ToolPartial` for its calls.
     pub progressive: bool,
+    /// How often in one run the model may call again after the tool asked
+    /// it to (`ToolError::retry`); past it the model gets a `failed` result.
+    /// `retries = N` in the attribute; 1 by default.
+    pub retries: u8,
     /// What its calls do, as hints for clients. `idempotent` also decides
     /// whether a call a crash interrupted is run again: only when it is
     /// safe to run twice with the same `tool_call_id`; otherwise the call
@@ -81,6 +85,7 @@ impl ToolMeta {
             title: None,
             activity: None,
             progressive: false,
+            retries: 1,
             annotations: Annotations::DEFAULT,
             redaction: Redaction::Undeclared,
             source,

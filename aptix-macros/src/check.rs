@@ -38,6 +38,7 @@ pub(crate) struct Tool {
     pub(crate) suspend_timeout: Option<(u64, u32)>,
     pub(crate) idempotent: bool,
     pub(crate) progressive: bool,
+    pub(crate) retries: u8,
     pub(crate) partial: Option<Type>,
     pub(crate) title: Option<String>,
     pub(crate) activity: Option<String>,
@@ -249,6 +250,26 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             "`partial = T` declares the type of a progressive tool's partial results: add `progressive = true`",
         );
     }
+    let retries = match &attr.retries {
+        None => 1,
+        Some(key) => match key.value.base10_parse::<u8>() {
+            Ok(retries) if retries <= 10 && matches!(executor, Some(Executor::Server)) => retries,
+            Ok(retries) if retries <= 10 => {
+                errors.push(
+                    key.value.span(),
+                    "`retries` bounds how often a tool's code asks the model for another try (`ToolError::retry`); only a tool whose code runs here has any",
+                );
+                1
+            }
+            _ => {
+                errors.push(
+                    key.value.span(),
+                    "`retries` is how often the model may try again in one run when the tool asks it to: a whole number from 0 to 10",
+                );
+                1
+            }
+        },
+    };
     let title = attr.title.as_ref().and_then(|key| {
         let text = key.value.value().trim().to_owned();
         if text.is_empty() {
@@ -403,6 +424,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             suspend_timeout,
             idempotent,
             progressive,
+            retries,
             partial: attr.partial.map(|key| key.value),
             title,
             activity,

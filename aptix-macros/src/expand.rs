@@ -38,6 +38,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
     let suspend_timeout = duration(tool.suspend_timeout);
     let idempotent = tool.idempotent;
     let progressive = tool.progressive;
+    let retries = tool.retries;
     let title = match &tool.title {
         Some(title) => quote!(#rt::Option::Some(#title)),
         None => quote!(#rt::Option::None),
@@ -67,6 +68,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             title: #title,
             activity: #activity,
             progressive: #progressive,
+            retries: #retries,
             annotations: #rt::Annotations {
                 idempotent: #idempotent,
                 #read_only

@@ -30,6 +30,7 @@ pub(crate) struct Attr {
     pub(crate) suspend_timeout: Option<Key<LitStr>>,
     pub(crate) idempotent: Option<Key<LitBool>>,
     pub(crate) progressive: Option<Key<LitBool>>,
+    pub(crate) retries: Option<Key<syn::LitInt>>,
     pub(crate) partial: Option<Key<Type>>,
     pub(crate) title: Option<Key<LitStr>>,
     pub(crate) activity: Option<Key<LitStr>>,
@@ -94,6 +95,7 @@ pub(crate) const KEYS: &[&str] = &[
     "idempotent",
     "progressive",
     "partial",
+    "retries",
     "title",
     "activity",
     "read_only",
@@ -227,6 +229,8 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.output, key.clone(), value)),
             "partial" => parse_value(&key, &value, type_value)
                 .and_then(|value| set(&mut attr.partial, key.clone(), value)),
+            "retries" => parse_value(&key, &value, |input| int_value(input, &key))
+                .and_then(|value| set(&mut attr.retries, key.clone(), value)),
             "redact" => parse_value(&key, &value, |input| pointer_list(input, &key))
                 .and_then(|value| set(&mut attr.redact, key.clone(), value)),
             "log_fields" => parse_value(&key, &value, |input| pointer_list(input, &key))
@@ -340,6 +344,17 @@ fn bool_value(input: ParseStream, key: &Ident) -> syn::Result<LitBool> {
     Err(syn::Error::new_spanned(
         rest(input),
         format!("`{key}` takes `true` or `false`: `{key} = true`"),
+    ))
+}
+
+/// An integer literal, or an error on the whole value saying what to write.
+fn int_value(input: ParseStream, key: &Ident) -> syn::Result<syn::LitInt> {
+    if input.peek(syn::LitInt) {
+        return input.parse();
+    }
+    Err(syn::Error::new_spanned(
+        rest(input),
+        format!("`{key}` takes a whole number: `{key} = 2`"),
     ))
 }
 

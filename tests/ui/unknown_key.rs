@@ -15,7 +15,7 @@ pub struct Out {
 }
 
 /// Greets.
-#[agent_tool(name = "greet", usage = "Call to greet.", retries = 3)]
+#[agent_tool(name = "greet", usage = "Call to greet.", max_calls = 3)]
 async fn greet(args: Args) -> Result<Out, ToolError> {
     Ok(Out { message: args.name })
 }

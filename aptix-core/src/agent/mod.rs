@@ -284,6 +284,19 @@ pub enum AgentEvent {
         /// The envelope, secrets redacted.
         envelope: Value,
     },
+    /// A tool asked the model for another try (`ToolError::retry`) more
+    /// often in this run than its `retries` allow: this call's result is
+    /// `failed` instead, telling the model not to try again.
+    RetriesExhausted {
+        /// The call's id.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
+        /// The tool's budget, spent.
+        retries: u8,
+    },
     /// The end of the run: always the last event, exactly once.
     Done {
         /// Why the run ended.

@@ -18,7 +18,8 @@ use super::{
 };
 use super::{call, composed};
 use crate::catalog::Catalog;
-use crate::envelope::Envelope;
+use crate::envelope::{Envelope, EnvelopeIds};
+use crate::error::ErrorCode;
 use crate::model::assembly::{CallSeen, TurnAssembler};
 use crate::model::{ChatRequest, ModelError, ToolChoice, Usage};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
@@ -46,6 +47,8 @@ impl Agent {
             let mut summary = RunSummary::default();
             // What the last request offered, hashed once at the end.
             let mut last_offered: Option<(Option<Catalog>, ToolChoice)> = None;
+            // How often each tool asked for another try in this run.
+            let mut retried: Vec<(String, u8)> = Vec::new();
             let (live, mut feed) = live_feed::channel();
             let context = self
                 .context_for(conversation, &cancellation)
@@ -397,7 +400,35 @@ impl Agent {
                         CallResult::Suspended(_) => CallOutcome::Suspended,
                     };
                     summary.record_call(&done.name, took, outcome);
-                    match done.result {
+                    let mut result = done.result;
+                    if let CallResult::Finished(finished) = &mut result
+                        && !finished.ok
+                        && let Some(retries) =
+                            self.over_retries(&done.name, &finished.json, &mut retried)
+                    {
+                        tracing::warn!(tool = %done.name, retries, "a tool asked for more tries than it allows");
+                        out.emit(AgentEvent::RetriesExhausted {
+                            id: done.id.clone(),
+                            name: done.name.clone(),
+                            kind: self.kind_of(&done.name),
+                            retries,
+                        })
+                        .await;
+                        *finished = call::ResultText::from_envelope(Envelope::error(
+                            EnvelopeIds {
+                                tool_call_id: done.id.as_str().into(),
+                                conversation_id: Some(conversation.id.as_str().into()),
+                                session_id: context.session_id().map(Into::into),
+                            },
+                            ErrorCode::Failed,
+                            format!(
+                                "The tool `{}` asked for another try {} times in this run, the most it allows, so this call counts as failed. Do not call it again for this request; tell the user what went wrong.",
+                                done.name,
+                                u32::from(retries) + 1
+                            ),
+                        ));
+                    }
+                    match result {
                         CallResult::Finished(result) => {
                             out.emit(AgentEvent::ToolCallResult {
                                 kind: self.kind_of(&done.name),
@@ -484,6 +515,28 @@ impl Agent {
             .await;
         });
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
+    }
+
+    /// Counts a `retry` result of `name`; past the tool's budget, the
+    /// budget.
+    fn over_retries(&self, name: &str, json: &str, retried: &mut Vec<(String, u8)>) -> Option<u8> {
+        if !json.contains(r#""retry""#) {
+            return None;
+        }
+        let envelope: serde_json::Value = serde_json::from_str(json).ok()?;
+        if envelope["error"]["code"] != "retry" {
+            return None;
+        }
+        let budget = self.inner.executor.catalog().get(name)?.retries();
+        let count = match retried.iter_mut().find(|(tool, _)| tool == name) {
+            Some((_, count)) => count,
+            None => {
+                retried.push((name.to_owned(), 0));
+                &mut retried.last_mut()?.1
+            }
+        };
+        *count = count.saturating_add(1);
+        (*count > budget).then_some(budget)
     }
 
     /// The event for a call forming in the model's stream: opened with its

@@ -210,6 +210,12 @@ async fn turn(
             AgentEvent::ToolPartial { value, .. } => writeln!(stdout, "    ⋯ {value}")?,
             // The whole call is printed once it is complete.
             AgentEvent::ToolCallOpened { .. } | AgentEvent::ToolCallDelta { .. } => {}
+            AgentEvent::RetriesExhausted { name, retries, .. } => {
+                writeln!(
+                    stdout,
+                    "    [`{name}` asked for more than {retries} retries]"
+                )?;
+            }
             AgentEvent::Done { reason, .. } => match reason {
                 DoneReason::Completed => {}
                 DoneReason::Suspended(calls) => suspended = calls,
