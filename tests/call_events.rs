@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use aptix::model::ToolCallDelta;
 use aptix::prelude::*;
 use aptix::{Agent, AgentEvent, Approval, Conversation, ExecutorKind, Input, ToolKind};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
@@ -185,5 +186,22 @@ async fn a_reused_id_never_streams_a_secret_under_another_call() {
         })
         .collect();
     assert_eq!(streamed, r#"{"query":"x"}"#);
+    assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_tool_name_in_pieces_never_streams_a_secret() {
+    // The name streams as `log` + `in`: the arguments of `login` must not
+    // be shown on the strength of the first piece.
+    let delta = |id: Option<&str>, name: &str, arguments: &str| ToolCallDelta {
+        index: 0,
+        id: id.map(str::to_owned),
+        name: (!name.is_empty()).then(|| name.to_owned()),
+        arguments: arguments.to_owned(),
+    };
+    let turn = ScriptedTurn::new()
+        .tool_call_delta(delta(Some("call_1"), "log", ""))
+        .tool_call_delta(delta(None, "in", r#"{"user":"ada","password":"hunter2"}"#));
+    let events = events_of(vec![turn, ScriptedTurn::new().text("Done.")]).await;
     assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
 }

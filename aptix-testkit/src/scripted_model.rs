@@ -72,6 +72,17 @@ impl ScriptedTurn {
         self
     }
 
+    /// One raw tool-call delta, exactly as given: for the shapes providers
+    /// really send (a name in pieces, an id that comes late, ids reused).
+    /// Counts as a call of the turn when it names an index not seen yet.
+    pub fn tool_call_delta(mut self, delta: ToolCallDelta) -> Self {
+        if delta.index >= self.calls {
+            self.calls = delta.index + 1;
+        }
+        self.events.push(Ok(ModelEvent::ToolCallDelta(delta)));
+        self
+    }
+
     /// Ends the turn with `reason` (by default: `ToolCalls` when the turn
     /// has calls, `Stop` otherwise).
     pub fn finish(mut self, reason: FinishReason) -> Self {

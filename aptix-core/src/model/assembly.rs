@@ -57,16 +57,18 @@ struct PartialCall {
     id: Option<String>,
     name: String,
     arguments: String,
-    /// The id shown since the call was opened: the model's, or one made
-    /// then (kept at `finish`, so the events and the call agree).
-    shown: Option<String>,
+    /// The id shown since the call was opened (the model's, or one made
+    /// then, kept at `finish` so the events and the call agree), and the
+    /// length of the name it was opened with.
+    shown: Option<(String, usize)>,
 }
 
 /// What a delta added to the turn's calls, for whoever shows a call while
 /// it streams.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallSeen {
-    /// A call's tool name is known: the call is open.
+    /// A call's arguments started, so its tool name is whole: the call is
+    /// open.
     Opened {
         /// The call's place in the turn (ids may repeat; places do not).
         call: usize,
@@ -327,8 +329,13 @@ impl TurnAssembler {
             }
         }
         call.arguments.push_str(&delta.arguments);
+        // A call opens when its arguments start: providers send the name
+        // first, and a name may come in pieces (`log` + `in`), so opening on
+        // the first piece would judge the wrong tool's secrets. Should more
+        // of the name come after that, nothing more is shown (fail closed).
         if let Some(seen) = seen
             && !call.name.is_empty()
+            && !call.arguments.is_empty()
         {
             match &call.shown {
                 None => {
@@ -336,26 +343,25 @@ impl TurnAssembler {
                         .id
                         .clone()
                         .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
-                    call.shown = Some(id.clone());
+                    call.shown = Some((id.clone(), call.name.len()));
                     seen.push(CallSeen::Opened {
                         call: position,
                         id: id.clone(),
                         name: call.name.clone(),
                     });
-                    // Arguments that came before the name come now.
-                    if !call.arguments.is_empty() {
-                        seen.push(CallSeen::Arguments {
-                            call: position,
-                            id,
-                            text: call.arguments.clone(),
-                        });
-                    }
+                    seen.push(CallSeen::Arguments {
+                        call: position,
+                        id,
+                        text: call.arguments.clone(),
+                    });
                 }
-                Some(id) if !delta.arguments.is_empty() => seen.push(CallSeen::Arguments {
-                    call: position,
-                    id: id.clone(),
-                    text: delta.arguments,
-                }),
+                Some((id, named)) if *named == call.name.len() && !delta.arguments.is_empty() => {
+                    seen.push(CallSeen::Arguments {
+                        call: position,
+                        id: id.clone(),
+                        text: delta.arguments,
+                    });
+                }
                 Some(_) => {}
             }
         }
@@ -385,7 +391,7 @@ impl TurnAssembler {
                 AssembledCall {
                     id: call
                         .id
-                        .or(call.shown)
+                        .or(call.shown.map(|(id, _)| id))
                         .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())),
                     name: call.name,
                     arguments: call.arguments,
