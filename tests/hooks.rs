@@ -41,6 +41,26 @@ type BeforeFn = Box<dyn for<'c> Fn(&HookCall<'c>) -> BeforeCall + Send + Sync>;
 type AfterFn = Box<dyn Fn(&Value) -> AfterCall + Send + Sync>;
 type InvalidFn = Box<dyn for<'c> Fn(&InvalidCall<'c>) -> Repair + Send + Sync>;
 
+/// Arguments of `pay`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Pay {
+    /// The card number.
+    pub card: String,
+}
+
+/// What `pay` charged.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Paid {
+    /// The card number charged.
+    pub card: String,
+}
+
+/// Pays by card (its card number never reaches an event).
+#[agent_tool(name = "pay", usage = "Call to pay by card.", redact = ["/card"])]
+async fn pay(args: Pay) -> Result<Paid, ToolError> {
+    Ok(Paid { card: args.card })
+}
+
 /// A hook written as a few closures.
 #[derive(Default)]
 struct Scripted {
@@ -95,7 +115,7 @@ fn agent_with(arguments: &str, name: &str, hooks: Vec<Scripted>) -> (Agent, Arc<
         ScriptedTurn::new().text("Done."),
     ]));
     let mut builder = Agent::builder().shared_model(model.clone()).catalog(
-        aptix::tools![TransferTool]
+        aptix::tools![TransferTool, PayTool]
             .build()
             .unwrap_or_else(|e| panic!("{e}")),
     );
@@ -301,7 +321,7 @@ async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {
             Invalid::UnknownTool { known } if call.name == "transfre" => {
-                assert_eq!(known, ["transfer"]);
+                assert_eq!(known, ["pay", "transfer"]);
                 Repair::Rename("transfer".into())
             }
             Invalid::Arguments { problem, .. } => {
@@ -314,7 +334,11 @@ async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
     };
     let (agent, _) = agent_with(r#"{"euros":"five","to":"Ada"}"#, "transfre", vec![speller]);
     let (events, conversation) = run(&agent, "repair").await;
-    assert_eq!(result(&events, &conversation).0["result"], "sent 5 to Ada");
+    let (envelope, text) = result(&events, &conversation);
+    assert!(text.contains("sent 5 to Ada"), "{text}");
+    // Events of a call made under a name no tool has show nothing: a hook
+    // may have renamed it to a tool that declares secrets.
+    assert_eq!(envelope["result"], "[redacted]");
 
     // Without a repair the model is told, as without hooks.
     let idle = Scripted {
@@ -326,5 +350,42 @@ async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
     assert_eq!(
         result(&events, &conversation).0["error"]["code"],
         "unknown_tool"
+    );
+}
+
+#[tokio::test]
+async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
+    let speller = Scripted {
+        name: "speller",
+        invalid: Some(Box::new(|call| match call.invalid {
+            Invalid::UnknownTool { .. } if call.name == "pya" => Repair::Rename("pay".into()),
+            _ => Repair::Return,
+        })),
+        ..Scripted::default()
+    };
+    let (agent, _) = agent_with(r#"{"card":"4111-1111-secret"}"#, "pya", vec![speller]);
+    let (events, conversation) = run(&agent, "rename-secret").await;
+    // It ran as `pay`.
+    let text = conversation
+        .messages
+        .iter()
+        .find_map(|message| match message {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    assert!(text.contains("4111-1111-secret"), "{text}");
+    // And no event shows the card, whole or streamed in pieces.
+    let streamed: String = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!streamed.contains("secret"), "{streamed}");
+    assert!(
+        !format!("{events:?}").contains("4111-1111-secret"),
+        "{events:?}"
     );
 }

@@ -408,12 +408,14 @@ impl Agent {
     }
 
     /// The redaction policy of the tool `name` (none for an unknown tool).
+    /// With hooks, a name no tool has shows nothing: a hook may rename the
+    /// call to a tool that declares secrets.
     pub(crate) fn redactions(&self, name: &str) -> Redaction {
-        self.inner
-            .executor
-            .catalog()
-            .get(name)
-            .map_or(Redaction::Undeclared, |definition| definition.redaction())
+        match self.inner.executor.catalog().get(name) {
+            Some(definition) => definition.redaction(),
+            None if !self.inner.hooks.is_empty() => Redaction::Allow(&[]),
+            None => Redaction::Undeclared,
+        }
     }
 
     /// The time limit of a call of `name`, kept from outside its task.
