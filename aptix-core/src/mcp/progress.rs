@@ -174,6 +174,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl LiveSink for McpLive {
     fn progress(&self, _tool_call_id: &str, update: ProgressUpdate) {
+        // Under the lock `finish` takes after it cancels: a report either
+        // comes before `finish` (and the forwarder it starts is awaited
+        // there) or sees the call closed; none goes out after the response.
+        let mut forwarder = lock(&self.forwarder);
         if self.closing.is_cancelled() {
             return;
         }
@@ -188,7 +192,7 @@ impl LiveSink for McpLive {
         };
         let progress = self.progress.clone();
         let closing = self.closing.clone();
-        *lock(&self.forwarder) = Some(self.runtime.spawn(async move {
+        *forwarder = Some(self.runtime.spawn(async move {
             // Until the call ends; then what is still queued goes out.
             while let Some(Some(update)) = closing.run_until_cancelled(queued.recv()).await {
                 progress
