@@ -296,6 +296,7 @@ on_every_store!(
     concurrent_resolutions_have_one_winner,
     crash_during_execution_is_recovered,
     hooks_steer_a_durable_run_and_it_rests_halted,
+    a_revived_turn_runs_its_unrecorded_calls_through_the_hooks,
 );
 
 async fn approved_call_runs_once_then_the_model_answers(backend: Backend) {
@@ -1035,4 +1036,71 @@ async fn hooks_steer_a_durable_run_and_it_rests_halted(backend: Backend) {
     assert_eq!(contents.len(), 2, "{contents:?}");
     assert_eq!(contents[0], "Imported.");
     assert!(contents[1].contains("Too much at once."), "{}", contents[1]);
+}
+
+/// Found in review: a call the run stopped before recording (a crash after
+/// the model's turn was saved) was run on revival without the hooks, so a
+/// call a hook denies ran.
+async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("hook-revive-{}", uuid());
+    let big = format!("c-{}", uuid());
+    let mut conversation = Conversation::new(&id);
+    conversation.messages.push(Message::user("import a lot"));
+    conversation.messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![aptix::transcript::AssistantToolCall {
+            id: big.clone(),
+            name: "import".into(),
+            arguments: r#"{"cents":5000}"#.into(),
+        }],
+        thinking: Vec::new(),
+    });
+    assert!(
+        store
+            .create_conversation(&conversation, 0)
+            .await
+            .unwrap_or(false)
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    // Saved running by a process that died before recording the call, and
+    // whose lease has run out.
+    assert!(
+        store
+            .claim_conversation(&id, "dead-process", now - 2_000, now - 1_000)
+            .await
+            .unwrap_or(None)
+            .is_some()
+    );
+    store
+        .save_conversation(
+            &conversation,
+            "dead-process",
+            ConversationStatus::Running,
+            now - 1_000,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![answer("Stopped.")]))
+            .catalog(catalog())
+            .hook(Guard)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .build();
+    let _ = agent.ensure_started(&id).await;
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(runs(&big), 0, "a call the hook halts ran on revival");
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["error"]["code"], json!("denied"), "{results:?}");
 }

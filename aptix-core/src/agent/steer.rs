@@ -15,7 +15,7 @@ use crate::envelope::{Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
 
 /// What the hooks decided before a call runs.
-pub(super) enum Before {
+pub(crate) enum Before {
     /// Run `name` with `arguments`; `validated` when they fit (a call that
     /// still does not fit runs, and the executor says why to the model).
     Run {
@@ -43,13 +43,13 @@ pub(super) struct After {
 }
 
 impl Agent {
-    pub(super) fn has_hooks(&self) -> bool {
+    pub(crate) fn has_hooks(&self) -> bool {
         !self.inner.hooks.is_empty()
     }
 
     /// Repairs the call if it needs it and a hook can, then asks every
     /// `before_call` in order.
-    pub(super) async fn before_run(
+    pub(crate) async fn before_run(
         &self,
         id: &str,
         name: &str,

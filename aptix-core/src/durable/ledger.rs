@@ -14,7 +14,7 @@ use super::checkpoint::{Carried, Checkpoint};
 use super::clients::Clients;
 use super::lease::{millis, now_ms};
 use super::resolve::Resolution;
-use crate::agent::{Agent, AgentEvent, CallResult, ResultText, SuspendedCall, redact};
+use crate::agent::{Agent, AgentEvent, Before, CallResult, ResultText, SuspendedCall, redact};
 use crate::context::ToolContext;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
@@ -315,7 +315,27 @@ impl Ledger {
                 .await;
         }
         // Never recorded: the run stopped between saving the model's turn
-        // and executing it. Nothing ran, so run it now.
+        // and executing it. Nothing ran, so run it now, through the hooks
+        // as the stopped run would have: a call a hook denies must not run.
+        if self.agent.has_hooks() {
+            let ids = || ids_for(conversation, &call.id);
+            return match self
+                .agent
+                .before_run(&call.id, &call.name, &call.arguments, context, &ids)
+                .await
+            {
+                Before::Done(envelope) | Before::Halted { envelope, .. } => {
+                    Ok(CallResult::Finished(ResultText::from_envelope(envelope)))
+                }
+                Before::Run {
+                    name, arguments, ..
+                } => {
+                    let call_now = ToolCall::new(call.id.as_str(), name, arguments);
+                    self.execute_recorded_as(&call_now, context, Gate::Model, None)
+                        .await
+                }
+            };
+        }
         let call_now = tool_call(call.arguments.clone());
         self.execute_recorded_as(&call_now, context, Gate::Model, None)
             .await
