@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first.
 const LAYERS: &[&str] = &[
+    "safe_derive",
     "generator",
     "error",
     "envelope",
@@ -276,4 +277,37 @@ fn no_crate_calls_a_macro_that_expands_to_unsafe_code() {
         "macros that expand to `unsafe` code:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn no_crate_derives_copy() {
+    // `#[derive(Clone, Copy)]` adds `unsafe impl ::core::clone::TrivialClone`
+    // to the crate; `Copy` is implemented by hand instead.
+    // (`scripts/no-unsafe.sh` checks the expanded code whole.)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "aptix-core/src",
+        "aptix-macros/src",
+        "aptix-testkit/src",
+    ] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let text =
+            fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains("derive(")
+                && code
+                    .split(|c: char| !c.is_alphanumeric())
+                    .any(|word| word == "Copy")
+            {
+                found.push(format!("{}: {}", file.display(), line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "derived `Copy`:\n{}", found.join("\n"));
 }

@@ -31,7 +31,7 @@ pub struct ToolContext<P = NoPartials> {
 }
 
 /// The partial-result type of a context whose tool reports none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoPartials {}
 
 /// A value a tool may report as a partial result.
@@ -242,3 +242,8 @@ impl<P> ToolContext<P> {
         })
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for NoPartials {}

@@ -219,13 +219,18 @@ pub struct Envelope {
     changed_arguments: Option<JsonText>,
 }
 
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 enum Body {
     /// The serialized result, inside the envelope's complete JSON (built
     /// once, when the envelope is made: `to_json_string` then only copies it).
     Ok(JsonText),
     Err(EnvelopeError),
 }
+
+crate::safe_derive::enum_eq!(Body {
+    Ok(_),
+    Err(_),
+});
 
 /// The `error` member of a failed envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

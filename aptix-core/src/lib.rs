@@ -44,6 +44,7 @@ pub mod live;
 pub mod mcp;
 pub mod meta;
 pub mod model;
+mod safe_derive;
 pub mod schema;
 pub mod secrets;
 pub mod store;

@@ -10,7 +10,7 @@ use syn::{FnArg, Ident, ItemFn, ItemStruct, LitStr, ReturnType, Type};
 use crate::parse::{self, Attr, Key, Parsed, Target};
 use crate::secret;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) enum Executor {
     Server,
     Client,
@@ -19,7 +19,7 @@ pub(crate) enum Executor {
     Latent,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Approval {
     Auto,
     RequiresApproval,
@@ -1053,3 +1053,9 @@ mod tests {
         }
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Executor {}
+impl Copy for Approval {}

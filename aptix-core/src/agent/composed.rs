@@ -28,7 +28,7 @@ use crate::schema::{Dialect, DialectError, dialect};
 use crate::transcript::{AssistantToolCall, Message};
 
 /// How an agent offers tools to its model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum CallMode {
     /// Native tool calling: tools go in the request's tool list (default).
     #[default]
@@ -311,3 +311,8 @@ mod tests {
         assert!(empty.calls.is_empty());
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for CallMode {}

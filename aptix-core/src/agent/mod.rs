@@ -192,7 +192,7 @@ pub enum DoneReason {
 /// What kind of tool a call is of: on every event of a call, so that a
 /// renderer needs no catalog (`None` when the model named no tool of the
 /// catalog).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolKind {
     /// Where its final behaviour happens.
     pub executor: ExecutorKind,
@@ -429,3 +429,8 @@ impl Agent {
             .or(self.inner.executor.default_timeout())
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for ToolKind {}

@@ -53,7 +53,7 @@ impl std::fmt::Debug for RunSummary {
 }
 
 /// The calls of one tool in a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolCallStats {
     /// Calls made.
@@ -138,7 +138,7 @@ impl RunSummary {
 }
 
 /// How a call ended, as the summary counts it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum CallOutcome {
     Ok,
     Failed,
@@ -197,3 +197,9 @@ impl Framing {
         hex
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for ToolCallStats {}
+impl Copy for CallOutcome {}

@@ -252,7 +252,7 @@ pub struct PendingCall {
 }
 
 /// What [`DurableAgent::ensure_started`] found and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Revival {
     /// Waits are still pending; nothing to run until they are resolved.
     Waiting {
@@ -493,3 +493,8 @@ impl DurableAgent {
         }
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Revival {}

@@ -44,7 +44,7 @@ use crate::schema::canonical_output;
 ///
 /// The data of images, audio and blob resources is base64, as MCP carries
 /// it; it is passed through unchanged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Content {
@@ -80,8 +80,15 @@ pub enum Content {
     },
 }
 
+crate::safe_derive::enum_eq!(Content {
+    Text { text },
+    Image { data, mime_type },
+    Audio { data, mime_type },
+    Resource { resource },
+});
+
 /// The contents of an embedded resource: text, or base64 bytes (`blob`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 #[non_exhaustive]
 pub enum ResourceContents {
@@ -108,6 +115,11 @@ pub enum ResourceContents {
         blob: String,
     },
 }
+
+crate::safe_derive::enum_eq!(ResourceContents {
+    Text { uri, mime_type, text },
+    Blob { uri, mime_type, blob },
+});
 
 impl Content {
     /// A text block.
@@ -188,7 +200,7 @@ static SINGLE: LazyLock<Value> = LazyLock::new(canonical_output::<Content>);
 static LIST: LazyLock<Value> = LazyLock::new(canonical_output::<Vec<Content>>);
 
 /// How a tool's results are sent: as content blocks or as JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Shape {
     /// The output type is `Content`.
     Single,
@@ -227,3 +239,8 @@ pub(crate) fn blocks(shape: Shape, result: &JsonText) -> Option<Vec<ContentBlock
         }
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Shape {}

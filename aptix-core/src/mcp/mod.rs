@@ -135,7 +135,7 @@ pub struct McpServer {
 /// The limits of the Streamable HTTP server, which a client that never
 /// finishes its requests or keeps opening sessions could otherwise use to
 /// hold the server's connections and memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HttpLimits {
     pub(crate) header_read_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
@@ -327,3 +327,8 @@ fn request_id_text(id: &NumberOrString) -> String {
         NumberOrString::String(text) => text.to_string(),
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for HttpLimits {}

@@ -27,7 +27,7 @@ use crate::transcript::{Message, ThinkingBlock};
 
 /// A piece of a thinking block as it streams in, keyed by the block's
 /// `index` in the turn like [`ToolCallDelta`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Eq)]
 pub enum ThinkingDelta {
     /// More thinking text; opens a [`ThinkingBlock::Thinking`] at `index`
     /// if none is open there.
@@ -52,6 +52,12 @@ pub enum ThinkingDelta {
         data: String,
     },
 }
+
+crate::safe_derive::enum_eq!(ThinkingDelta {
+    Text { index, text },
+    Signature { index, signature },
+    Redacted { index, data },
+});
 
 /// Which tools the model may or must call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -191,7 +197,7 @@ pub enum FinishReason {
 }
 
 /// Tokens used by one model call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.
     pub input_tokens: u64,
@@ -221,7 +227,7 @@ pub struct ToolCallDelta {
 }
 
 /// What a model stream yields.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum ModelEvent {
     /// More answer text.
     TextDelta(String),
@@ -237,6 +243,13 @@ pub enum ModelEvent {
         usage: Option<Usage>,
     },
 }
+
+crate::safe_derive::enum_eq!(ModelEvent {
+    TextDelta(_),
+    ToolCallDelta(_),
+    ThinkingDelta(_),
+    Finish { reason, usage },
+});
 
 /// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -304,3 +317,8 @@ pub trait ChatModel: Send + Sync {
         None
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Usage {}

@@ -100,7 +100,7 @@ use serde_json::Value;
 use lowering::{Lowering, check_references};
 
 /// A provider's dialect of JSON Schema for tool definitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Dialect {
     /// OpenAI function tools with `strict: true` (Structured Outputs).
@@ -283,3 +283,8 @@ pub fn provider_tool(
         }),
     })
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Dialect {}

@@ -151,7 +151,7 @@ enum Kind {
 }
 
 /// How a node checks a container instance, decided at compile time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
     /// Every instance of this kind is invalid.
     Reject,
@@ -564,3 +564,8 @@ impl Checks {
         }
     }
 }
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Route {}
