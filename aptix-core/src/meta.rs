@@ -362,6 +362,19 @@ impl std::fmt::Display for SourceLocation {
     }
 }
 
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for ToolMeta {}
+impl Copy for ExecutorKind {}
+impl Copy for Approval {}
+impl Copy for AwaitReason {}
+impl Copy for ServerStep {}
+impl Copy for Route {}
+impl Copy for Annotations {}
+impl Copy for Redaction {}
+impl Copy for SourceLocation {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,16 +492,3 @@ mod tests {
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ToolMeta {}
-impl Copy for ExecutorKind {}
-impl Copy for Approval {}
-impl Copy for AwaitReason {}
-impl Copy for ServerStep {}
-impl Copy for Route {}
-impl Copy for Annotations {}
-impl Copy for Redaction {}
-impl Copy for SourceLocation {}

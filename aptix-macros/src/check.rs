@@ -1035,6 +1035,12 @@ fn check_pointer(pointer: &str) -> Result<(), String> {
     Ok(())
 }
 
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Executor {}
+impl Copy for Approval {}
+
 #[cfg(test)]
 mod tests {
     use super::parse_duration;
@@ -1053,9 +1059,3 @@ mod tests {
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Executor {}
-impl Copy for Approval {}

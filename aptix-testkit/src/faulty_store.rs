@@ -544,6 +544,14 @@ impl<S: Store> Store for FaultyStore<S> {
     }
 }
 
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for StoreOp {}
+impl Copy for Fault {}
+impl Copy for InjectedFailure {}
+impl Copy for Verdict {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,11 +652,3 @@ mod tests {
         assert_eq!(store.take_counts().total(), 0, "taking starts afresh");
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for StoreOp {}
-impl Copy for Fault {}
-impl Copy for InjectedFailure {}
-impl Copy for Verdict {}

@@ -282,6 +282,11 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
     json!({ "message": content, "calls": calls }).to_string()
 }
 
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for CallMode {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,8 +316,3 @@ mod tests {
         assert!(empty.calls.is_empty());
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for CallMode {}

@@ -419,6 +419,12 @@ impl TurnAssembler {
     }
 }
 
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for CallStatus {}
+impl Copy for TurnLimits {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,9 +647,3 @@ mod tests {
         assert!(matches!(result, Err(ModelError::Protocol(_))));
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for CallStatus {}
-impl Copy for TurnLimits {}

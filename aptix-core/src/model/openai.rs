@@ -761,6 +761,11 @@ fn quote(text: &str) -> String {
     quoted
 }
 
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for StructuredOutput {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1025,8 +1030,3 @@ mod tests {
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for StructuredOutput {}

@@ -12,6 +12,11 @@
 //! object is refused by both layers.
 
 mod fused;
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl<'a> Copy for StrictValue<'a> {}
+
 #[cfg(test)]
 mod tests;
 
@@ -700,8 +705,3 @@ fn with_defs(schema: &Value, root: &Value) -> Value {
         _ => schema.clone(),
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl<'a> Copy for StrictValue<'a> {}

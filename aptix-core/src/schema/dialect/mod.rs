@@ -89,6 +89,11 @@ mod exclusive;
 mod gemini;
 mod lowering;
 mod openai;
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Dialect {}
+
 #[cfg(test)]
 mod tests;
 
@@ -283,8 +288,3 @@ pub fn provider_tool(
         }),
     })
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Dialect {}

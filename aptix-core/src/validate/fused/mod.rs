@@ -74,6 +74,11 @@ mod numbers;
 mod pattern;
 #[cfg(test)]
 mod schema_tests;
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Route {}
+
 #[cfg(test)]
 mod tests;
 
@@ -564,8 +569,3 @@ impl Checks {
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Route {}
