@@ -39,6 +39,9 @@ pub(crate) enum CallResult {
 pub(crate) struct ResultText {
     pub(crate) json: String,
     pub(crate) ok: bool,
+    /// The tool asked for another try (`ErrorCode::Retry`): known when the
+    /// envelope is made, so the loop's retry budget reads no JSON.
+    pub(crate) retry: bool,
 }
 
 impl ResultText {
@@ -46,19 +49,23 @@ impl ResultText {
     /// the envelope was made).
     pub(crate) fn from_envelope(envelope: Envelope) -> Self {
         let ok = envelope.is_ok();
+        let retry = envelope.error_code() == Some(ErrorCode::Retry);
         ResultText {
             json: envelope.into_json_string(),
             ok,
+            retry,
         }
     }
 
     /// A result read back as JSON text: failed unless it says `"ok": true`.
     pub(crate) fn from_stored(json: String) -> Self {
-        let ok = serde_json::from_str::<Value>(&json)
-            .ok()
+        let value = serde_json::from_str::<Value>(&json).ok();
+        let ok = value
+            .as_ref()
             .and_then(|value| value.get("ok").and_then(Value::as_bool))
             .unwrap_or(false);
-        ResultText { json, ok }
+        let retry = value.is_some_and(|value| value["error"]["code"] == ErrorCode::Retry.as_str());
+        ResultText { json, ok, retry }
     }
 
     pub(crate) fn to_value(&self) -> Value {

@@ -402,9 +402,8 @@ impl Agent {
                     summary.record_call(&done.name, took, outcome);
                     let mut result = done.result;
                     if let CallResult::Finished(finished) = &mut result
-                        && !finished.ok
-                        && let Some(retries) =
-                            self.over_retries(&done.name, &finished.json, &mut retried)
+                        && finished.retry
+                        && let Some(retries) = self.over_retries(&done.name, &mut retried)
                     {
                         tracing::warn!(tool = %done.name, retries, "a tool asked for more tries than it allows");
                         out.emit(AgentEvent::RetriesExhausted {
@@ -519,14 +518,7 @@ impl Agent {
 
     /// Counts a `retry` result of `name`; past the tool's budget, the
     /// budget.
-    fn over_retries(&self, name: &str, json: &str, retried: &mut Vec<(String, u8)>) -> Option<u8> {
-        if !json.contains(r#""retry""#) {
-            return None;
-        }
-        let envelope: serde_json::Value = serde_json::from_str(json).ok()?;
-        if envelope["error"]["code"] != "retry" {
-            return None;
-        }
+    fn over_retries(&self, name: &str, retried: &mut Vec<(String, u8)>) -> Option<u8> {
         let budget = self.inner.executor.catalog().get(name)?.retries();
         let count = match retried.iter_mut().find(|(tool, _)| tool == name) {
             Some((_, count)) => count,
