@@ -300,16 +300,33 @@ fn composed_calls(c: &mut Criterion) {
             );
         }
     });
-    let mut group = c.benchmark_group("composed calls (3 calls, 2 model calls)");
-    for (name, agent) in [
-        ("baseline: native tool calls", &native),
-        ("aptix: composed calls", &composed),
-    ] {
-        group.bench_function(name, |b| {
-            b.to_async(&runtime).iter(|| async {
+    measure_runs(
+        c,
+        &runtime,
+        "composed calls (3 calls, 2 model calls)",
+        "greet them",
+        &[
+            ("baseline: native tool calls", &native),
+            ("aptix: composed calls", &composed),
+        ],
+    );
+}
+
+/// Each agent's run on `input`, read to its end, as one benchmark of `group`.
+fn measure_runs(
+    c: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    group: &str,
+    input: &str,
+    runs: &[(&str, &Agent)],
+) {
+    let mut group = c.benchmark_group(group);
+    for (name, agent) in runs {
+        group.bench_function(*name, |b| {
+            b.to_async(runtime).iter(|| async {
                 let mut conversation = Conversation::new("bench");
                 let events = agent
-                    .run(&mut conversation, Input::User("greet them".into()))
+                    .run(&mut conversation, Input::User(input.into()))
                     .count()
                     .await;
                 black_box(events)
@@ -448,20 +465,14 @@ fn progress_updates(c: &mut Criterion) {
             );
         }
     });
-    let mut group = c.benchmark_group("progressive tool (one call, 2 model calls)");
-    for (name, agent, _) in &runs {
-        group.bench_function(*name, |b| {
-            b.to_async(&runtime).iter(|| async {
-                let mut conversation = Conversation::new("bench");
-                let events = agent
-                    .run(&mut conversation, Input::User("report".into()))
-                    .count()
-                    .await;
-                black_box(events)
-            });
-        });
-    }
-    group.finish();
+    let runs: Vec<(&str, &Agent)> = runs.iter().map(|(name, agent, _)| (*name, agent)).collect();
+    measure_runs(
+        c,
+        &runtime,
+        "progressive tool (one call, 2 model calls)",
+        "report",
+        &runs,
+    );
 }
 
 /// A hook that lets every call through: what any hook costs.
@@ -520,20 +531,14 @@ fn hooks(c: &mut Criterion) {
             assert!(tool_ok, "{name} did not run the tool: {events:?}");
         }
     });
-    let mut group = c.benchmark_group("hooks (tool round trip, 2 model calls, 1 call)");
-    for (name, agent) in &runs {
-        group.bench_function(*name, |b| {
-            b.to_async(&runtime).iter(|| async {
-                let mut conversation = Conversation::new("bench");
-                let events = agent
-                    .run(&mut conversation, Input::User("greet Ada".into()))
-                    .count()
-                    .await;
-                black_box(events)
-            });
-        });
-    }
-    group.finish();
+    let runs: Vec<(&str, &Agent)> = runs.iter().map(|(name, agent)| (*name, agent)).collect();
+    measure_runs(
+        c,
+        &runtime,
+        "hooks (tool round trip, 2 model calls, 1 call)",
+        "greet Ada",
+        &runs,
+    );
 }
 
 criterion_group!(
