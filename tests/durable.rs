@@ -297,6 +297,9 @@ on_every_store!(
     crash_during_execution_is_recovered,
     hooks_steer_a_durable_run_and_it_rests_halted,
     a_revived_turn_runs_its_unrecorded_calls_through_the_hooks,
+    a_policy_holds_a_durable_call_and_only_an_exact_approval_runs_it,
+    approve_always_is_remembered_for_the_tool_across_a_restart,
+    a_revived_turn_asks_the_policy_about_its_unrecorded_calls,
 );
 
 async fn approved_call_runs_once_then_the_model_answers(backend: Backend) {
@@ -1047,45 +1050,7 @@ async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Bac
     };
     let id = format!("hook-revive-{}", uuid());
     let big = format!("c-{}", uuid());
-    let mut conversation = Conversation::new(&id);
-    conversation.messages.push(Message::user("import a lot"));
-    conversation.messages.push(Message::Assistant {
-        content: String::new(),
-        tool_calls: vec![aptix::transcript::AssistantToolCall {
-            id: big.clone(),
-            name: "import".into(),
-            arguments: r#"{"cents":5000}"#.into(),
-        }],
-        thinking: Vec::new(),
-    });
-    assert!(
-        store
-            .create_conversation(&conversation, 0)
-            .await
-            .unwrap_or(false)
-    );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    // Saved running by a process that died before recording the call, and
-    // whose lease has run out.
-    assert!(
-        store
-            .claim_conversation(&id, "dead-process", now - 2_000, now - 1_000)
-            .await
-            .unwrap_or(None)
-            .is_some()
-    );
-    store
-        .save_conversation(
-            &conversation,
-            "dead-process",
-            ConversationStatus::Running,
-            now - 1_000,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    left_by_a_dead_process(&*store, &id, &big, "import", r#"{"cents":5000}"#).await;
     let agent = DurableAgent::builder(
         Agent::builder()
             .model(ScriptedModel::new(vec![answer("Stopped.")]))
@@ -1103,4 +1068,226 @@ async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Bac
     let results = tool_results(&conversation);
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["error"]["code"], json!("denied"), "{results:?}");
+}
+
+/// A conversation whose model turn made one call, saved running by a
+/// process that died before recording the call, and whose lease has run out.
+async fn left_by_a_dead_process(
+    store: &dyn Store,
+    id: &str,
+    call: &str,
+    tool: &str,
+    arguments: &str,
+) {
+    let mut conversation = Conversation::new(id);
+    conversation.messages.push(Message::user("import a lot"));
+    conversation.messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![aptix::transcript::AssistantToolCall {
+            id: call.to_owned(),
+            name: tool.into(),
+            arguments: arguments.into(),
+        }],
+        thinking: Vec::new(),
+    });
+    assert!(
+        store
+            .create_conversation(&conversation, 0)
+            .await
+            .unwrap_or(false)
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    assert!(
+        store
+            .claim_conversation(id, "dead-process", now - 2_000, now - 1_000)
+            .await
+            .unwrap_or(None)
+            .is_some()
+    );
+    store
+        .save_conversation(
+            &conversation,
+            "dead-process",
+            ConversationStatus::Running,
+            now - 1_000,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Imports over 100 cents wait for a person (`import` declares no approval).
+fn held_over_100(call: &aptix::agent::ApprovalCall<'_>) -> aptix::agent::ApprovalDecision {
+    if call.call.arguments["cents"].as_u64().unwrap_or(0) > 100 {
+        aptix::agent::ApprovalDecision::Ask
+    } else {
+        aptix::agent::ApprovalDecision::Auto
+    }
+}
+
+fn policy_agent(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>) -> DurableAgent {
+    DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(turns))
+            .catalog(catalog())
+            .approval_policy(held_over_100)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .build()
+}
+
+async fn a_policy_holds_a_durable_call_and_only_an_exact_approval_runs_it(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("policy-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = policy_agent(
+        store,
+        vec![
+            call_turn(&call, "import", json!({"cents": 500})),
+            answer("Imported."),
+        ],
+    );
+    let events = send(&agent, &id, "import").await;
+    assert!(
+        matches!(done(&events), DoneReason::Suspended(_)),
+        "{events:?}"
+    );
+    assert_eq!(runs(&call), 0, "a held call ran");
+    let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].step, Step::Approval);
+    // An approval given for other arguments than the waiting call holds.
+    let mut seen_elsewhere = pending[0].clone();
+    seen_elsewhere.payload = json!({"cents": 5});
+    let refused = agent
+        .resolve(
+            &id,
+            &call,
+            Resolution::approve_exactly(seen_elsewhere.arguments_hash()),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(ResolveError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(runs(&call), 0);
+    assert_eq!(
+        agent.pending(&id).await.map(|p| p.len()).unwrap_or(0),
+        1,
+        "a refused approval settled the call"
+    );
+    agent
+        .resolve(
+            &id,
+            &call,
+            Resolution::approve_exactly(pending[0].arguments_hash()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(runs(&call), 1);
+    assert_eq!(tool_results(&conversation)[0]["result"], json!(500));
+    assert_eq!(last_text(&conversation), Some("Imported."));
+    // A retry of the same approval is stale, not a second run.
+    let again = agent
+        .resolve(
+            &id,
+            &call,
+            Resolution::approve_exactly(pending[0].arguments_hash()),
+        )
+        .await;
+    assert!(
+        matches!(again, Err(ResolveError::Stale { .. })),
+        "{again:?}"
+    );
+    assert_eq!(runs(&call), 1);
+}
+
+async fn approve_always_is_remembered_for_the_tool_across_a_restart(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("always-{}", uuid());
+    let (first_call, second_call, elsewhere) = (
+        format!("c1-{}", uuid()),
+        format!("c2-{}", uuid()),
+        format!("c3-{}", uuid()),
+    );
+    let first = agent_with(
+        store.clone(),
+        vec![
+            call_turn(&first_call, "charge", json!({"cents": 3})),
+            answer("Charged."),
+        ],
+    );
+    send(&first, &id, "charge me").await;
+    let pending = first.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+    first
+        .resolve(
+            &id,
+            &first_call,
+            Resolution::approve_always(pending[0].arguments_hash()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_idle(&first, &id).await;
+    assert_eq!(runs(&first_call), 1);
+    drop(first);
+    // A new process: the approval is in the ledger, not in memory.
+    let second = agent_with(
+        store.clone(),
+        vec![
+            call_turn(&second_call, "charge", json!({"cents": 70})),
+            answer("Charged again."),
+        ],
+    );
+    let events = send(&second, &id, "and again").await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(
+        runs(&second_call),
+        1,
+        "the remembered approval did not run it"
+    );
+    // Another conversation asks again.
+    let other = agent_with(
+        store,
+        vec![call_turn(&elsewhere, "charge", json!({"cents": 70}))],
+    );
+    let events = send(&other, &format!("{id}-other"), "charge me").await;
+    assert!(
+        matches!(done(&events), DoneReason::Suspended(_)),
+        "{events:?}"
+    );
+    assert_eq!(runs(&elsewhere), 0);
+}
+
+/// A call a crash left unrecorded is asked about on revival, as the
+/// stopped run would have asked: a call the policy holds must not run.
+async fn a_revived_turn_asks_the_policy_about_its_unrecorded_calls(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("policy-revive-{}", uuid());
+    let call = format!("c-{}", uuid());
+    left_by_a_dead_process(&*store, &id, &call, "import", r#"{"cents":5000}"#).await;
+    let agent = policy_agent(store, vec![answer("Imported.")]);
+    let _ = agent.ensure_started(&id).await;
+    let started = Instant::now();
+    let pending = loop {
+        let pending = agent.pending(&id).await.unwrap_or_else(|e| panic!("{e}"));
+        if !pending.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            break pending;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(runs(&call), 0, "a call the policy holds ran on revival");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].step, Step::Approval);
 }

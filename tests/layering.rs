@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first.
 const LAYERS: &[&str] = &[
     "safe_derive",
+    "digest",
     "generator",
     "error",
     "envelope",

@@ -14,13 +14,12 @@
 
 use std::any::TypeId;
 use std::borrow::Cow;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::activity::{Activities, Latent};
 use crate::context::ToolContext;
@@ -1159,11 +1158,5 @@ fn fingerprint(entries: &[ToolEntry]) -> String {
     // serde_json's maps are sorted by key (no `preserve_order`), so this text
     // is the same for the same definitions in every process.
     let text = Value::Array(canonical).to_string();
-    let digest = Sha256::digest(text.as_bytes());
-    let mut hex = String::with_capacity(2 * digest.len());
-    for byte in digest {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    crate::digest::sha256_hex(text.as_bytes())
 }

@@ -187,7 +187,34 @@ impl Executor {
         call: &ToolCall,
         ctx: &ToolContext,
     ) -> impl Future<Output = Execution> + Send {
-        self.execute_call(call, ctx, false)
+        self.execute_call(call, ctx, Gate::Declared)
+    }
+
+    /// Executes a call as if its tool required an approval: what an
+    /// approval policy that answers "ask" makes of a tool declared `auto`.
+    /// A server tool's arguments are only validated and a client tool's
+    /// preflight shapes its payload; then the call waits for an approval
+    /// ([`Outcome::Awaiting`] with [`AwaitReason::Approval`]). Human and
+    /// provider tools behave as in [`Executor::execute`]: a person answers
+    /// the one anyway, the provider runs the other.
+    pub fn execute_asking_approval(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Execution> + Send {
+        self.execute_call(call, ctx, Gate::Asked)
+    }
+
+    /// [`Executor::execute`], or [`Executor::execute_asking_approval`]
+    /// when `ask`: one future type for the loop's two paths.
+    pub(crate) fn execute_maybe_asking(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        ask: bool,
+    ) -> impl Future<Output = Execution> + Send {
+        let gate = if ask { Gate::Asked } else { Gate::Declared };
+        self.execute_call(call, ctx, gate)
     }
 
     /// Executes a call a person has approved: the approval gate is passed,
@@ -200,7 +227,7 @@ impl Executor {
         call: &ToolCall,
         ctx: &ToolContext,
     ) -> impl Future<Output = Execution> + Send {
-        self.execute_call(call, ctx, true)
+        self.execute_call(call, ctx, Gate::Approved)
     }
 
     // One state machine for the whole call: the tool's run is written out
@@ -211,16 +238,16 @@ impl Executor {
     // lookup and the cancellation check together. The span is entered by
     // hand instead, around every poll of the tool and around the
     // synchronous work (validation for an approval, the failure's events).
-    async fn execute_call(&self, call: &ToolCall, ctx: &ToolContext, approved: bool) -> Execution {
+    async fn execute_call(&self, call: &ToolCall, ctx: &ToolContext, gate: Gate) -> Execution {
         let Some(entry) = self.catalog.entry(&call.name) else {
             return self.unknown_tool(call, envelope_ids(call, ctx));
         };
         let definition = entry.definition();
-        let span = call_span(definition, call, ctx, approved);
-        let approval = if approved {
-            Approval::Auto
-        } else {
-            definition.approval()
+        let span = call_span(definition, call, ctx, gate == Gate::Approved);
+        let approval = match gate {
+            Gate::Declared => definition.approval(),
+            Gate::Approved => Approval::Auto,
+            Gate::Asked => Approval::RequiresApproval,
         };
         let route = route(definition.executor(), approval);
         let result = match route.step {
@@ -435,6 +462,22 @@ fn call_span(
     };
     Some(span)
 }
+
+/// How a call meets its tool's approval gate.
+#[derive(Clone, PartialEq, Eq)]
+enum Gate {
+    /// As the tool declares it.
+    Declared,
+    /// A person approved it: past the gate.
+    Approved,
+    /// A policy asks for an approval the tool does not declare.
+    Asked,
+}
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Gate {}
 
 /// The ids of the envelope of `call`.
 fn envelope_ids(call: &ToolCall, ctx: &ToolContext) -> EnvelopeIds {

@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod cli;
 pub mod context;
 pub mod definition;
+mod digest;
 pub mod durable;
 pub mod envelope;
 mod erased;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::approval::ApprovalPolicy;
 use super::composed::{self, CallMode};
 use super::hook::ToolHook;
 use super::step::{PrepareStep, PreparedStep, Step};
@@ -47,6 +48,7 @@ pub struct AgentBuilder {
     executor: Option<Box<dyn FnOnce(Executor) -> Executor>>,
     prepare_step: Option<PrepareStep>,
     hooks: Vec<Arc<dyn ToolHook>>,
+    approval_policy: Option<Arc<dyn ApprovalPolicy>>,
 }
 
 /// How each run behaves; set on the builder, fixed once built.
@@ -89,6 +91,7 @@ impl AgentBuilder {
             executor: None,
             prepare_step: None,
             hooks: Vec::new(),
+            approval_policy: None,
         }
     }
 
@@ -247,6 +250,17 @@ impl AgentBuilder {
         self
     }
 
+    /// Decides at run time which calls wait for a person's approval, and
+    /// which are refused ([`ApprovalPolicy`]; a closure over
+    /// `&ApprovalCall` is one). It sees each call after the hooks, with
+    /// validated arguments. A tool declared `approval = requires_approval`
+    /// always waits: a policy adds approvals, never removes one. A later
+    /// call replaces the policy.
+    pub fn approval_policy(mut self, policy: impl ApprovalPolicy) -> Self {
+        self.approval_policy = Some(Arc::new(policy));
+        self
+    }
+
     /// Adjusts the executor (e.g. its default time limit).
     pub fn configure_executor(
         mut self,
@@ -301,6 +315,7 @@ impl AgentBuilder {
                 settings: self.settings,
                 prepare_step: self.prepare_step,
                 hooks: self.hooks,
+                approval_policy: self.approval_policy,
                 composed,
             }),
         };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::steer::Before;
+use super::steer::{Before, PolicyGate};
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
@@ -15,6 +15,7 @@ use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
 use crate::model::assembly::{AssembledCall, CallStatus};
 use crate::schema::meta_fields::REASONING;
+use crate::transcript::Message;
 
 /// What one executed call contributes to the transcript and the events.
 pub(super) struct Executed {
@@ -80,7 +81,9 @@ impl Agent {
     /// outside the task, and answers `timeout` even while the tool's thread
     /// is still blocked (the task is aborted, and stops at its next await).
     /// `over` is `(calls made, calls allowed)` for a call past the turn's
-    /// limit, which is answered without running.
+    /// limit, which is answered without running. `transcript` is the
+    /// conversation so far, for the approval policy (`None` without one).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn execute_in_task(
         &self,
         call: AssembledCall,
@@ -89,6 +92,7 @@ impl Agent {
         context: &ToolContext,
         conversation_id: &str,
         journal: Option<Arc<dyn Journal>>,
+        transcript: Option<Arc<[Message]>>,
     ) -> Executed {
         let ids = |id: &str| EnvelopeIds {
             tool_call_id: id.into(),
@@ -140,7 +144,13 @@ impl Agent {
         if call.status != CallStatus::Complete || tokio::runtime::Handle::try_current().is_err() {
             // Nothing runs (or there is no runtime to spawn on): inline.
             return self
-                .execute(call, context, conversation_id, journal.as_deref())
+                .execute(
+                    call,
+                    context,
+                    conversation_id,
+                    journal.as_deref(),
+                    transcript.as_deref(),
+                )
                 .await;
         }
         let limit = self.call_time_limit(&call.name);
@@ -152,7 +162,13 @@ impl Agent {
             let journal = journal.clone();
             tokio::spawn(async move {
                 agent
-                    .execute(call, &context, &conversation_id, journal.as_deref())
+                    .execute(
+                        call,
+                        &context,
+                        &conversation_id,
+                        journal.as_deref(),
+                        transcript.as_deref(),
+                    )
                     .await
             })
         };
@@ -210,6 +226,7 @@ impl Agent {
         context: &ToolContext,
         conversation_id: &str,
         journal: Option<&dyn Journal>,
+        transcript: Option<&[Message]>,
     ) -> Executed {
         let ids = || EnvelopeIds {
             tool_call_id: call.id.as_str().into(),
@@ -261,8 +278,30 @@ impl Agent {
                     name.as_deref().unwrap_or(call.name.as_str()),
                     arguments.as_deref().unwrap_or(call.arguments.as_str()),
                 );
+                // The approval policy, after the hooks: it sees the call
+                // as it will run.
+                let ask = if self.has_approval_policy() {
+                    let gate = self
+                        .gate(
+                            &call.id,
+                            &tool_call.name,
+                            &tool_call.arguments,
+                            validated.as_ref(),
+                            context,
+                            transcript.unwrap_or_default(),
+                            &ids,
+                        )
+                        .await;
+                    match gate {
+                        PolicyGate::Declared => false,
+                        PolicyGate::Ask => true,
+                        PolicyGate::Denied(envelope) => break 'run finished(envelope),
+                    }
+                } else {
+                    false
+                };
                 if let Some(journal) = journal {
-                    match journal.execute(&tool_call, context).await {
+                    match journal.execute(&tool_call, context, ask).await {
                         Ok(CallResult::Finished(result)) => {
                             if let (Some(validated), Some(definition)) = (
                                 &validated,
@@ -294,7 +333,11 @@ impl Agent {
                         }
                     }
                 } else {
-                    let execution = self.inner.executor.execute(&tool_call, context).await;
+                    let execution = self
+                        .inner
+                        .executor
+                        .execute_maybe_asking(&tool_call, context, ask)
+                        .await;
                     match execution.outcome {
                         Outcome::Final(envelope) => {
                             if let (Some(validated), Some(definition)) = (

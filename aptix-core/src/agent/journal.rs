@@ -26,12 +26,14 @@ pub(crate) trait Journal: Send + Sync + 'static {
         conversation: &'a Conversation,
     ) -> JournalFuture<'a, Result<(), String>>;
 
-    /// Runs one call of the model's turn, recorded. An `Err` means it was
-    /// not recorded and so did not run.
+    /// Runs one call of the model's turn, recorded; `ask` when the
+    /// approval policy asks for an approval the tool does not declare. An
+    /// `Err` means it was not recorded and so did not run.
     fn execute<'a>(
         &'a self,
         call: &'a ToolCall,
         context: &'a ToolContext,
+        ask: bool,
     ) -> JournalFuture<'a, Result<CallResult, String>>;
 
     /// A call the loop stopped from outside its task (its tool blocked its

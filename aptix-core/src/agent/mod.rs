@@ -20,7 +20,13 @@
 //! | `step.rs` | per-step tool selection (`prepare_step`) |
 //! | `composed.rs` | composed calls: tools as one structured-output schema |
 //! | `redact.rs` | declared secrets hidden in events |
+//! | `hook.rs` | the `ToolHook` port: steer, repair or halt calls |
+//! | `approval.rs` | the `ApprovalPolicy` port: approvals decided at run time |
+//! | `steer.rs` | hooks and the approval policy applied to one call |
+//! | `live_feed.rs` | progress and partial results of running calls |
+//! | `summary.rs` | the `RunSummary` on `Done` |
 
+mod approval;
 mod builder;
 mod call;
 mod call_ids;
@@ -34,6 +40,8 @@ mod steer;
 mod step;
 mod summary;
 
+pub(crate) use approval::arguments_hash;
+pub use approval::{ApprovalCall, ApprovalDecision, ApprovalPolicy};
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText};
 pub use composed::{CallMode, composed_schema, composed_schema_in};
@@ -41,7 +49,7 @@ pub use hook::{
     AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
 };
 pub(crate) use journal::{Journal, JournalFuture};
-pub(crate) use steer::Before;
+pub(crate) use steer::{Before, PolicyGate};
 pub use step::{PreparedStep, Step};
 pub use summary::{RunSummary, ToolCallStats};
 
@@ -129,6 +137,16 @@ impl SuspendedCall {
     /// the client must execute. Do not log it.
     pub fn payload(&self) -> &JsonText {
         &self.payload
+    }
+
+    /// The hash an approval of this call is bound to: SHA-256 (hex) of
+    /// the real payload the approver is shown, key order and spacing
+    /// aside. A durable approval given as
+    /// [`Resolution::approve_exactly`](crate::durable::Resolution::approve_exactly)
+    /// carries it (so does [`PendingCall::arguments_hash`](crate::durable::PendingCall::arguments_hash)), and is refused (`Conflict`) if the call waiting under
+    /// this id holds anything else by the time it arrives.
+    pub fn arguments_hash(&self) -> String {
+        arguments_hash(self.payload.as_str())
     }
 
     /// `awaiting` with the real payload: what to act on (e.g. to hand to
@@ -331,6 +349,8 @@ struct Inner {
     prepare_step: Option<step::PrepareStep>,
     /// Called around every call, in order.
     hooks: Vec<Arc<dyn ToolHook>>,
+    /// Decides which calls wait for an approval, after the hooks.
+    approval_policy: Option<Arc<dyn ApprovalPolicy>>,
     /// In composed mode, the response format of a request that offers every
     /// tool with the agent's tool choice.
     composed: Option<crate::model::ResponseFormat>,

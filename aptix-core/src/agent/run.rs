@@ -338,6 +338,11 @@ impl Agent {
                     .map(|call| (call.id.clone(), call.name.clone()))
                     .collect();
                 let mut finished: Vec<&str> = Vec::with_capacity(running.len());
+                // What the approval policy sees of the conversation; one
+                // copy a turn, only when there is a policy.
+                let transcript: Option<Arc<[Message]>> = self
+                    .has_approval_policy()
+                    .then(|| conversation.messages.as_slice().into());
                 let mut executed =
                     futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
                         .map(|(position, call)| {
@@ -349,6 +354,7 @@ impl Agent {
                                 &context,
                                 conversation.id.as_str(),
                                 journal.clone(),
+                                transcript.clone(),
                             );
                             // Timed from its first poll, when it starts.
                             async move {

@@ -1,18 +1,23 @@
-//! The hooks applied to one call: repair before anything else, then the
-//! `before_call` chain, then, once it ran, the `after_call` chain.
+//! The hooks and the approval policy applied to one call: repair before
+//! anything else, then the `before_call` chain, then the approval policy,
+//! then, once it ran, the `after_call` chain.
 //!
-//! With no hook the loop never comes here, so a run without hooks pays
-//! nothing; with hooks the arguments are validated once more than the
-//! executor validates them, because a hook sees validated arguments.
+//! With no hook and no policy the loop never comes here, so such a run
+//! pays nothing; otherwise the arguments are validated once more than the
+//! executor validates them, because hooks and policies see validated
+//! arguments.
 
 use serde_json::Value;
 
 use super::Agent;
+use super::approval::{ApprovalCall, ApprovalDecision};
 use super::hook::{AfterCall, BeforeCall, HookCall, Invalid, InvalidCall, Repair};
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
+use crate::meta::Approval;
+use crate::transcript::Message;
 
 /// What the hooks decided before a call runs.
 pub(crate) enum Before {
@@ -33,6 +38,18 @@ pub(crate) enum Before {
     },
 }
 
+/// What the approval policy decided for a call about to run.
+#[derive(Debug)]
+pub(crate) enum PolicyGate {
+    /// As the tool declares it (also: no policy, or a call that does not
+    /// fit its tool, which never runs anyway).
+    Declared,
+    /// A person must approve it first, though the tool does not declare it.
+    Ask,
+    /// Refused: this is its result.
+    Denied(Envelope),
+}
+
 /// What the hooks decided once a call finished.
 #[derive(Default)]
 pub(super) struct After {
@@ -45,6 +62,77 @@ pub(super) struct After {
 impl Agent {
     pub(crate) fn has_hooks(&self) -> bool {
         !self.inner.hooks.is_empty()
+    }
+
+    pub(crate) fn has_approval_policy(&self) -> bool {
+        self.inner.approval_policy.is_some()
+    }
+
+    /// Asks the approval policy about a call: `validated` are its
+    /// arguments when the hooks validated them already.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn gate(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        validated: Option<&Value>,
+        context: &ToolContext,
+        transcript: &[Message],
+        ids: &(dyn Fn() -> EnvelopeIds + Sync),
+    ) -> PolicyGate {
+        let Some(policy) = &self.inner.approval_policy else {
+            return PolicyGate::Declared;
+        };
+        let Some(definition) = self.inner.executor.catalog().get(name) else {
+            return PolicyGate::Declared;
+        };
+        let parsed;
+        let arguments = match validated {
+            Some(value) => value,
+            None => match definition.validator().parse::<Value>(arguments) {
+                Ok(value) => {
+                    parsed = value;
+                    &parsed
+                }
+                // It never runs: the executor tells the model why.
+                Err(_) => return PolicyGate::Declared,
+            },
+        };
+        let call = ApprovalCall {
+            call: HookCall {
+                id,
+                definition,
+                arguments,
+                context,
+            },
+            conversation_id: context.conversation_id().unwrap_or_default(),
+            transcript,
+        };
+        match policy.decide(call).await {
+            ApprovalDecision::Auto => PolicyGate::Declared,
+            ApprovalDecision::Ask if definition.approval() == Approval::RequiresApproval => {
+                PolicyGate::Declared
+            }
+            ApprovalDecision::Ask => {
+                tracing::info!(
+                    policy = policy.name(),
+                    tool = name,
+                    tool_call_id = id,
+                    "the approval policy asks for an approval"
+                );
+                PolicyGate::Ask
+            }
+            ApprovalDecision::Deny(message) => {
+                tracing::info!(
+                    policy = policy.name(),
+                    tool = name,
+                    tool_call_id = id,
+                    "the approval policy denied the call"
+                );
+                PolicyGate::Denied(Envelope::error(ids(), ErrorCode::Denied, message))
+            }
+        }
     }
 
     /// Repairs the call if it needs it and a hook can, then asks every

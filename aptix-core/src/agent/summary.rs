@@ -8,7 +8,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::model::ToolChoice;
 use crate::schema::Dialect;
@@ -188,13 +187,7 @@ impl Framing {
             "composed": self.composed,
             "ask_reasoning": self.ask_reasoning,
         });
-        let digest = Sha256::digest(framing.to_string().as_bytes());
-        let mut hex = String::with_capacity(64);
-        for byte in digest {
-            use std::fmt::Write as _;
-            let _ = write!(hex, "{byte:02x}");
-        }
-        hex
+        crate::digest::sha256_hex(framing.to_string().as_bytes())
     }
 }
 

@@ -14,7 +14,9 @@ use super::checkpoint::{Carried, Checkpoint};
 use super::clients::Clients;
 use super::lease::{millis, now_ms};
 use super::resolve::Resolution;
-use crate::agent::{Agent, AgentEvent, Before, CallResult, ResultText, SuspendedCall, redact};
+use crate::agent::{
+    Agent, AgentEvent, Before, CallResult, PolicyGate, ResultText, SuspendedCall, redact,
+};
 use crate::context::ToolContext;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
@@ -51,16 +53,37 @@ impl Ledger {
         }
     }
 
-    /// The route of a call of `tool` (see [`route`]): as declared, or past
-    /// its gate once a person approved it. `None` for a tool not in the
-    /// catalog.
-    fn route_of(&self, tool: &str, approved: bool) -> Option<Route> {
+    /// The route of a call of `tool` (see [`route`]) through `gate`: as
+    /// declared, past its gate once a person approved it, or held at one
+    /// the approval policy asked for. `None` for a tool not in the catalog.
+    fn route_of(&self, tool: &str, gate: Gate) -> Option<Route> {
         let definition = self.agent.executor().catalog().get(tool)?;
-        Some(if approved {
-            route(definition.executor(), Approval::Auto)
-        } else {
-            definition.route()
+        Some(match gate {
+            Gate::Model => definition.route(),
+            Gate::Approved { .. } => route(definition.executor(), Approval::Auto),
+            Gate::Asked => route(definition.executor(), Approval::RequiresApproval),
         })
+    }
+
+    /// Whether an earlier call of `tool` in the conversation was approved
+    /// with [`Resolution::ApproveAlways`]: its approval is the ledger row.
+    async fn approved_always(&self, conversation_id: &str, tool: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .store
+            .calls(conversation_id)
+            .await?
+            .iter()
+            .any(|record| {
+                record.step == Step::Approval
+                    && record.tool == tool
+                    && record.state == CallState::Resolved
+                    && record.outcome.as_deref().is_some_and(|outcome| {
+                        matches!(
+                            Resolution::decode(outcome),
+                            Ok(Resolution::ApproveAlways { .. })
+                        )
+                    })
+            }))
     }
 
     /// The store the ledger is kept in.
@@ -270,7 +293,9 @@ impl Ledger {
                 return Ok(error(ErrorCode::Denied, not_this_call_message(&call.name)));
             }
             let (arguments, changed) = match resolution {
-                Some(Resolution::Approve) => (approval.arguments.clone(), None),
+                Some(resolution) if resolution.approves_as_held() => {
+                    (approval.arguments.clone(), None)
+                }
                 Some(Resolution::ApproveWithArgs(arguments)) => {
                     (arguments.to_string(), Some(arguments))
                 }
@@ -278,7 +303,7 @@ impl Ledger {
             };
             let call_now = tool_call(arguments);
             let next = self
-                .route_of(&call.name, false)
+                .route_of(&call.name, Gate::Asked)
                 .and_then(|route| route.after(AwaitReason::Approval));
             let Some(next) = next else {
                 // Approved, and nobody else is awaited: run the server step
@@ -316,28 +341,51 @@ impl Ledger {
         }
         // Never recorded: the run stopped between saving the model's turn
         // and executing it. Nothing ran, so run it now, through the hooks
-        // as the stopped run would have: a call a hook denies must not run.
-        if self.agent.has_hooks() {
-            let ids = || ids_for(conversation, &call.id);
-            return match self
+        // and the approval policy as the stopped run would have: a call a
+        // hook denies must not run, one the policy holds must wait.
+        let ids = || ids_for(conversation, &call.id);
+        let (name, arguments, validated) = if self.agent.has_hooks() {
+            match self
                 .agent
                 .before_run(&call.id, &call.name, &call.arguments, context, &ids)
                 .await
             {
                 Before::Done(envelope) | Before::Halted { envelope, .. } => {
-                    Ok(CallResult::Finished(ResultText::from_envelope(envelope)))
+                    return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
                 }
                 Before::Run {
-                    name, arguments, ..
-                } => {
-                    let call_now = ToolCall::new(call.id.as_str(), name, arguments);
-                    self.execute_recorded_as(&call_now, context, Gate::Model, None)
-                        .await
+                    name,
+                    arguments,
+                    validated,
+                } => (name, arguments, validated),
+            }
+        } else {
+            (call.name.clone(), call.arguments.clone(), None)
+        };
+        let mut gate = Gate::Model;
+        if self.agent.has_approval_policy() {
+            match self
+                .agent
+                .gate(
+                    &call.id,
+                    &name,
+                    &arguments,
+                    validated.as_ref(),
+                    context,
+                    &conversation.messages,
+                    &ids,
+                )
+                .await
+            {
+                PolicyGate::Declared => {}
+                PolicyGate::Ask => gate = Gate::Asked,
+                PolicyGate::Denied(envelope) => {
+                    return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
                 }
-            };
+            }
         }
-        let call_now = tool_call(call.arguments.clone());
-        self.execute_recorded_as(&call_now, context, Gate::Model, None)
+        let call_now = ToolCall::new(call.id.as_str(), name, arguments);
+        self.execute_recorded_as(&call_now, context, gate, None)
             .await
     }
 
@@ -358,8 +406,11 @@ impl Ledger {
                         record.tool_call_id
                     ))
                 })?;
+                // A wait for an approval means the call was gated (declared,
+                // or asked for by the policy): who comes after it is that
+                // route's.
                 let then = self
-                    .route_of(&record.tool, false)
+                    .route_of(&record.tool, Gate::Asked)
                     .and_then(|route| route.after(reason));
                 let payload = JsonText::parse(record.payload.clone()).map_err(|error| {
                     StoreError::Corrupt(format!("payload of `{}`: {error}", record.tool_call_id))
@@ -459,9 +510,18 @@ impl Ledger {
                 .as_deref()
                 .map(Resolution::decode)
                 .transpose()?;
+            // A gated tool's execution row is written only once its gate
+            // is passed: by the approval on record, or, without one, by an
+            // earlier `ApproveAlways`.
+            let gated = self
+                .route_of(&call.name, Gate::Model)
+                .is_some_and(|route| route.awaits == Some(AwaitReason::Approval));
             let gate = match resolution {
-                Some(Resolution::Approve) => Gate::Approved { changed: false },
                 Some(Resolution::ApproveWithArgs(_)) => Gate::Approved { changed: true },
+                Some(resolution) if resolution.approves_as_held() => {
+                    Gate::Approved { changed: false }
+                }
+                _ if gated => Gate::Approved { changed: false },
                 _ => Gate::Model,
             };
             let execution = if gate == Gate::Model {
@@ -511,8 +571,10 @@ impl Ledger {
         call: &ToolCall,
         context: &ToolContext,
         checkpoint: &Checkpoint,
+        ask: bool,
     ) -> Result<CallResult, StoreError> {
-        self.execute_recorded_as(call, context, Gate::Model, Some(checkpoint))
+        let gate = if ask { Gate::Asked } else { Gate::Model };
+        self.execute_recorded_as(call, context, gate, Some(checkpoint))
             .await
     }
 
@@ -523,15 +585,26 @@ impl Ledger {
         gate: Gate,
         checkpoint: Option<&Checkpoint>,
     ) -> Result<CallResult, StoreError> {
-        let approved = gate != Gate::Model;
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
+        // A call that would wait for an approval, of a tool a person
+        // already approved for every call of this conversation, runs.
+        let mut gate = gate;
+        if matches!(gate, Gate::Model | Gate::Asked)
+            && self
+                .route_of(&call.name, gate)
+                .is_some_and(|route| route.awaits == Some(AwaitReason::Approval))
+            && self.approved_always(conversation_id, &call.name).await?
+        {
+            tracing::info!(tool = %call.name, tool_call_id = &*call.id, "approved by an earlier ApproveAlways in this conversation");
+            gate = Gate::Approved { changed: false };
+        }
         // A call past its gate is recorded before its server step runs (a
         // server tool's body, a client tool's preflight), so a crash is
         // noticed and it never runs twice. Before an approval the step
         // only validates or shapes what the approver sees, and a person's
         // question is only shaped: nothing to guard.
-        let runs_code = self.route_of(&call.name, approved).is_some_and(|route| {
+        let runs_code = self.route_of(&call.name, gate).is_some_and(|route| {
             route.step == ServerStep::Run
                 && matches!(route.awaits, None | Some(AwaitReason::Client))
         });
@@ -591,10 +664,15 @@ impl Ledger {
                 )));
             }
         }
-        let execution = if approved {
-            self.agent.executor().execute_approved(call, context).await
-        } else {
-            self.agent.executor().execute(call, context).await
+        let execution = match gate {
+            Gate::Approved { .. } => self.agent.executor().execute_approved(call, context).await,
+            Gate::Model => self.agent.executor().execute(call, context).await,
+            Gate::Asked => {
+                self.agent
+                    .executor()
+                    .execute_asking_approval(call, context)
+                    .await
+            }
         };
         let outcome = gate.mark(call, execution.outcome);
         if runs_code {
@@ -907,6 +985,9 @@ enum Gate {
     Model,
     /// Approved; `changed` when the approver changed its arguments.
     Approved { changed: bool },
+    /// Held for an approval the tool does not declare: the approval
+    /// policy asked for one.
+    Asked,
 }
 
 impl Gate {

@@ -251,6 +251,15 @@ pub struct PendingCall {
     pub deadline_ms: Option<i64>,
 }
 
+impl PendingCall {
+    /// The hash an approval of this call is bound to (SHA-256 of the
+    /// payload, key order and spacing aside): pass it to
+    /// [`Resolution::approve_exactly`] or [`Resolution::approve_always`].
+    pub fn arguments_hash(&self) -> String {
+        crate::agent::arguments_hash(&self.payload.to_string())
+    }
+}
+
 /// What [`DurableAgent::ensure_started`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Revival {

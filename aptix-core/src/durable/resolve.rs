@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use super::DurableAgent;
 use super::lease::now_ms;
+use crate::agent::arguments_hash;
 use crate::store::{
     Applied, Batch, CallRecord, CallState, ConversationStatus, Step, StoreError, Write,
 };
@@ -25,6 +26,25 @@ pub enum Resolution {
     /// Approve the call with changed arguments; they are validated against
     /// the tool's schema exactly like the model's.
     ApproveWithArgs(Value),
+    /// Approve the call as the approver saw it: bound to
+    /// [`PendingCall::arguments_hash`](super::PendingCall::arguments_hash). Refused with
+    /// [`ResolveError::Conflict`] when the call waiting under this id holds
+    /// anything else (the model reused the id, or a revived turn made
+    /// another call), so an approval is never spent on arguments nobody
+    /// saw. Build it with [`Resolution::approve_exactly`].
+    ApproveExactly {
+        /// The hash of what the approver was shown.
+        arguments_hash: String,
+    },
+    /// Approve the call (bound to its arguments like
+    /// [`Resolution::ApproveExactly`]), and remember it: later calls of the
+    /// same tool in this conversation run without asking. Kept in the
+    /// ledger with the call, so a restart keeps it. Build it with
+    /// [`Resolution::approve_always`].
+    ApproveAlways {
+        /// The hash of what the approver was shown.
+        arguments_hash: String,
+    },
     /// Refuse the call (or, for a client or a person, decline to run or
     /// answer it). The model receives a `denied` error with this message.
     Deny {
@@ -37,10 +57,40 @@ pub enum Resolution {
 }
 
 impl Resolution {
+    /// An approval bound to what the approver was shown:
+    /// `arguments_hash` is [`PendingCall::arguments_hash`](super::PendingCall::arguments_hash) or
+    /// [`SuspendedCall::arguments_hash`](crate::agent::SuspendedCall::arguments_hash).
+    pub fn approve_exactly(arguments_hash: impl Into<String>) -> Resolution {
+        Resolution::ApproveExactly {
+            arguments_hash: arguments_hash.into(),
+        }
+    }
+
+    /// Like [`Resolution::approve_exactly`], and it also approves every
+    /// later call of the tool in the conversation.
+    pub fn approve_always(arguments_hash: impl Into<String>) -> Resolution {
+        Resolution::ApproveAlways {
+            arguments_hash: arguments_hash.into(),
+        }
+    }
+
+    /// Whether it approves the call with the arguments it holds.
+    pub(crate) fn approves_as_held(&self) -> bool {
+        matches!(
+            self,
+            Resolution::Approve
+                | Resolution::ApproveExactly { .. }
+                | Resolution::ApproveAlways { .. }
+        )
+    }
+
     /// Whether this kind of resolution answers `step`.
     fn fits(&self, step: Step) -> bool {
         match self {
-            Resolution::Approve | Resolution::ApproveWithArgs(_) => step == Step::Approval,
+            Resolution::Approve
+            | Resolution::ApproveWithArgs(_)
+            | Resolution::ApproveExactly { .. }
+            | Resolution::ApproveAlways { .. } => step == Step::Approval,
             Resolution::Result(_) => matches!(step, Step::Client | Step::Human),
             Resolution::Deny { .. } => step != Step::Execution,
         }
@@ -50,6 +100,8 @@ impl Resolution {
         match self {
             Resolution::Approve => "an approval",
             Resolution::ApproveWithArgs(_) => "an approval with arguments",
+            Resolution::ApproveExactly { .. } => "an approval of the arguments shown",
+            Resolution::ApproveAlways { .. } => "an approval for every call of the tool",
             Resolution::Deny { .. } => "a denial",
             Resolution::Result(_) => "a result",
         }
@@ -92,6 +144,8 @@ pub enum ResolveError {
         tool_call_id: String,
     },
     /// Already resolved differently (or abandoned); the first one stands.
+    /// Also: an approval bound to other arguments than the waiting call
+    /// holds ([`Resolution::ApproveExactly`], [`Resolution::ApproveAlways`]).
     #[error("call `{tool_call_id}` was already resolved differently: {existing}")]
     Conflict {
         /// The call.
@@ -378,6 +432,22 @@ impl DurableAgent {
                     .parse(&text)
                     .map_err(|rejection| invalid(rejection.message))?;
                 Ok(Resolution::ApproveWithArgs(validated))
+            }
+            Resolution::ApproveExactly {
+                arguments_hash: ref hash,
+            }
+            | Resolution::ApproveAlways {
+                arguments_hash: ref hash,
+            } => {
+                if *hash != arguments_hash(&target.payload) {
+                    tracing::warn!(tool = %target.tool, "an approval for other arguments than the waiting call holds was refused");
+                    return Err(ResolveError::Conflict {
+                        tool_call_id: target.tool_call_id.clone(),
+                        existing: "a call with other arguments than the approval was given for"
+                            .to_owned(),
+                    });
+                }
+                Ok(resolution)
             }
             Resolution::Result(value) => {
                 let definition = definition.ok_or_else(|| ResolveError::InvalidResult {

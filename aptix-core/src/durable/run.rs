@@ -42,10 +42,11 @@ impl Journal for RunJournal {
         &'a self,
         call: &'a ToolCall,
         context: &'a ToolContext,
+        ask: bool,
     ) -> JournalFuture<'a, Result<CallResult, String>> {
         Box::pin(async move {
             self.ledger
-                .execute_recorded(call, context, &self.checkpoint)
+                .execute_recorded(call, context, &self.checkpoint, ask)
                 .await
                 .map_err(|error| error.to_string())
         })

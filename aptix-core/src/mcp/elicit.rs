@@ -3,7 +3,6 @@
 
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::definition::ToolDefinition;
 use crate::envelope::JsonText;
@@ -215,15 +214,9 @@ fn primitive(schema: &Value, required: bool) -> Result<Value, String> {
 /// the question and the exact validated arguments, so that an answer given
 /// for one call cannot be replayed with other arguments.
 pub(crate) fn binding(definition: &ToolDefinition, key: &str, payload: &JsonText) -> String {
-    let mut hash = Sha256::new();
-    for part in ["aptix-mcp-v1", definition.name(), key, payload.as_str()] {
-        hash.update(part.len().to_le_bytes());
-        hash.update(part.as_bytes());
-    }
-    hash.finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    crate::digest::sha256_hex_of_parts(
+        ["aptix-mcp-v1", definition.name(), key, payload.as_str()].map(str::as_bytes),
+    )
 }
 
 #[cfg(test)]
