@@ -48,7 +48,7 @@ pub struct ApprovalCall<'a> {
 /// A plain function or closure over `&ApprovalCall` is a policy too:
 ///
 /// ```
-/// use aptix::agent::{ApprovalCall, ApprovalDecision};
+/// use aptix_core::agent::{ApprovalCall, ApprovalDecision};
 /// let policy = |call: &ApprovalCall<'_>| {
 ///     if call.call.arguments["cents"].as_u64().unwrap_or(0) > 10_000 {
 ///         ApprovalDecision::Ask
