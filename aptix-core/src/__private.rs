@@ -15,7 +15,9 @@ pub use serde::de::DeserializeOwned;
 
 pub use crate::context::ToolContext;
 pub use crate::error::ToolError;
-pub use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
+pub use crate::meta::{
+    Annotations, Approval, ExecutorKind, Redaction, Retention, SourceLocation, ToolMeta,
+};
 pub use crate::tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema};
 pub use serde_json::Value;
 

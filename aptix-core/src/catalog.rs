@@ -318,6 +318,13 @@ impl ToolEntryBuilder {
         self
     }
 
+    /// How long its results stay whole in the model's requests (default:
+    /// until the agent's context budget needs the room).
+    pub fn retention(mut self, retention: crate::meta::Retention) -> Self {
+        self.meta.retention = retention;
+        self
+    }
+
     /// What its calls do, as hints for clients (default: MCP's).
     pub fn annotations(mut self, annotations: Annotations) -> Self {
         self.meta.annotations = annotations;

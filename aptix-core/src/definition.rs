@@ -201,6 +201,11 @@ impl ToolDefinition {
         self.inner.meta.retries
     }
 
+    /// How long the tool's results stay whole in the model's requests.
+    pub fn retention(&self) -> crate::meta::Retention {
+        self.inner.meta.retention
+    }
+
     /// What its calls do, as hints for clients (MCP tool annotations).
     pub fn annotations(&self) -> Annotations {
         self.inner.meta.annotations
@@ -319,6 +324,12 @@ impl ToolDefinition {
             }
             if self.progressive() {
                 members.insert("progressive".to_owned(), Value::Bool(true));
+            }
+            if self.retention() != crate::meta::Retention::Budget {
+                members.insert(
+                    "retention".to_owned(),
+                    Value::from(self.retention().to_string()),
+                );
             }
         }
         canonical

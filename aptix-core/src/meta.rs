@@ -52,6 +52,10 @@ pub struct ToolMeta {
     /// it to (`ToolError::retry`); past it the model gets a `failed` result.
     /// `retries = N` in the attribute; 1 by default.
     pub retries: u8,
+    /// How long its results stay whole in the model's requests
+    /// (`retention = "keep_last(3)"`); the stored transcript keeps every
+    /// result whatever this says.
+    pub retention: Retention,
     /// What its calls do, as hints for clients. `idempotent` also decides
     /// whether a call a crash interrupted is run again: only when it is
     /// safe to run twice with the same `tool_call_id`; otherwise the call
@@ -86,6 +90,7 @@ impl ToolMeta {
             activity: None,
             progressive: false,
             retries: 1,
+            retention: Retention::Budget,
             annotations: Annotations::DEFAULT,
             redaction: Redaction::Undeclared,
             source,
@@ -95,6 +100,68 @@ impl ToolMeta {
     /// What runs on the server for a call of this tool, and who is awaited.
     pub const fn route(&self) -> Route {
         route(self.executor, self.approval)
+    }
+}
+
+/// How long a tool's results stay whole in the model's requests, before
+/// a short stub takes their place there (the stored transcript keeps them).
+///
+/// Every rule is a function of the transcript alone, so the same
+/// transcript always gives the same request: what is stubbed stays
+/// stubbed, and a provider's prompt cache keeps matching the prefix
+/// between evictions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Retention {
+    /// Kept until the agent's context budget needs the room, oldest first.
+    /// The default.
+    Budget,
+    /// Only the tool's last `n` results stay whole (`keep_last(n)`).
+    KeepLast(u32),
+    /// A result stays whole for `n` model turns after the one that made
+    /// the call (`turns(n)`).
+    Turns(u32),
+    /// Never stubbed, even over the budget (`never_evict`).
+    NeverEvict,
+}
+
+impl Retention {
+    /// Reads the attribute spelling: `keep_last(N)`, `turns(N)` (N from 1
+    /// to 10 000) or `never_evict`.
+    pub fn parse(text: &str) -> Result<Retention, String> {
+        let text = text.trim();
+        if text == "never_evict" {
+            return Ok(Retention::NeverEvict);
+        }
+        let count = |rest: &str| -> Option<u32> {
+            let inner = rest.strip_prefix('(')?.strip_suffix(')')?.trim();
+            inner
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=10_000).contains(n))
+        };
+        let parsed = if let Some(rest) = text.strip_prefix("keep_last") {
+            count(rest).map(Retention::KeepLast)
+        } else if let Some(rest) = text.strip_prefix("turns") {
+            count(rest).map(Retention::Turns)
+        } else {
+            None
+        };
+        parsed.ok_or_else(|| {
+            format!(
+                "`{text}` is no retention: write `keep_last(N)` (only the last N results stay whole), `turns(N)` (a result stays whole for N model turns) or `never_evict`, with N from 1 to 10000"
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Retention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Retention::Budget => f.write_str("budget"),
+            Retention::KeepLast(n) => write!(f, "keep_last({n})"),
+            Retention::Turns(n) => write!(f, "turns({n})"),
+            Retention::NeverEvict => f.write_str("never_evict"),
+        }
     }
 }
 
@@ -368,6 +435,7 @@ impl std::fmt::Display for SourceLocation {
 impl Copy for ToolMeta {}
 impl Copy for ExecutorKind {}
 impl Copy for Approval {}
+impl Copy for Retention {}
 impl Copy for AwaitReason {}
 impl Copy for ServerStep {}
 impl Copy for Route {}
@@ -387,6 +455,30 @@ mod tests {
         ExecutorKind::Latent,
     ];
     const APPROVALS: [Approval; 2] = [Approval::Auto, Approval::RequiresApproval];
+
+    #[test]
+    fn retention_reads_its_three_spellings_and_writes_them_back() {
+        for (text, retention) in [
+            ("keep_last(3)", Retention::KeepLast(3)),
+            ("turns(10)", Retention::Turns(10)),
+            (" turns( 1 ) ", Retention::Turns(1)),
+            ("never_evict", Retention::NeverEvict),
+        ] {
+            assert_eq!(Retention::parse(text), Ok(retention), "{text}");
+            assert_eq!(Retention::parse(&retention.to_string()), Ok(retention));
+        }
+        for wrong in [
+            "keep_last(0)",
+            "turns(10001)",
+            "keep_last",
+            "last(3)",
+            "turns(-1)",
+            "",
+        ] {
+            let error = Retention::parse(wrong).err().unwrap_or_default();
+            assert!(error.contains("keep_last(N)"), "{wrong}: {error}");
+        }
+    }
 
     #[test]
     fn the_table() {

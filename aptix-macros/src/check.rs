@@ -39,6 +39,7 @@ pub(crate) struct Tool {
     pub(crate) idempotent: bool,
     pub(crate) progressive: bool,
     pub(crate) retries: u8,
+    pub(crate) retention: Retention,
     pub(crate) partial: Option<Type>,
     pub(crate) title: Option<String>,
     pub(crate) activity: Option<String>,
@@ -46,6 +47,38 @@ pub(crate) struct Tool {
     pub(crate) destructive: Option<bool>,
     pub(crate) open_world: Option<bool>,
     pub(crate) form: Form,
+}
+
+/// `retention = "..."`, as `aptix::meta::Retention` reads it.
+pub(crate) enum Retention {
+    Budget,
+    KeepLast(u32),
+    Turns(u32),
+    NeverEvict,
+}
+
+/// Reads `keep_last(N)`, `turns(N)` (N from 1 to 10 000) or `never_evict`.
+/// The runtime's `Retention::parse` reads the same spellings; it is not
+/// called here because the macro crate does not depend on the runtime.
+fn parse_retention(text: &str) -> Option<Retention> {
+    let text = text.trim();
+    if text == "never_evict" {
+        return Some(Retention::NeverEvict);
+    }
+    let count = |rest: &str| -> Option<u32> {
+        let inner = rest.strip_prefix('(')?.strip_suffix(')')?.trim();
+        inner
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=10_000).contains(n))
+    };
+    if let Some(rest) = text.strip_prefix("keep_last") {
+        count(rest).map(Retention::KeepLast)
+    } else if let Some(rest) = text.strip_prefix("turns") {
+        count(rest).map(Retention::Turns)
+    } else {
+        None
+    }
 }
 
 /// `redact = [...]`, `log_fields = [...]`, or neither.
@@ -270,6 +303,29 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             }
         },
     };
+    let retention = match &attr.retention {
+        None => Retention::Budget,
+        Some(key) => match parse_retention(&key.value.value()) {
+            Some(_) if matches!(executor, Some(Executor::Provider)) => {
+                errors.push(
+                    key.value.span(),
+                    "`retention` has no effect on `executor = provider`: the provider keeps its tools' results, not the transcript",
+                );
+                Retention::Budget
+            }
+            Some(retention) => retention,
+            None => {
+                errors.push(
+                    key.value.span(),
+                    format!(
+                        "`{}` is no retention: write `keep_last(N)` (only the last N results stay whole in the model's requests), `turns(N)` (a result stays whole for N model turns) or `never_evict`, with N from 1 to 10000",
+                        key.value.value()
+                    ),
+                );
+                Retention::Budget
+            }
+        },
+    };
     let title = attr.title.as_ref().and_then(|key| {
         let text = key.value.value().trim().to_owned();
         if text.is_empty() {
@@ -425,6 +481,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             idempotent,
             progressive,
             retries,
+            retention,
             partial: attr.partial.map(|key| key.value),
             title,
             activity,

@@ -12,7 +12,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{GenericArgument, Ident, PathArguments, Type};
 
-use crate::check::{Approval, Executor, Form, Redaction, Tool};
+use crate::check::{Approval, Executor, Form, Redaction, Retention, Tool};
 
 pub(crate) fn expand(tool: &Tool) -> TokenStream {
     let rt = runtime(Span::call_site());
@@ -39,6 +39,12 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
     let idempotent = tool.idempotent;
     let progressive = tool.progressive;
     let retries = tool.retries;
+    let retention = match tool.retention {
+        Retention::Budget => quote!(#rt::Retention::Budget),
+        Retention::KeepLast(n) => quote!(#rt::Retention::KeepLast(#n)),
+        Retention::Turns(n) => quote!(#rt::Retention::Turns(#n)),
+        Retention::NeverEvict => quote!(#rt::Retention::NeverEvict),
+    };
     let title = match &tool.title {
         Some(title) => quote!(#rt::Option::Some(#title)),
         None => quote!(#rt::Option::None),
@@ -69,6 +75,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             activity: #activity,
             progressive: #progressive,
             retries: #retries,
+            retention: #retention,
             annotations: #rt::Annotations {
                 idempotent: #idempotent,
                 #read_only

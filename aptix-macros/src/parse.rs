@@ -31,6 +31,7 @@ pub(crate) struct Attr {
     pub(crate) idempotent: Option<Key<LitBool>>,
     pub(crate) progressive: Option<Key<LitBool>>,
     pub(crate) retries: Option<Key<syn::LitInt>>,
+    pub(crate) retention: Option<Key<LitStr>>,
     pub(crate) partial: Option<Key<Type>>,
     pub(crate) title: Option<Key<LitStr>>,
     pub(crate) activity: Option<Key<LitStr>>,
@@ -96,6 +97,7 @@ pub(crate) const KEYS: &[&str] = &[
     "progressive",
     "partial",
     "retries",
+    "retention",
     "title",
     "activity",
     "read_only",
@@ -207,7 +209,7 @@ fn parse_attr(
         let value = value_tokens(input);
         let result = match name.as_str() {
             "name" | "usage" | "description" | "timeout" | "suspend_timeout" | "title"
-            | "activity" => {
+            | "activity" | "retention" => {
                 parse_value(&key, &value, |input| string_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
                         "name" => &mut attr.name,
@@ -216,6 +218,7 @@ fn parse_attr(
                         "timeout" => &mut attr.timeout,
                         "title" => &mut attr.title,
                         "activity" => &mut attr.activity,
+                        "retention" => &mut attr.retention,
                         _ => &mut attr.suspend_timeout,
                     };
                     set(slot, key.clone(), value)
@@ -370,6 +373,7 @@ fn string_value(input: ParseStream, key: &Ident) -> syn::Result<LitStr> {
         "suspend_timeout" => "suspend_timeout = \"15m\"",
         "title" => "title = \"Get the weather\"",
         "activity" => "activity = \"send_mail\"",
+        "retention" => "retention = \"keep_last(3)\"",
         _ => "description = \"...\"",
     };
     Err(syn::Error::new_spanned(

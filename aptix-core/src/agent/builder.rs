@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::approval::ApprovalPolicy;
 use super::composed::{self, CallMode};
 use super::hook::ToolHook;
+use super::retention::Retainer;
 use super::step::{PrepareStep, PreparedStep, Step};
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
@@ -66,6 +67,7 @@ pub(super) struct Settings {
     pub(super) tool_timeout: Option<Duration>,
     pub(super) call_mode: CallMode,
     pub(super) ask_reasoning: bool,
+    pub(super) context_budget: Option<usize>,
 }
 
 impl AgentBuilder {
@@ -87,6 +89,7 @@ impl AgentBuilder {
                 tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
                 call_mode: CallMode::Native,
                 ask_reasoning: false,
+                context_budget: None,
             },
             executor: None,
             prepare_step: None,
@@ -221,6 +224,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Keeps each model request's messages near `tokens` (estimated at 4
+    /// bytes a token): once over it, the oldest tool results are replaced
+    /// in the request by a short stub that says what was removed and how
+    /// to get it again. The stored transcript keeps every result. Results
+    /// of the model's latest turn and of tools declared
+    /// `retention = "never_evict"` are never stubbed; the other rules
+    /// (`keep_last(N)`, `turns(N)`) apply with or without a budget.
+    pub fn context_budget(mut self, tokens: usize) -> Self {
+        self.settings.context_budget = Some(tokens);
+        self
+    }
+
     /// Chooses the tools of each model request (and, if it likes, the tool
     /// choice) from the transcript so far: `prepare(&step)` runs before
     /// every request. A call of a tool the step did not offer is answered
@@ -302,6 +317,7 @@ impl AgentBuilder {
             ),
             _ => (lower_for_model(&catalog, model.dialect(), reasoning)?, None),
         };
+        let retainer = Retainer::new(&catalog, self.settings.context_budget);
         let mut executor = Executor::new(catalog).with_default_timeout(self.settings.tool_timeout);
         if let Some(configure) = self.executor {
             executor = configure(executor);
@@ -316,6 +332,7 @@ impl AgentBuilder {
                 prepare_step: self.prepare_step,
                 hooks: self.hooks,
                 approval_policy: self.approval_policy,
+                retainer,
                 composed,
             }),
         };

@@ -25,6 +25,7 @@
 //! | `steer.rs` | hooks and the approval policy applied to one call |
 //! | `live_feed.rs` | progress and partial results of running calls |
 //! | `summary.rs` | the `RunSummary` on `Done` |
+//! | `retention.rs` | old tool results stubbed in requests (`retention`, `context_budget`) |
 
 mod approval;
 mod builder;
@@ -35,6 +36,7 @@ mod hook;
 mod journal;
 mod live_feed;
 pub mod redact;
+mod retention;
 mod run;
 mod steer;
 mod step;
@@ -351,6 +353,8 @@ struct Inner {
     hooks: Vec<Arc<dyn ToolHook>>,
     /// Decides which calls wait for an approval, after the hooks.
     approval_policy: Option<Arc<dyn ApprovalPolicy>>,
+    /// What each request keeps of old tool results.
+    retainer: retention::Retainer,
     /// In composed mode, the response format of a request that offers every
     /// tool with the agent's tool choice.
     composed: Option<crate::model::ResponseFormat>,

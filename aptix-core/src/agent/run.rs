@@ -99,9 +99,13 @@ impl Agent {
                         tool_choice: inner.settings.tool_choice.clone(),
                     },
                 };
+                // Old results stubbed by the tools' retention and the budget.
+                let messages = inner
+                    .retainer
+                    .request_messages(&conversation.messages, catalog);
                 let request = match &inner.composed {
                     None => ChatRequest {
-                        messages: conversation.messages.clone(),
+                        messages,
                         tools: offered.specs,
                         tool_choice: offered.tool_choice,
                         parallel_tool_calls: inner.settings.parallel_tool_calls,
@@ -129,7 +133,7 @@ impl Agent {
                             every_tool.clone()
                         };
                         ChatRequest {
-                            messages: composed::render(&conversation.messages, catalog),
+                            messages: composed::render(&messages, catalog),
                             tools: Vec::new().into(),
                             tool_choice: ToolChoice::Auto,
                             parallel_tool_calls: inner.settings.parallel_tool_calls,
