@@ -7,6 +7,8 @@ mod get_current_time;
 mod get_location;
 #[path = "../examples/hello_world.rs"]
 mod hello_world;
+#[path = "../examples/live.rs"]
+mod live;
 #[path = "../examples/schema_first.rs"]
 mod schema_first;
 #[path = "../examples/send_email.rs"]
@@ -269,4 +271,43 @@ async fn the_example_picks_its_activities_by_environment() {
             "{environment}"
         );
     }
+}
+
+/// `cargo run --example live`, rendered into a buffer: the streamed
+/// arguments, the progress bar and partial results, and the policy's three
+/// decisions, the held call approved by the operator.
+#[tokio::test]
+async fn the_live_example_renders_progress_deltas_and_the_policy() {
+    let mut out: Vec<u8> = Vec::new();
+    let reason = live::demo(
+        &mut out,
+        std::sync::Arc::new(live::scripted(std::time::Duration::ZERO)),
+        std::time::Duration::ZERO,
+    )
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    let shown = String::from_utf8_lossy(&out);
+    assert!(matches!(reason, aptix::DoneReason::Completed), "{reason:?}");
+    for expected in [
+        "⋯ export_rows [server, auto] {\"rows\": 60}",
+        "⋯ refund [server, auto] {\"order\":\"B-42\",\"cents\":45000}",
+        "[##############################] 100% writing rows",
+        "export_rows partial: {\"customer\":\"customer-0060\",\"number\":60}",
+        "✓ refund (call_small): \"refunded 2500 cents on A-17\"  [policy: auto]",
+        "✗ refund (call_huge): \"Refunds over 1000 euros go through finance.\"  [policy: deny:",
+        "⏸ refund (call_large) waits for a person [policy: ask a person]",
+        "operator: approve call_large",
+        "✓ refund (call_large): \"refunded 45000 cents on B-42\"",
+    ] {
+        assert!(
+            shown.contains(expected),
+            "missing {expected:?} in:\n{shown}"
+        );
+    }
+    // Six partial results, every one shown, in order.
+    let partials: Vec<usize> = shown
+        .match_indices("export_rows partial:")
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(partials.len(), 6, "{shown}");
 }
