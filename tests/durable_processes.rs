@@ -873,7 +873,9 @@ fn race_round(
                 assert_eq!(result["ok"], json!(true), "round {round}: {result}");
                 assert_eq!(&result["result"], value, "round {round}");
             }
-            Resolution::Approve => {
+            Resolution::Approve
+            | Resolution::ApproveExactly { .. }
+            | Resolution::ApproveAlways { .. } => {
                 assert_eq!(result["result"], json!("paid 5"), "round {round}: {result}")
             }
             Resolution::ApproveWithArgs(_) => {
@@ -884,6 +886,7 @@ fn race_round(
                 assert_eq!(result["error"]["code"], json!("denied"), "round {round}");
                 assert_eq!(&result["error"]["message"], message, "round {round}");
             }
+            other => panic!("round {round}: no racer sends {other:?}"),
         }
         let step = match kind {
             Kind::Human => Step::Human,

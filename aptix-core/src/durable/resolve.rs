@@ -17,8 +17,10 @@ use crate::store::{
     Applied, Batch, CallRecord, CallState, ConversationStatus, Step, StoreError, Write,
 };
 
-/// How a suspended call is resolved.
+/// How a suspended call is resolved. More kinds may come: match with a
+/// wildcard arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Resolution {
     /// Approve the call with the arguments the model gave.
