@@ -389,3 +389,42 @@ async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
         "{events:?}"
     );
 }
+
+/// Found in review: a hook's `Rename` was checked against the agent's whole
+/// catalog, so it could run a tool `prepare_step` had taken away at that
+/// step (the model offered only `pay` could reach `transfer`).
+#[tokio::test]
+async fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it() {
+    let speller = Scripted {
+        name: "speller",
+        invalid: Some(Box::new(|call| match call.invalid {
+            Invalid::UnknownTool { .. } => Repair::Rename("transfer".into()),
+            _ => Repair::Return,
+        })),
+        ..Scripted::default()
+    };
+    let model = Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call("call_1", "transfre", r#"{"euros":5,"to":"Ada"}"#),
+        ScriptedTurn::new().text("Done."),
+    ]));
+    let catalog = aptix::tools![TransferTool, PayTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let only_pay = catalog.only(["pay"]).unwrap_or_else(|e| panic!("{e}"));
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(catalog)
+        .prepare_step(move |_| aptix::agent::PreparedStep::all().tools(only_pay.clone()))
+        .hook(speller)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let before = RUNS.load(Ordering::SeqCst);
+    let (events, conversation) = run(&agent, "count-rename-offered").await;
+    let (envelope, _) = result(&events, &conversation);
+    assert_eq!(
+        RUNS.load(Ordering::SeqCst),
+        before,
+        "a tool the step did not offer ran"
+    );
+    assert_eq!(envelope["error"]["code"], "unknown_tool", "{envelope}");
+}

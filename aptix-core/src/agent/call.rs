@@ -150,6 +150,7 @@ impl Agent {
                     conversation_id,
                     journal.as_deref(),
                     transcript.as_deref(),
+                    offered,
                 )
                 .await;
         }
@@ -160,6 +161,7 @@ impl Agent {
             let context = context.clone();
             let conversation_id = conversation_id.to_owned();
             let journal = journal.clone();
+            let offered = offered.cloned();
             tokio::spawn(async move {
                 agent
                     .execute(
@@ -168,6 +170,7 @@ impl Agent {
                         &conversation_id,
                         journal.as_deref(),
                         transcript.as_deref(),
+                        offered.as_ref(),
                     )
                     .await
             })
@@ -227,6 +230,7 @@ impl Agent {
         conversation_id: &str,
         journal: Option<&dyn Journal>,
         transcript: Option<&[Message]>,
+        offered: Option<&Catalog>,
     ) -> Executed {
         let ids = || EnvelopeIds {
             tool_call_id: call.id.as_str().into(),
@@ -252,7 +256,14 @@ impl Agent {
                 // Hooks may repair, rewrite, answer, deny or halt first.
                 let (name, arguments, validated) = if self.has_hooks() {
                     match self
-                        .before_run(&call.id, &call.name, &call.arguments, context, &ids)
+                        .before_run(
+                            &call.id,
+                            &call.name,
+                            &call.arguments,
+                            context,
+                            offered,
+                            &ids,
+                        )
                         .await
                     {
                         Before::Run {

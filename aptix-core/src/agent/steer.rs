@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::Agent;
 use super::approval::{ApprovalCall, ApprovalDecision};
 use super::hook::{AfterCall, BeforeCall, HookCall, Invalid, InvalidCall, Repair};
+use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeIds, JsonText};
@@ -136,20 +137,26 @@ impl Agent {
     }
 
     /// Repairs the call if it needs it and a hook can, then asks every
-    /// `before_call` in order.
+    /// `before_call` in order. `offered` is what the step offered when
+    /// `prepare_step` narrowed it: a call may only be renamed to one of
+    /// those tools.
     pub(crate) async fn before_run(
         &self,
         id: &str,
         name: &str,
         arguments: &str,
         context: &ToolContext,
+        offered: Option<&Catalog>,
         ids: &(dyn Fn() -> EnvelopeIds + Sync),
     ) -> Before {
         let catalog = self.inner.executor.catalog();
+        let may_call = |tool: &str| {
+            catalog.get(tool).is_some() && offered.is_none_or(|offered| offered.get(tool).is_some())
+        };
         let mut name = name.to_owned();
         let mut arguments = arguments.to_owned();
         if catalog.get(&name).is_none() {
-            let known: Vec<&str> = catalog.names().collect();
+            let known: Vec<&str> = offered.unwrap_or(catalog).names().collect();
             for hook in &self.inner.hooks {
                 let call = InvalidCall {
                     id,
@@ -158,7 +165,7 @@ impl Agent {
                     invalid: Invalid::UnknownTool { known: &known },
                 };
                 match hook.on_invalid_call(call).await {
-                    Repair::Rename(renamed) if catalog.get(&renamed).is_some() => {
+                    Repair::Rename(renamed) if may_call(&renamed) => {
                         tracing::info!(hook = hook.name(), from = %name, to = %renamed, "a hook renamed the call's tool");
                         name = renamed;
                         break;

@@ -347,7 +347,9 @@ impl Ledger {
         let (name, arguments, validated) = if self.agent.has_hooks() {
             match self
                 .agent
-                .before_run(&call.id, &call.name, &call.arguments, context, &ids)
+                // What a step offered is not stored: a revived call may be
+                // renamed to any tool of the agent.
+                .before_run(&call.id, &call.name, &call.arguments, context, None, &ids)
                 .await
             {
                 Before::Done(envelope) | Before::Halted { envelope, .. } => {
