@@ -11,6 +11,8 @@
 //!   partial results) in one call, against the same call reporting nothing;
 //! - a tool round trip with one and three hooks that let every call
 //!   through, against the same round trip without hooks.
+//! - a tool round trip with an approval policy, and with a context budget,
+//!   against the same round trip without either.
 //!
 //! `cargo bench --bench agent`
 
@@ -20,6 +22,7 @@ mod hello_world;
 
 use std::hint::black_box;
 
+use aptix::agent::AgentBuilder;
 use aptix::model::assembly::TurnAssembler;
 use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
 use aptix::prelude::*;
@@ -484,42 +487,35 @@ impl aptix::agent::ToolHook for PassThrough {
     }
 }
 
-/// The tool round trip with 0, 1 and 3 hooks.
-fn hooks(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|error| panic!("{error}"));
+/// An agent whose model calls `agent_hello_world` once and then answers,
+/// again on every run, as `configure` sets it up.
+fn round_trip_agent(configure: impl FnOnce(AgentBuilder) -> AgentBuilder) -> Agent {
     let catalog = Catalog::builder()
         .tool::<hello_world::HelloWorldTool>()
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
-    let agent = |hooks: usize| {
-        let mut builder = Agent::builder()
-            .model(
-                ScriptedModel::new([
-                    ScriptedTurn::new().tool_call(
-                        "call_1",
-                        "agent_hello_world",
-                        r#"{"name":"Ada"}"#,
-                    ),
-                    ScriptedTurn::new().text("Done."),
-                ])
-                .repeating(),
-            )
-            .catalog(catalog.clone());
-        for _ in 0..hooks {
-            builder = builder.hook(PassThrough);
-        }
-        builder.build().unwrap_or_else(|error| panic!("{error}"))
-    };
-    let runs = [
-        ("baseline: no hook", agent(0)),
-        ("one hook", agent(1)),
-        ("three hooks", agent(3)),
-    ];
+    let builder = Agent::builder()
+        .model(
+            ScriptedModel::new([
+                ScriptedTurn::new().tool_call("call_1", "agent_hello_world", r#"{"name":"Ada"}"#),
+                ScriptedTurn::new().text("Done."),
+            ])
+            .repeating(),
+        )
+        .catalog(catalog);
+    configure(builder)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// Checks that each agent runs the tool, then measures its round trips.
+fn measure_round_trips(c: &mut Criterion, group: &str, runs: &[(&str, Agent)]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
     runtime.block_on(async {
-        for (name, agent) in &runs {
+        for (name, agent) in runs {
             let mut conversation = Conversation::new("check");
             let events: Vec<AgentEvent> = agent
                 .run(&mut conversation, Input::User("greet Ada".into()))
@@ -532,17 +528,58 @@ fn hooks(c: &mut Criterion) {
         }
     });
     let runs: Vec<(&str, &Agent)> = runs.iter().map(|(name, agent)| (*name, agent)).collect();
-    measure_runs(
+    measure_runs(c, &runtime, group, "greet Ada", &runs);
+}
+
+/// The tool round trip with 0, 1 and 3 hooks.
+fn hooks(c: &mut Criterion) {
+    let with_hooks = |hooks: usize| {
+        round_trip_agent(|mut builder| {
+            for _ in 0..hooks {
+                builder = builder.hook(PassThrough);
+            }
+            builder
+        })
+    };
+    measure_round_trips(
         c,
-        &runtime,
         "hooks (tool round trip, 2 model calls, 1 call)",
-        "greet Ada",
-        &runs,
+        &[
+            ("baseline: no hook", with_hooks(0)),
+            ("one hook", with_hooks(1)),
+            ("three hooks", with_hooks(3)),
+        ],
+    );
+}
+
+/// The tool round trip with an approval policy that lets every call run,
+/// and with a context budget the run stays under (the retention scan of
+/// every request), against the same round trip without either.
+fn policy_and_budget(c: &mut Criterion) {
+    measure_round_trips(
+        c,
+        "approval policy and context budget (tool round trip, 2 model calls, 1 call)",
+        &[
+            ("baseline: neither", round_trip_agent(|builder| builder)),
+            (
+                "approval policy (auto)",
+                round_trip_agent(|builder| {
+                    builder.approval_policy(|_: &aptix::agent::ApprovalCall<'_>| {
+                        aptix::agent::ApprovalDecision::Auto
+                    })
+                }),
+            ),
+            (
+                "context budget (not reached)",
+                round_trip_agent(|builder| builder.context_budget(100_000)),
+            ),
+        ],
     );
 }
 
 criterion_group!(
     benches,
+    policy_and_budget,
     hooks,
     assembly,
     loop_overhead,
