@@ -124,36 +124,7 @@ pub enum Retention {
     NeverEvict,
 }
 
-impl Retention {
-    /// Reads the attribute spelling: `keep_last(N)`, `turns(N)` (N from 1
-    /// to 10 000) or `never_evict`.
-    pub fn parse(text: &str) -> Result<Retention, String> {
-        let text = text.trim();
-        if text == "never_evict" {
-            return Ok(Retention::NeverEvict);
-        }
-        let count = |rest: &str| -> Option<u32> {
-            let inner = rest.strip_prefix('(')?.strip_suffix(')')?.trim();
-            inner
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=10_000).contains(n))
-        };
-        let parsed = if let Some(rest) = text.strip_prefix("keep_last") {
-            count(rest).map(Retention::KeepLast)
-        } else if let Some(rest) = text.strip_prefix("turns") {
-            count(rest).map(Retention::Turns)
-        } else {
-            None
-        };
-        parsed.ok_or_else(|| {
-            format!(
-                "`{text}` is no retention: write `keep_last(N)` (only the last N results stay whole), `turns(N)` (a result stays whole for N model turns) or `never_evict`, with N from 1 to 10000"
-            )
-        })
-    }
-}
-
+/// The attribute spelling (`#[agent_tool]` reads it at compile time).
 impl std::fmt::Display for Retention {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -457,26 +428,13 @@ mod tests {
     const APPROVALS: [Approval; 2] = [Approval::Auto, Approval::RequiresApproval];
 
     #[test]
-    fn retention_reads_its_three_spellings_and_writes_them_back() {
+    fn retention_writes_the_attribute_spellings() {
         for (text, retention) in [
             ("keep_last(3)", Retention::KeepLast(3)),
             ("turns(10)", Retention::Turns(10)),
-            (" turns( 1 ) ", Retention::Turns(1)),
             ("never_evict", Retention::NeverEvict),
         ] {
-            assert_eq!(Retention::parse(text), Ok(retention), "{text}");
-            assert_eq!(Retention::parse(&retention.to_string()), Ok(retention));
-        }
-        for wrong in [
-            "keep_last(0)",
-            "turns(10001)",
-            "keep_last",
-            "last(3)",
-            "turns(-1)",
-            "",
-        ] {
-            let error = Retention::parse(wrong).err().unwrap_or_default();
-            assert!(error.contains("keep_last(N)"), "{wrong}: {error}");
+            assert_eq!(retention.to_string(), text);
         }
     }
 

@@ -49,7 +49,7 @@ pub(crate) struct Tool {
     pub(crate) form: Form,
 }
 
-/// `retention = "..."`, as `aptix::meta::Retention` reads it.
+/// `retention = "..."`, as `aptix::meta::Retention` holds it.
 pub(crate) enum Retention {
     Budget,
     KeepLast(u32),
@@ -57,9 +57,9 @@ pub(crate) enum Retention {
     NeverEvict,
 }
 
-/// Reads `keep_last(N)`, `turns(N)` (N from 1 to 10 000) or `never_evict`.
-/// The runtime's `Retention::parse` reads the same spellings; it is not
-/// called here because the macro crate does not depend on the runtime.
+/// Reads `keep_last(N)`, `turns(N)` (N from 1 to 10 000) or `never_evict`:
+/// the one reader of the spelling (the runtime's `Retention` writes it
+/// back with `Display`).
 fn parse_retention(text: &str) -> Option<Retention> {
     let text = text.trim();
     if text == "never_evict" {
@@ -1100,7 +1100,35 @@ impl Copy for Approval {}
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{Retention, parse_duration, parse_retention};
+
+    #[test]
+    fn retention_reads_its_three_spellings() {
+        let read = |text: &str| match parse_retention(text) {
+            Some(Retention::KeepLast(n)) => Some(format!("keep_last({n})")),
+            Some(Retention::Turns(n)) => Some(format!("turns({n})")),
+            Some(Retention::NeverEvict) => Some("never_evict".to_owned()),
+            Some(Retention::Budget) | None => None,
+        };
+        for (text, read_as) in [
+            ("keep_last(3)", "keep_last(3)"),
+            ("turns(10)", "turns(10)"),
+            (" turns( 1 ) ", "turns(1)"),
+            ("never_evict", "never_evict"),
+        ] {
+            assert_eq!(read(text).as_deref(), Some(read_as), "{text}");
+        }
+        for wrong in [
+            "keep_last(0)",
+            "turns(10001)",
+            "keep_last",
+            "last(3)",
+            "turns(-1)",
+            "",
+        ] {
+            assert_eq!(read(wrong), None, "{wrong}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -311,36 +311,19 @@ impl Agent {
                 } else {
                     false
                 };
-                if let Some(journal) = journal {
+                // `ran`: the tool's own result, which the hooks' `after_call` sees.
+                let (result, ran) = if let Some(journal) = journal {
                     match journal.execute(&tool_call, context, ask).await {
-                        Ok(CallResult::Finished(result)) => {
-                            if let (Some(validated), Some(definition)) = (
-                                &validated,
-                                self.inner.executor.catalog().get(&tool_call.name),
-                            ) {
-                                let after = self
-                                    .after_run(
-                                        &call.id,
-                                        definition,
-                                        validated,
-                                        context,
-                                        result.to_value(),
-                                    )
-                                    .await;
-                                model_text = after.model_text;
-                                halt = after.halt;
-                            }
-                            CallResult::Finished(result)
-                        }
-                        Ok(result) => result,
+                        Ok(result) => (result, true),
                         Err(error) => {
                             tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
                             // The journal's error means the call did not run.
-                            finished(Envelope::error(
+                            let envelope = Envelope::error(
                                 ids(),
                                 ErrorCode::Failed,
                                 "This call was not run: the conversation store could not record it. Nothing happened; call the tool again if it is still needed.",
-                            ))
+                            );
+                            (finished(envelope), false)
                         }
                     }
                 } else {
@@ -350,35 +333,40 @@ impl Agent {
                         .execute_maybe_asking(&tool_call, context, ask)
                         .await;
                     match execution.outcome {
-                        Outcome::Final(envelope) => {
-                            if let (Some(validated), Some(definition)) = (
-                                &validated,
-                                self.inner.executor.catalog().get(&tool_call.name),
-                            ) {
-                                let after = self
-                                    .after_run(
-                                        &call.id,
-                                        definition,
-                                        validated,
-                                        context,
-                                        envelope.to_value(),
-                                    )
-                                    .await;
-                                model_text = after.model_text;
-                                halt = after.halt;
-                            }
-                            finished(envelope)
-                        }
-                        Outcome::Awaiting(awaiting) => CallResult::Suspended(awaiting),
+                        Outcome::Final(envelope) => (finished(envelope), true),
+                        Outcome::Awaiting(awaiting) => (CallResult::Suspended(awaiting), true),
                         // Provider tools run at the provider, which returns their
                         // results itself; there is nothing to add here.
-                        Outcome::PassThrough => finished(Envelope::error(
-                            ids(),
-                            ErrorCode::Failed,
-                            "This tool runs at the model provider and cannot be called as a function here.",
-                        )),
+                        Outcome::PassThrough => {
+                            let envelope = Envelope::error(
+                                ids(),
+                                ErrorCode::Failed,
+                                "This tool runs at the model provider and cannot be called as a function here.",
+                            );
+                            (finished(envelope), false)
+                        }
                     }
+                };
+                if ran
+                    && let (CallResult::Finished(finished), Some(validated), Some(definition)) = (
+                        &result,
+                        &validated,
+                        self.inner.executor.catalog().get(&tool_call.name),
+                    )
+                {
+                    let after = self
+                        .after_run(
+                            &call.id,
+                            definition,
+                            validated,
+                            context,
+                            finished.to_value(),
+                        )
+                        .await;
+                    model_text = after.model_text;
+                    halt = after.halt;
                 }
+                result
             }
         };
         Executed {
