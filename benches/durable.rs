@@ -302,8 +302,11 @@ impl Waiters {
     }
 }
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Sample {}
+
 /// The timings of one round trip.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Sample {
     /// `send` until its stream's `Done` (suspended).
     suspend: Duration,

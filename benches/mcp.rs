@@ -49,8 +49,11 @@ use rmcp::{Json, Peer, RoleClient, ServerHandler, ServiceExt, tool, tool_handler
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Windows {}
+
 /// How long the phases run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Windows {
     /// How long each half of a phase is measured (two halves per server).
     half: Duration,
@@ -137,7 +140,10 @@ fn catalog() -> Catalog {
 // ---------------------------------------------------------------------------
 // Servers and transports.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Server {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Server {
     Rmcp,
     Aptix,
@@ -159,7 +165,10 @@ impl Server {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Transport {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Transport {
     Duplex,
     Pipe,

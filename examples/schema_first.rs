@@ -36,8 +36,11 @@ pub struct Feeling {
     pub confidence: f64,
 }
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Label {}
+
 /// A sentiment label.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
     /// Pleased, glad, enthusiastic.

@@ -138,8 +138,12 @@ impl ChatModel for Endless {
     }
 }
 
-#[tokio::test]
-async fn endless_arguments_end_the_model_call_at_the_limit() {
+#[test]
+fn endless_arguments_end_the_model_call_at_the_limit() {
+    aptix_testkit::block_on(endless_arguments_end_the_model_call_at_the_limit_body())
+}
+
+async fn endless_arguments_end_the_model_call_at_the_limit_body() {
     let agent = Agent::builder()
         .model(Endless)
         .catalog(catalog())
@@ -163,8 +167,12 @@ async fn endless_arguments_end_the_model_call_at_the_limit() {
     assert_eq!(conversation.messages.len(), 1, "the cut turn is not kept");
 }
 
-#[tokio::test]
-async fn text_over_the_turn_limit_ends_the_model_call() {
+#[test]
+fn text_over_the_turn_limit_ends_the_model_call() {
+    aptix_testkit::block_on(text_over_the_turn_limit_ends_the_model_call_body())
+}
+
+async fn text_over_the_turn_limit_ends_the_model_call_body() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([ScriptedTurn::new()
             .text(&"a".repeat(600))
@@ -185,8 +193,12 @@ async fn text_over_the_turn_limit_ends_the_model_call() {
     assert_eq!(conversation.messages.len(), 1);
 }
 
-#[tokio::test]
-async fn calls_past_the_per_turn_limit_are_answered_without_running() {
+#[test]
+fn calls_past_the_per_turn_limit_are_answered_without_running() {
+    aptix_testkit::block_on(calls_past_the_per_turn_limit_are_answered_without_running_body())
+}
+
+async fn calls_past_the_per_turn_limit_are_answered_without_running_body() {
     let mut turn = ScriptedTurn::new();
     for i in 0..5 {
         turn = turn.tool_call(&format!("c{i}"), "counted", r#"{"millis":0}"#);
@@ -221,8 +233,12 @@ async fn calls_past_the_per_turn_limit_are_answered_without_running() {
     assert_eq!(tool_results, 5);
 }
 
-#[tokio::test]
-async fn a_model_call_that_takes_too_long_ends_with_a_timeout() {
+#[test]
+fn a_model_call_that_takes_too_long_ends_with_a_timeout() {
+    aptix_testkit::block_on(a_model_call_that_takes_too_long_ends_with_a_timeout_body())
+}
+
+async fn a_model_call_that_takes_too_long_ends_with_a_timeout_body() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([ScriptedTurn::new()
             .text("slow")
@@ -242,8 +258,15 @@ async fn a_model_call_that_takes_too_long_ends_with_a_timeout() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_that_blocks_its_thread_does_not_stall_the_others() {
+#[test]
+fn a_tool_that_blocks_its_thread_does_not_stall_the_others() {
+    aptix_testkit::block_on_threads(
+        2,
+        a_tool_that_blocks_its_thread_does_not_stall_the_others_body(),
+    )
+}
+
+async fn a_tool_that_blocks_its_thread_does_not_stall_the_others_body() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([
             ScriptedTurn::new()
@@ -266,8 +289,12 @@ async fn a_tool_that_blocks_its_thread_does_not_stall_the_others() {
     assert_eq!(results[1].1["ok"], json!(true));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocking_tool_still_times_out() {
+#[test]
+fn a_blocking_tool_still_times_out() {
+    aptix_testkit::block_on_threads(2, a_blocking_tool_still_times_out_body())
+}
+
+async fn a_blocking_tool_still_times_out_body() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([
             ScriptedTurn::new().tool_call("s", "stuck", r#"{"millis":2000}"#),
@@ -319,8 +346,15 @@ fn a_provider_tool_is_refused_for_a_model_that_cannot_host_it() {
 
 /// The limit kept from outside a call's task is the executor's: lifting it
 /// with `configure_executor` lifts both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
+#[test]
+fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
+    aptix_testkit::block_on_threads(
+        2,
+        lifting_the_executor_limit_lifts_the_outside_limit_too_body(),
+    )
+}
+
+async fn lifting_the_executor_limit_lifts_the_outside_limit_too_body() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([
             ScriptedTurn::new().tool_call("n", "napper", r#"{"millis":1000}"#),
@@ -348,8 +382,15 @@ async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
 /// In a durable run, a call stopped by the limit kept outside its task
 /// (its tool blocks its thread) has its ledger row closed with the
 /// `timeout` result, not left `executing` for ever.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
+#[test]
+fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
+    aptix_testkit::block_on_threads(
+        2,
+        a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row_body(),
+    )
+}
+
+async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row_body() {
     use aptix::store::{CallState, MemoryStore, Store};
     let store = std::sync::Arc::new(MemoryStore::new());
     let agent = DurableAgent::builder(

@@ -124,8 +124,14 @@ fn results(conversation: &Conversation) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest() {
+#[test]
+fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest() {
+    aptix_testkit::block_on(
+        a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest_body(),
+    )
+}
+
+async fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest_body() {
     // Small: runs without asking.
     let mut small = Conversation::new("policy-small");
     let events = run(
@@ -183,8 +189,12 @@ async fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest(
     assert_eq!(runs("policy-huge"), 0, "a denied call ran");
 }
 
-#[tokio::test]
-async fn a_declared_approval_is_a_floor_no_policy_lowers() {
+#[test]
+fn a_declared_approval_is_a_floor_no_policy_lowers() {
+    aptix_testkit::block_on(a_declared_approval_is_a_floor_no_policy_lowers_body())
+}
+
+async fn a_declared_approval_is_a_floor_no_policy_lowers_body() {
     let always_auto = |_: &ApprovalCall<'_>| ApprovalDecision::Auto;
     let mut conversation = Conversation::new("policy-floor");
     let events = run(
@@ -219,8 +229,14 @@ struct Seen {
     last_user: Vec<String>,
 }
 
-#[tokio::test]
-async fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation() {
+#[test]
+fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation() {
+    aptix_testkit::block_on(
+        the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation_body(),
+    )
+}
+
+async fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation_body() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let record = seen.clone();
     let policy = move |call: &ApprovalCall<'_>| {
@@ -255,8 +271,12 @@ async fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation() {
     assert_eq!(seen.last_user, vec!["Refund the customer.".to_owned()]);
 }
 
-#[tokio::test]
-async fn arguments_that_do_not_fit_never_reach_the_policy() {
+#[test]
+fn arguments_that_do_not_fit_never_reach_the_policy() {
+    aptix_testkit::block_on(arguments_that_do_not_fit_never_reach_the_policy_body())
+}
+
+async fn arguments_that_do_not_fit_never_reach_the_policy_body() {
     let asked = Arc::new(AtomicUsize::new(0));
     let count = asked.clone();
     let policy = move |_: &ApprovalCall<'_>| {

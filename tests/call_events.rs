@@ -65,8 +65,12 @@ const SERVER: Option<ToolKind> = Some(ToolKind {
     approval: Approval::Auto,
 });
 
-#[tokio::test]
-async fn a_call_opens_streams_its_arguments_then_starts() {
+#[test]
+fn a_call_opens_streams_its_arguments_then_starts() {
+    aptix_testkit::block_on(a_call_opens_streams_its_arguments_then_starts_body())
+}
+
+async fn a_call_opens_streams_its_arguments_then_starts_body() {
     let arguments = r#"{"query":"the weather in Paris"}"#;
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("call_1", "lookup", arguments),
@@ -103,8 +107,12 @@ async fn a_call_opens_streams_its_arguments_then_starts() {
     )));
 }
 
-#[tokio::test]
-async fn a_tool_with_secrets_opens_but_never_streams_its_arguments() {
+#[test]
+fn a_tool_with_secrets_opens_but_never_streams_its_arguments() {
+    aptix_testkit::block_on(a_tool_with_secrets_opens_but_never_streams_its_arguments_body())
+}
+
+async fn a_tool_with_secrets_opens_but_never_streams_its_arguments_body() {
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("call_1", "login", r#"{"user":"ada","password":"hunter2"}"#),
         ScriptedTurn::new().text("Done."),
@@ -129,8 +137,12 @@ async fn a_tool_with_secrets_opens_but_never_streams_its_arguments() {
     assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
 }
 
-#[tokio::test]
-async fn a_call_of_no_tool_opens_without_a_kind() {
+#[test]
+fn a_call_of_no_tool_opens_without_a_kind() {
+    aptix_testkit::block_on(a_call_of_no_tool_opens_without_a_kind_body())
+}
+
+async fn a_call_of_no_tool_opens_without_a_kind_body() {
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("call_1", "teleport", r#"{"to":"Mars"}"#),
         ScriptedTurn::new().text("Done."),
@@ -147,8 +159,12 @@ async fn a_call_of_no_tool_opens_without_a_kind() {
     );
 }
 
-#[tokio::test]
-async fn a_call_without_an_id_streams_under_the_id_it_keeps() {
+#[test]
+fn a_call_without_an_id_streams_under_the_id_it_keeps() {
+    aptix_testkit::block_on(a_call_without_an_id_streams_under_the_id_it_keeps_body())
+}
+
+async fn a_call_without_an_id_streams_under_the_id_it_keeps_body() {
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("", "lookup", r#"{"query":"x"}"#),
         ScriptedTurn::new().text("Done."),
@@ -167,8 +183,12 @@ async fn a_call_without_an_id_streams_under_the_id_it_keeps() {
     )));
 }
 
-#[tokio::test]
-async fn a_reused_id_never_streams_a_secret_under_another_call() {
+#[test]
+fn a_reused_id_never_streams_a_secret_under_another_call() {
+    aptix_testkit::block_on(a_reused_id_never_streams_a_secret_under_another_call_body())
+}
+
+async fn a_reused_id_never_streams_a_secret_under_another_call_body() {
     // Two calls of one turn with the same id: the second declares secrets.
     let events = events_of(vec![
         ScriptedTurn::new()
@@ -189,8 +209,12 @@ async fn a_reused_id_never_streams_a_secret_under_another_call() {
     assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
 }
 
-#[tokio::test]
-async fn a_tool_name_in_pieces_never_streams_a_secret() {
+#[test]
+fn a_tool_name_in_pieces_never_streams_a_secret() {
+    aptix_testkit::block_on(a_tool_name_in_pieces_never_streams_a_secret_body())
+}
+
+async fn a_tool_name_in_pieces_never_streams_a_secret_body() {
     // The name streams as `log` + `in`: the arguments of `login` must not
     // be shown on the strength of the first piece.
     let delta = |id: Option<&str>, name: &str, arguments: &str| ToolCallDelta {

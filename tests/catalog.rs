@@ -292,8 +292,15 @@ fn hello_at_run_time() -> aptix::ToolEntryBuilder {
     )
 }
 
-#[tokio::test]
-async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one() {
+#[test]
+fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one() {
+    aptix_testkit::block_on(
+        a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one_body(),
+    )
+}
+
+async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one_body()
+{
     let catalog = Catalog::builder()
         .tool::<HelloWorldTool>()
         .entry(hello_at_run_time().title("Hello"))
@@ -368,8 +375,12 @@ async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a
 /// conversation and taken out again, a subset for one step. Derived
 /// catalogs share their entries, keep the name order, and each has the
 /// fingerprint of the tools it holds.
-#[tokio::test]
-async fn a_catalog_derives_with_without_and_only() {
+#[test]
+fn a_catalog_derives_with_without_and_only() {
+    aptix_testkit::block_on(a_catalog_derives_with_without_and_only_body())
+}
+
+async fn a_catalog_derives_with_without_and_only_body() {
     let catalog = example_catalog();
     let with = catalog
         .with(hello_at_run_time())

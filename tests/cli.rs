@@ -86,8 +86,12 @@ async fn invoke(cli: &Cli, args: &[&str], stdin: &str) -> Run {
 
 // --- tools ------------------------------------------------------------------
 
-#[tokio::test]
-async fn tools_prints_an_aligned_table_in_name_order() {
+#[test]
+fn tools_prints_an_aligned_table_in_name_order() {
+    aptix_testkit::block_on(tools_prints_an_aligned_table_in_name_order_body())
+}
+
+async fn tools_prints_an_aligned_table_in_name_order_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["tools"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -139,8 +143,12 @@ async fn tools_prints_an_aligned_table_in_name_order() {
 
 // --- schema -----------------------------------------------------------------
 
-#[tokio::test]
-async fn schema_prints_what_the_catalog_lowers_for_every_dialect() {
+#[test]
+fn schema_prints_what_the_catalog_lowers_for_every_dialect() {
+    aptix_testkit::block_on(schema_prints_what_the_catalog_lowers_for_every_dialect_body())
+}
+
+async fn schema_prints_what_the_catalog_lowers_for_every_dialect_body() {
     let (cli, _) = cli();
     let catalog = catalog();
     for (flag, dialect) in [
@@ -162,8 +170,12 @@ async fn schema_prints_what_the_catalog_lowers_for_every_dialect() {
     }
 }
 
-#[tokio::test]
-async fn schema_defaults_to_the_canonical_definition() {
+#[test]
+fn schema_defaults_to_the_canonical_definition() {
+    aptix_testkit::block_on(schema_defaults_to_the_canonical_definition_body())
+}
+
+async fn schema_defaults_to_the_canonical_definition_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["schema", "send_email"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -174,8 +186,12 @@ async fn schema_defaults_to_the_canonical_definition() {
     assert_eq!(run.json()["approval"], "requires_approval");
 }
 
-#[tokio::test]
-async fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2() {
+#[test]
+fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2() {
+    aptix_testkit::block_on(schema_of_an_unknown_tool_lists_the_available_ones_with_status_2_body())
+}
+
+async fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["schema", "agent_hello_wrld"], "").await;
     let Err(error) = &run.result else {
@@ -197,8 +213,12 @@ async fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2() {
     assert!(run.stdout.is_empty());
 }
 
-#[tokio::test]
-async fn schema_refuses_an_unknown_dialect() {
+#[test]
+fn schema_refuses_an_unknown_dialect() {
+    aptix_testkit::block_on(schema_refuses_an_unknown_dialect_body())
+}
+
+async fn schema_refuses_an_unknown_dialect_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["schema", "send_email", "--dialect", "cobol"], "").await;
     let Err(CliError::Usage(error)) = &run.result else {
@@ -210,8 +230,12 @@ async fn schema_refuses_an_unknown_dialect() {
 
 // --- call -------------------------------------------------------------------
 
-#[tokio::test]
-async fn call_prints_the_envelope_and_succeeds() {
+#[test]
+fn call_prints_the_envelope_and_succeeds() {
+    aptix_testkit::block_on(call_prints_the_envelope_and_succeeds_body())
+}
+
+async fn call_prints_the_envelope_and_succeeds_body() {
     let (cli, _) = cli();
     let run = invoke(
         &cli,
@@ -231,8 +255,12 @@ async fn call_prints_the_envelope_and_succeeds() {
     assert_eq!(envelope["tool_call_id"], "cli_call_1");
 }
 
-#[tokio::test]
-async fn call_arguments_default_to_an_empty_object() {
+#[test]
+fn call_arguments_default_to_an_empty_object() {
+    aptix_testkit::block_on(call_arguments_default_to_an_empty_object_body())
+}
+
+async fn call_arguments_default_to_an_empty_object_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "get_current_time", "--id", "t1"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -241,8 +269,12 @@ async fn call_arguments_default_to_an_empty_object() {
     assert_eq!(envelope["tool_call_id"], "t1");
 }
 
-#[tokio::test]
-async fn call_reads_the_arguments_from_stdin_with_a_dash() {
+#[test]
+fn call_reads_the_arguments_from_stdin_with_a_dash() {
+    aptix_testkit::block_on(call_reads_the_arguments_from_stdin_with_a_dash_body())
+}
+
+async fn call_reads_the_arguments_from_stdin_with_a_dash_body() {
     let (cli, _) = cli();
     let run = invoke(
         &cli,
@@ -254,8 +286,14 @@ async fn call_reads_the_arguments_from_stdin_with_a_dash() {
     assert_eq!(run.json()["result"]["message"], "Hello, Grace! Welcome.");
 }
 
-#[tokio::test]
-async fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1() {
+#[test]
+fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1() {
+    aptix_testkit::block_on(
+        call_with_invalid_arguments_prints_the_failed_envelope_with_status_1_body(),
+    )
+}
+
+async fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "agent_hello_world", r#"{"nam":"Ada"}"#], "").await;
     assert_eq!(run.code(), ExitCode::FAILURE);
@@ -268,8 +306,12 @@ async fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1() 
     assert_eq!(malformed.json()["error"]["code"], "invalid_json");
 }
 
-#[tokio::test]
-async fn call_of_an_unknown_tool_is_a_usage_error() {
+#[test]
+fn call_of_an_unknown_tool_is_a_usage_error() {
+    aptix_testkit::block_on(call_of_an_unknown_tool_is_a_usage_error_body())
+}
+
+async fn call_of_an_unknown_tool_is_a_usage_error_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "send_mail"], "").await;
     assert!(
@@ -280,8 +322,12 @@ async fn call_of_an_unknown_tool_is_a_usage_error() {
     assert!(run.stdout.is_empty());
 }
 
-#[tokio::test]
-async fn an_approved_call_runs_after_yes() {
+#[test]
+fn an_approved_call_runs_after_yes() {
+    aptix_testkit::block_on(an_approved_call_runs_after_yes_body())
+}
+
+async fn an_approved_call_runs_after_yes_body() {
     let (cli, context) = cli();
     let arguments = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
     let run = invoke(&cli, &["call", "send_email", arguments], "y\n").await;
@@ -295,8 +341,12 @@ async fn an_approved_call_runs_after_yes() {
     assert_eq!(sent(&context), 1);
 }
 
-#[tokio::test]
-async fn a_refused_or_unanswered_approval_is_a_denied_envelope() {
+#[test]
+fn a_refused_or_unanswered_approval_is_a_denied_envelope() {
+    aptix_testkit::block_on(a_refused_or_unanswered_approval_is_a_denied_envelope_body())
+}
+
+async fn a_refused_or_unanswered_approval_is_a_denied_envelope_body() {
     let arguments = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
     for answer in ["n\n", "\n", "maybe\n", ""] {
         let (cli, context) = cli();
@@ -309,8 +359,12 @@ async fn a_refused_or_unanswered_approval_is_a_denied_envelope() {
     }
 }
 
-#[tokio::test]
-async fn yes_approves_without_asking() {
+#[test]
+fn yes_approves_without_asking() {
+    aptix_testkit::block_on(yes_approves_without_asking_body())
+}
+
+async fn yes_approves_without_asking_body() {
     let (cli, context) = cli();
     let arguments = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
     let run = invoke(&cli, &["call", "send_email", arguments, "--yes"], "").await;
@@ -320,8 +374,12 @@ async fn yes_approves_without_asking() {
     assert_eq!(sent(&context), 1);
 }
 
-#[tokio::test]
-async fn approval_is_not_asked_for_invalid_arguments() {
+#[test]
+fn approval_is_not_asked_for_invalid_arguments() {
+    aptix_testkit::block_on(approval_is_not_asked_for_invalid_arguments_body())
+}
+
+async fn approval_is_not_asked_for_invalid_arguments_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "send_email", r#"{"to":"nobody"}"#], "y\n").await;
     assert_eq!(run.code(), ExitCode::FAILURE);
@@ -329,8 +387,12 @@ async fn approval_is_not_asked_for_invalid_arguments() {
     assert_eq!(run.json()["error"]["code"], "invalid_arguments");
 }
 
-#[tokio::test]
-async fn a_client_tool_prints_its_payload_and_who_must_act() {
+#[test]
+fn a_client_tool_prints_its_payload_and_who_must_act() {
+    aptix_testkit::block_on(a_client_tool_prints_its_payload_and_who_must_act_body())
+}
+
+async fn a_client_tool_prints_its_payload_and_who_must_act_body() {
     let (cli, _) = cli();
     let run = invoke(
         &cli,
@@ -354,8 +416,12 @@ async fn a_client_tool_prints_its_payload_and_who_must_act() {
 
 // --- the command line -------------------------------------------------------
 
-#[tokio::test]
-async fn help_is_printed_on_stdout_and_succeeds() {
+#[test]
+fn help_is_printed_on_stdout_and_succeeds() {
+    aptix_testkit::block_on(help_is_printed_on_stdout_and_succeeds_body())
+}
+
+async fn help_is_printed_on_stdout_and_succeeds_body() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["--help"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -364,8 +430,12 @@ async fn help_is_printed_on_stdout_and_succeeds() {
     }
 }
 
-#[tokio::test]
-async fn an_unknown_command_is_a_usage_error() {
+#[test]
+fn an_unknown_command_is_a_usage_error() {
+    aptix_testkit::block_on(an_unknown_command_is_a_usage_error_body())
+}
+
+async fn an_unknown_command_is_a_usage_error_body() {
     let (cli, _) = cli();
     for args in [&["frobnicate"][..], &[][..]] {
         let run = invoke(&cli, args, "").await;
@@ -402,8 +472,12 @@ fn tool_results(model: &ScriptedModel) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-#[tokio::test]
-async fn chat_streams_text_and_shows_tool_calls_and_results() {
+#[test]
+fn chat_streams_text_and_shows_tool_calls_and_results() {
+    aptix_testkit::block_on(chat_streams_text_and_shows_tool_calls_and_results_body())
+}
+
+async fn chat_streams_text_and_shows_tool_calls_and_results_body() {
     let (cli, _, model) = chat_cli(vec![
         ScriptedTurn::new().text("Let me greet you. ").tool_call(
             "call_greet",
@@ -429,8 +503,12 @@ async fn chat_streams_text_and_shows_tool_calls_and_results() {
     assert_eq!(results[0]["result"]["conversation_id"], "cli-chat");
 }
 
-#[tokio::test]
-async fn chat_asks_for_an_approval_inline_and_continues_the_run() {
+#[test]
+fn chat_asks_for_an_approval_inline_and_continues_the_run() {
+    aptix_testkit::block_on(chat_asks_for_an_approval_inline_and_continues_the_run_body())
+}
+
+async fn chat_asks_for_an_approval_inline_and_continues_the_run_body() {
     let email = r#"{"to":"ada@example.com","subject":"Report","body":"It is ready."}"#;
     let (cli, context, model) = chat_cli(vec![
         ScriptedTurn::new().tool_call("call_email", "send_email", email),
@@ -452,8 +530,12 @@ async fn chat_asks_for_an_approval_inline_and_continues_the_run() {
     assert_eq!(results[0]["result"]["message_id"], "msg-call_email");
 }
 
-#[tokio::test]
-async fn chat_tells_the_model_when_an_approval_is_refused() {
+#[test]
+fn chat_tells_the_model_when_an_approval_is_refused() {
+    aptix_testkit::block_on(chat_tells_the_model_when_an_approval_is_refused_body())
+}
+
+async fn chat_tells_the_model_when_an_approval_is_refused_body() {
     let email = r#"{"to":"ada@example.com","subject":"Report","body":"It is ready."}"#;
     let (cli, context, model) = chat_cli(vec![
         ScriptedTurn::new().tool_call("call_email", "send_email", email),
@@ -468,8 +550,12 @@ async fn chat_tells_the_model_when_an_approval_is_refused() {
     assert_eq!(results[0]["error"]["code"], "denied");
 }
 
-#[tokio::test]
-async fn chat_exits_with_status_1_after_a_model_error() {
+#[test]
+fn chat_exits_with_status_1_after_a_model_error() {
+    aptix_testkit::block_on(chat_exits_with_status_1_after_a_model_error_body())
+}
+
+async fn chat_exits_with_status_1_after_a_model_error_body() {
     // A script with no turns: the model fails at once.
     let (cli, _, _) = chat_cli(vec![]);
     let run = invoke(&cli, &["chat", "--offline"], "Hello\n").await;
@@ -477,8 +563,12 @@ async fn chat_exits_with_status_1_after_a_model_error() {
     assert!(run.stdout.contains("[model error:"), "{}", run.stdout);
 }
 
-#[tokio::test]
-async fn the_built_in_offline_model_calls_tools_typed_as_lines() {
+#[test]
+fn the_built_in_offline_model_calls_tools_typed_as_lines() {
+    aptix_testkit::block_on(the_built_in_offline_model_calls_tools_typed_as_lines_body())
+}
+
+async fn the_built_in_offline_model_calls_tools_typed_as_lines_body() {
     // No model given: the CLI's own offline model.
     let (cli, _) = cli();
     let stdin = concat!(
@@ -521,8 +611,12 @@ mod labels {
     }
 }
 
-#[tokio::test]
-async fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1() {
+#[test]
+fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1() {
+    aptix_testkit::block_on(schema_that_a_dialect_cannot_express_is_an_error_with_status_1_body())
+}
+
+async fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1_body() {
     let catalog = Catalog::builder()
         .tool::<labels::TagThingsTool>()
         .build()
@@ -545,8 +639,12 @@ async fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1() {
     assert_eq!(anthropic.code(), ExitCode::SUCCESS);
 }
 
-#[tokio::test]
-async fn mcp_is_a_subcommand_with_an_address_option() {
+#[test]
+fn mcp_is_a_subcommand_with_an_address_option() {
+    aptix_testkit::block_on(mcp_is_a_subcommand_with_an_address_option_body())
+}
+
+async fn mcp_is_a_subcommand_with_an_address_option_body() {
     let (cli, _) = cli();
     let help = invoke(&cli, &["mcp", "--help"], "").await;
     assert_eq!(help.code(), ExitCode::SUCCESS);
@@ -585,8 +683,12 @@ async fn vault_put(args: VaultPut) -> Result<&'static str, aptix::ToolError> {
 
 /// The approval prompt may hide a declared secret, but the approved call
 /// runs with the real arguments, not with `"[redacted]"`.
-#[tokio::test]
-async fn chat_runs_an_approved_call_with_its_real_arguments() {
+#[test]
+fn chat_runs_an_approved_call_with_its_real_arguments() {
+    aptix_testkit::block_on(chat_runs_an_approved_call_with_its_real_arguments_body())
+}
+
+async fn chat_runs_an_approved_call_with_its_real_arguments_body() {
     let catalog = Catalog::builder()
         .tool::<VaultPutTool>()
         .build()

@@ -121,7 +121,10 @@ pub struct ReadClipboard {
     pub reason: String,
 }
 
-#[derive(Clone, Copy, Debug)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Backend {}
+
+#[derive(Clone, Debug)]
 enum Backend {
     Memory,
     Sqlite,
@@ -266,16 +269,22 @@ fn last_text(conversation: &Conversation) -> Option<&str> {
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
         mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Memory).await })*
+            $(#[test]
+            fn $name() {
+                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Memory))
+            })*
         }
         mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Sqlite).await })*
+            $(#[test]
+            fn $name() {
+                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Sqlite))
+            })*
         }
         mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Postgres).await })*
+            $(#[test]
+            fn $name() {
+                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Postgres))
+            })*
         }
     };
 }
@@ -862,52 +871,18 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
     };
     let id = format!("crash-{}", uuid());
     let (safe, risky_call) = (format!("s-{}", uuid()), format!("u-{}", uuid()));
-    let mut conversation = Conversation::new(&id);
-    conversation
-        .messages
-        .push(Message::user("import and charge"));
-    conversation.messages.push(Message::Assistant {
-        content: String::new(),
-        tool_calls: vec![
-            aptix::transcript::AssistantToolCall {
-                id: safe.clone(),
-                name: "import".into(),
-                arguments: r#"{"cents":11}"#.into(),
-            },
-            aptix::transcript::AssistantToolCall {
-                id: risky_call.clone(),
-                name: "charge".into(),
-                arguments: r#"{"cents":12}"#.into(),
-            },
+    let now = now_ms();
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "import and charge",
+        &[
+            (&safe, "import", r#"{"cents":11}"#),
+            (&risky_call, "charge", r#"{"cents":12}"#),
         ],
-        thinking: Vec::new(),
-    });
-    assert!(
-        store
-            .create_conversation(&conversation, 0)
-            .await
-            .unwrap_or(false)
-    );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    assert!(
-        store
-            .claim_conversation(&id, "dead-process", now, now + 1_000)
-            .await
-            .unwrap_or(None)
-            .is_some()
-    );
-    store
-        .save_conversation(
-            &conversation,
-            "dead-process",
-            ConversationStatus::Running,
-            now + 1_000,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        now + 1_000,
+    )
+    .await;
     for (call, tool, arguments, approval) in [
         (&safe, "import", r#"{"cents":11}"#, false),
         (&risky_call, "charge", r#"{"cents":12}"#, true),
@@ -1050,7 +1025,14 @@ async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Bac
     };
     let id = format!("hook-revive-{}", uuid());
     let big = format!("c-{}", uuid());
-    left_by_a_dead_process(&*store, &id, &big, "import", r#"{"cents":5000}"#).await;
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "import a lot",
+        &[(&big, "import", r#"{"cents":5000}"#)],
+        now_ms() - 1_000,
+    )
+    .await;
     let agent = DurableAgent::builder(
         Agent::builder()
             .model(ScriptedModel::new(vec![answer("Stopped.")]))
@@ -1070,24 +1052,37 @@ async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Bac
     assert_eq!(results[0]["error"]["code"], json!("denied"), "{results:?}");
 }
 
-/// A conversation whose model turn made one call, saved running by a
-/// process that died before recording the call, and whose lease has run out.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A conversation whose model turn made `calls` (id, tool, arguments),
+/// saved running by a process that died before recording them, and whose
+/// lease ends at `lease_ends` (ms since the epoch).
 async fn left_by_a_dead_process(
     store: &dyn Store,
     id: &str,
-    call: &str,
-    tool: &str,
-    arguments: &str,
+    user: &str,
+    calls: &[(&str, &str, &str)],
+    lease_ends: i64,
 ) {
     let mut conversation = Conversation::new(id);
-    conversation.messages.push(Message::user("import a lot"));
+    conversation.messages.push(Message::user(user));
     conversation.messages.push(Message::Assistant {
         content: String::new(),
-        tool_calls: vec![aptix::transcript::AssistantToolCall {
-            id: call.to_owned(),
-            name: tool.into(),
-            arguments: arguments.into(),
-        }],
+        tool_calls: calls
+            .iter()
+            .map(
+                |(call, tool, arguments)| aptix::transcript::AssistantToolCall {
+                    id: (*call).to_owned(),
+                    name: (*tool).into(),
+                    arguments: (*arguments).into(),
+                },
+            )
+            .collect(),
         thinking: Vec::new(),
     });
     assert!(
@@ -1096,13 +1091,9 @@ async fn left_by_a_dead_process(
             .await
             .unwrap_or(false)
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
     assert!(
         store
-            .claim_conversation(id, "dead-process", now - 2_000, now - 1_000)
+            .claim_conversation(id, "dead-process", lease_ends - 1_000, lease_ends)
             .await
             .unwrap_or(None)
             .is_some()
@@ -1112,7 +1103,7 @@ async fn left_by_a_dead_process(
             &conversation,
             "dead-process",
             ConversationStatus::Running,
-            now - 1_000,
+            lease_ends,
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -1276,7 +1267,14 @@ async fn a_revived_turn_asks_the_policy_about_its_unrecorded_calls(backend: Back
     };
     let id = format!("policy-revive-{}", uuid());
     let call = format!("c-{}", uuid());
-    left_by_a_dead_process(&*store, &id, &call, "import", r#"{"cents":5000}"#).await;
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "import a lot",
+        &[(&call, "import", r#"{"cents":5000}"#)],
+        now_ms() - 1_000,
+    )
+    .await;
     let agent = policy_agent(store, vec![answer("Imported.")]);
     let _ = agent.ensure_started(&id).await;
     let started = Instant::now();

@@ -488,7 +488,10 @@ impl Store for FaultyStore {
 // ---------------------------------------------------------------------------
 // Helpers
 
-#[derive(Clone, Copy, Debug)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Backend {}
+
+#[derive(Clone, Debug)]
 enum Backend {
     Memory,
     Sqlite,
@@ -654,16 +657,22 @@ fn tool_results(messages: &[Message]) -> Vec<(String, Value)> {
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
         mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Memory).await })*
+            $(#[test]
+            fn $name() {
+                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Memory))
+            })*
         }
         mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Sqlite).await })*
+            $(#[test]
+            fn $name() {
+                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Sqlite))
+            })*
         }
         mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Postgres).await })*
+            $(#[test]
+            fn $name() {
+                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Postgres))
+            })*
         }
     };
 }

@@ -229,7 +229,10 @@ fn side_pids(events: &[SideEvent], tool_call_id: &str, event: &str) -> Vec<u32> 
 // ---------------------------------------------------------------------------
 // Stores, agents, helpers
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Backend {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Backend {
     Sqlite,
     Postgres,
@@ -618,7 +621,10 @@ fn is_child() -> bool {
 // ---------------------------------------------------------------------------
 // 1. Racing resolutions across processes
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Kind {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Kind {
     /// A human call, resolved with `Result`s.
     Human,

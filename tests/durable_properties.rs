@@ -180,8 +180,11 @@ pub struct AskHuman {
     pub n: u32,
 }
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Kind {}
+
 /// The tools a model turn can call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Kind {
     Gated,
     Auto,
@@ -299,10 +302,13 @@ impl ChatModel for QueueModel {
 
 // ---------------------------------------------------------------- operations
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for CallSpec {}
+
 /// A call the model makes: which tool, which id from a pool of three (so
 /// ids collide within and across turns), and for `store_token` whether the
 /// secret breaks its pattern.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct CallSpec {
     kind: Kind,
     id: u8,
@@ -319,8 +325,11 @@ impl std::fmt::Debug for CallSpec {
     }
 }
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for How {}
+
 /// How a resolution answers the pending call it picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum How {
     /// `Approve` for an approval, `Result` for a client or a person.
     Fitting,
@@ -332,8 +341,11 @@ enum How {
     Stray(u8),
 }
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for FaultSpec {}
+
 /// A store failure to arm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct FaultSpec {
     op: StoreOp,
     after: u32,
@@ -472,7 +484,10 @@ fn capture_logs() {
 
 // ---------------------------------------------------------------- harness
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Backend {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Backend {
     Memory,
     Sqlite,

@@ -161,8 +161,12 @@ fn reason(events: &[AgentEvent]) -> &DoneReason {
     }
 }
 
-#[tokio::test]
-async fn a_hook_denies_a_call_with_a_message_the_model_sees() {
+#[test]
+fn a_hook_denies_a_call_with_a_message_the_model_sees() {
+    aptix_testkit::block_on(a_hook_denies_a_call_with_a_message_the_model_sees_body())
+}
+
+async fn a_hook_denies_a_call_with_a_message_the_model_sees_body() {
     let guard = Scripted {
         name: "limit",
         before: Some(Box::new(|call| {
@@ -184,8 +188,12 @@ async fn a_hook_denies_a_call_with_a_message_the_model_sees() {
     assert!(matches!(reason(&events), DoneReason::Completed));
 }
 
-#[tokio::test]
-async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it() {
+#[test]
+fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it() {
+    aptix_testkit::block_on(a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it_body())
+}
+
+async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it_body() {
     let clamp = Scripted {
         name: "clamp",
         before: Some(Box::new(|call| {
@@ -227,8 +235,12 @@ async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it() {
     );
 }
 
-#[tokio::test]
-async fn a_hook_answers_without_running_the_tool() {
+#[test]
+fn a_hook_answers_without_running_the_tool() {
+    aptix_testkit::block_on(a_hook_answers_without_running_the_tool_body())
+}
+
+async fn a_hook_answers_without_running_the_tool_body() {
     let cache = Scripted {
         name: "cache",
         before: Some(Box::new(|_| {
@@ -259,8 +271,12 @@ async fn a_hook_answers_without_running_the_tool() {
     );
 }
 
-#[tokio::test]
-async fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
+#[test]
+fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
+    aptix_testkit::block_on(a_tripped_guardrail_halts_the_run_with_every_call_answered_body())
+}
+
+async fn a_tripped_guardrail_halts_the_run_with_every_call_answered_body() {
     let guard = Scripted {
         name: "fraud_guard",
         before: Some(Box::new(|call| {
@@ -284,8 +300,12 @@ async fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
     assert_eq!(result(&events, &conversation).0["error"]["code"], "denied");
 }
 
-#[tokio::test]
-async fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
+#[test]
+fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
+    aptix_testkit::block_on(after_call_changes_what_the_model_sees_not_what_the_events_show_body())
+}
+
+async fn after_call_changes_what_the_model_sees_not_what_the_events_show_body() {
     let summarize = Scripted {
         name: "summarize",
         after: Some(Box::new(|_| AfterCall::Replace("Transfer done.".into()))),
@@ -315,8 +335,12 @@ async fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
     assert_eq!(result(&events, &conversation).0["result"], "sent 5 to Ada");
 }
 
-#[tokio::test]
-async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
+#[test]
+fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
+    aptix_testkit::block_on(a_hook_repairs_a_misspelled_tool_and_malformed_arguments_body())
+}
+
+async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments_body() {
     let speller = Scripted {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {
@@ -353,8 +377,12 @@ async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
     );
 }
 
-#[tokio::test]
-async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
+#[test]
+fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
+    aptix_testkit::block_on(a_call_renamed_to_a_tool_with_secrets_shows_none_of_them_body())
+}
+
+async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them_body() {
     let speller = Scripted {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {
@@ -393,8 +421,12 @@ async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
 /// Found in review: a hook's `Rename` was checked against the agent's whole
 /// catalog, so it could run a tool `prepare_step` had taken away at that
 /// step (the model offered only `pay` could reach `transfer`).
-#[tokio::test]
-async fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it() {
+#[test]
+fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it() {
+    aptix_testkit::block_on(a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it_body())
+}
+
+async fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it_body() {
     let speller = Scripted {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {

@@ -252,19 +252,7 @@ fn the_unsafe_macro_scan_finds_the_calls() {
 
 #[test]
 fn no_crate_calls_a_macro_that_expands_to_unsafe_code() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in [
-        "src",
-        "aptix-core/src",
-        "aptix-macros/src",
-        "aptix-testkit/src",
-        "tests",
-        "benches",
-        "examples",
-    ] {
-        rust_files(&root.join(dir), &mut files);
-    }
+    let files = project_files();
     let mut found = Vec::new();
     for file in &files {
         let text =
@@ -280,11 +268,9 @@ fn no_crate_calls_a_macro_that_expands_to_unsafe_code() {
     );
 }
 
-#[test]
-fn no_crate_derives_copy() {
-    // `#[derive(Clone, Copy)]` adds `unsafe impl ::core::clone::TrivialClone`
-    // to the crate; `Copy` is implemented by hand instead.
-    // (`scripts/no-unsafe.sh` checks the expanded code whole.)
+/// Every Rust file of the project: the four crates, their tests, benches
+/// and examples (each a crate of its own, and code the project ships).
+fn project_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     for dir in [
@@ -292,9 +278,22 @@ fn no_crate_derives_copy() {
         "aptix-core/src",
         "aptix-macros/src",
         "aptix-testkit/src",
+        "tests",
+        "benches",
+        "examples",
     ] {
         rust_files(&root.join(dir), &mut files);
     }
+    files
+}
+
+#[test]
+fn no_crate_derives_copy() {
+    // `#[derive(Clone, Copy)]` adds `unsafe impl ::core::clone::TrivialClone`
+    // to the crate; `Copy` is implemented by hand instead. Tests, benches
+    // and examples too: each is a crate, and the rule is for all code.
+    // (`scripts/no-unsafe.sh` checks the expanded code whole.)
+    let files = project_files();
     let mut found = Vec::new();
     for file in &files {
         let text =
@@ -311,4 +310,30 @@ fn no_crate_derives_copy() {
         }
     }
     assert!(found.is_empty(), "derived `Copy`:\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_test_runs_under_the_tokio_test_attribute() {
+    // `#[tokio::test]` pins the test's future with
+    // `unsafe { Pin::new_unchecked(&mut body) }` in the test's own crate;
+    // `aptix_testkit::block_on` runs it on a runtime instead (the future
+    // moved into `Runtime::block_on`, as `#[tokio::main]` does).
+    let attribute = ["#[tokio", "::test"].concat();
+    let mut found = Vec::new();
+    for file in &project_files() {
+        let text =
+            fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains(&attribute) {
+                found.push(format!("{}: {}", file.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} tests run under `{attribute}]`, which expands to `unsafe` code:\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }

@@ -308,8 +308,12 @@ fn python_client_over_stdio() {
     run_e2e(&python, &record.0, transport);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_client_over_http() {
+#[test]
+fn python_client_over_http() {
+    aptix_testkit::block_on_threads(2, python_client_over_http_body())
+}
+
+async fn python_client_over_http_body() {
     if is_child() {
         return;
     }

@@ -243,8 +243,12 @@ fn suspended(events: &[AgentEvent]) -> &[aptix::agent::SuspendedCall] {
 
 /// One run whose calls carry secrets: one fails validation, one sends
 /// broken JSON, one suspends.
-#[tokio::test]
-async fn no_declared_secret_appears_in_any_event_or_log_line() {
+#[test]
+fn no_declared_secret_appears_in_any_event_or_log_line() {
+    aptix_testkit::block_on(no_declared_secret_appears_in_any_event_or_log_line_body())
+}
+
+async fn no_declared_secret_appears_in_any_event_or_log_line_body() {
     let (events, logs) = run_logged(
         vec![
             ScriptedTurn::new()
@@ -294,8 +298,12 @@ async fn no_declared_secret_appears_in_any_event_or_log_line() {
 
 /// The approver (or the application's client) still gets the real payload
 /// of a suspended call; only what is shown is redacted.
-#[tokio::test]
-async fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it() {
+#[test]
+fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it() {
+    aptix_testkit::block_on(a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it_body())
+}
+
+async fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it_body() {
     let (events, _) = run_logged(
         vec![ScriptedTurn::new().tool_call(
             "c4",
@@ -322,8 +330,12 @@ async fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it() {
 
 /// `log_fields`: only the listed values appear, in arguments, results,
 /// error messages and suspended payloads; everything else is hidden.
-#[tokio::test]
-async fn an_allowlist_shows_only_the_listed_fields() {
+#[test]
+fn an_allowlist_shows_only_the_listed_fields() {
+    aptix_testkit::block_on(an_allowlist_shows_only_the_listed_fields_body())
+}
+
+async fn an_allowlist_shows_only_the_listed_fields_body() {
     let (events, logs) = run_logged(
         vec![
             ScriptedTurn::new()
@@ -394,8 +406,12 @@ async fn an_allowlist_shows_only_the_listed_fields() {
 /// Durable runs: the event of the suspension is redacted, `pending()` gives
 /// the approver the real payload, and the result that comes back from the
 /// client is redacted in the events of the resumed run.
-#[tokio::test]
-async fn durable_runs_redact_suspensions_and_client_results() {
+#[test]
+fn durable_runs_redact_suspensions_and_client_results() {
+    aptix_testkit::block_on(durable_runs_redact_suspensions_and_client_results_body())
+}
+
+async fn durable_runs_redact_suspensions_and_client_results_body() {
     use aptix::durable::Resolution;
     use aptix::store::MemoryStore;
 
@@ -611,8 +627,12 @@ fn the_catalog_refuses_a_tool_with_undeclared_secret_fields() {
 /// message naming the call; for a tool that declares secrets, that message
 /// (it travels in the `Done` event) must not quote the refused value, and
 /// neither may the log line about it.
-#[tokio::test]
-async fn a_refused_client_result_does_not_quote_a_secret() {
+#[test]
+fn a_refused_client_result_does_not_quote_a_secret() {
+    aptix_testkit::block_on(a_refused_client_result_does_not_quote_a_secret_body())
+}
+
+async fn a_refused_client_result_does_not_quote_a_secret_body() {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()

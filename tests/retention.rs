@@ -128,8 +128,14 @@ fn stubbed(request: &ChatRequest) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only() {
+#[test]
+fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only() {
+    aptix_testkit::block_on(
+        keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only_body(),
+    )
+}
+
+async fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only_body() {
     let model = Arc::new(ScriptedModel::new(turns(&[
         "search", "search", "send", "search", "search",
     ])));
@@ -174,8 +180,12 @@ async fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_onl
     }
 }
 
-#[tokio::test]
-async fn turns_keeps_a_result_whole_for_that_many_model_turns() {
+#[test]
+fn turns_keeps_a_result_whole_for_that_many_model_turns() {
+    aptix_testkit::block_on(turns_keeps_a_result_whole_for_that_many_model_turns_body())
+}
+
+async fn turns_keeps_a_result_whole_for_that_many_model_turns_body() {
     let model = Arc::new(ScriptedModel::new(turns(&["news", "send", "send"])));
     let agent = agent(model.clone(), None);
     let mut conversation = Conversation::new("turns");
@@ -187,8 +197,14 @@ async fn turns_keeps_a_result_whole_for_that_many_model_turns() {
     assert_eq!(stubbed(&requests[3]), vec!["call_0"]);
 }
 
-#[tokio::test]
-async fn the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one() {
+#[test]
+fn the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one() {
+    aptix_testkit::block_on(
+        the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one_body(),
+    )
+}
+
+async fn the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one_body() {
     // Each `send` result is about 430 estimated tokens; the budget holds
     // about 9, and a step (a quarter of it) 2 to 3.
     let calls: Vec<&str> = std::iter::once("profile")
@@ -315,15 +331,23 @@ async fn stubs_survive_a_restart(
     );
 }
 
-#[tokio::test]
-async fn retention_holds_after_a_restart_on_memory() {
+#[test]
+fn retention_holds_after_a_restart_on_memory() {
+    aptix_testkit::block_on(retention_holds_after_a_restart_on_memory_body())
+}
+
+async fn retention_holds_after_a_restart_on_memory_body() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let again = store.clone();
     stubs_survive_a_restart(store, async move || again).await;
 }
 
-#[tokio::test]
-async fn retention_holds_after_a_restart_on_sqlite() {
+#[test]
+fn retention_holds_after_a_restart_on_sqlite() {
+    aptix_testkit::block_on(retention_holds_after_a_restart_on_sqlite_body())
+}
+
+async fn retention_holds_after_a_restart_on_sqlite_body() {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "aptix-retention-{}-{}.db",
         std::process::id(),
@@ -349,8 +373,12 @@ async fn retention_holds_after_a_restart_on_sqlite() {
     .await;
 }
 
-#[tokio::test]
-async fn the_stub_is_what_reaches_the_provider() {
+#[test]
+fn the_stub_is_what_reaches_the_provider() {
+    aptix_testkit::block_on(the_stub_is_what_reaches_the_provider_body())
+}
+
+async fn the_stub_is_what_reaches_the_provider_body() {
     let server = MockOpenAiServer::start([
         OpenAiTurn::new()
             .tool_call("call_0", "news", &[r#"{"q":"a"}"#])

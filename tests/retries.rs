@@ -110,8 +110,12 @@ fn exhausted(events: &[AgentEvent]) -> Vec<(String, u8)> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_retry_reaches_the_model_until_the_budget_is_spent() {
+#[test]
+fn a_retry_reaches_the_model_until_the_budget_is_spent() {
+    aptix_testkit::block_on(a_retry_reaches_the_model_until_the_budget_is_spent_body())
+}
+
+async fn a_retry_reaches_the_model_until_the_budget_is_spent_body() {
     // The default budget is one retry: the second request for one fails.
     let events = run("book", &["2026-01-01", "2026-02-02", "2027-03-03"]).await;
     assert_eq!(codes(&events), ["retry", "failed", "ok"]);
@@ -133,8 +137,14 @@ async fn a_retry_reaches_the_model_until_the_budget_is_spent() {
     assert_eq!(exhausted(&events), [("call_2".to_owned(), 2)]);
 }
 
-#[tokio::test]
-async fn an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them() {
+#[test]
+fn an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them() {
+    aptix_testkit::block_on(
+        an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them_body(),
+    )
+}
+
+async fn an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them_body() {
     let before = FLAKY_RUNS.load(Ordering::SeqCst);
     let events = run("flaky", &["2027-01-01"]).await;
     assert_eq!(codes(&events), ["ok"]);

@@ -22,8 +22,11 @@ pub struct SentimentResult {
     pub confidence: f64,
 }
 
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Label {}
+
 /// A sentiment label.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
     /// Good.
@@ -166,8 +169,12 @@ fn every_dialect_offers_the_output_member() {
     assert!(lowered[0].to_string().contains("_output"));
 }
 
-#[tokio::test]
-async fn a_latent_call_returns_the_output_the_model_gave() {
+#[test]
+fn a_latent_call_returns_the_output_the_model_gave() {
+    aptix_testkit::block_on(a_latent_call_returns_the_output_the_model_gave_body())
+}
+
+async fn a_latent_call_returns_the_output_the_model_gave_body() {
     let harness = ToolHarness::new(catalog(Activities::new()));
     let result = harness
         .call_named(
@@ -184,8 +191,12 @@ async fn a_latent_call_returns_the_output_the_model_gave() {
     );
 }
 
-#[tokio::test]
-async fn a_wrong_output_is_fed_back_like_wrong_arguments() {
+#[test]
+fn a_wrong_output_is_fed_back_like_wrong_arguments() {
+    aptix_testkit::block_on(a_wrong_output_is_fed_back_like_wrong_arguments_body())
+}
+
+async fn a_wrong_output_is_fed_back_like_wrong_arguments_body() {
     let harness = ToolHarness::new(catalog(Activities::new()));
     // Missing.
     let missing = harness.call_named("sentiment", r#"{"text":"Fine."}"#).await;
@@ -233,8 +244,12 @@ async fn a_wrong_output_is_fed_back_like_wrong_arguments() {
     assert_eq!(repeated.code(), ErrorCode::InvalidArguments);
 }
 
-#[tokio::test]
-async fn the_same_declaration_runs_a_production_activity_or_a_fake() {
+#[test]
+fn the_same_declaration_runs_a_production_activity_or_a_fake() {
+    aptix_testkit::block_on(the_same_declaration_runs_a_production_activity_or_a_fake_body())
+}
+
+async fn the_same_declaration_runs_a_production_activity_or_a_fake_body() {
     // Production: the activity's own code.
     let production = Activities::new().bind::<SendEmail, _, _>(|args, _ctx| async move {
         if args.to.ends_with("@example.com") {
@@ -282,8 +297,12 @@ async fn the_same_declaration_runs_a_production_activity_or_a_fake() {
     assert_eq!(fake.count(), 0);
 }
 
-#[tokio::test]
-async fn a_catalog_can_swap_activities_after_it_was_built() {
+#[test]
+fn a_catalog_can_swap_activities_after_it_was_built() {
+    aptix_testkit::block_on(a_catalog_can_swap_activities_after_it_was_built_body())
+}
+
+async fn a_catalog_can_swap_activities_after_it_was_built_body() {
     let latent = catalog(Activities::new());
     let fake = Fake::<Sentiment>::returning(|args| {
         Ok(SentimentResult {
@@ -305,8 +324,14 @@ async fn a_catalog_can_swap_activities_after_it_was_built() {
     assert_eq!(fake.count(), 1);
 }
 
-#[tokio::test]
-async fn an_activity_result_outside_the_output_schema_is_an_internal_error() {
+#[test]
+fn an_activity_result_outside_the_output_schema_is_an_internal_error() {
+    aptix_testkit::block_on(
+        an_activity_result_outside_the_output_schema_is_an_internal_error_body(),
+    )
+}
+
+async fn an_activity_result_outside_the_output_schema_is_an_internal_error_body() {
     let activities = Activities::new().bind_json("send_email", |_args, _ctx| async {
         Ok(json!({"sent": "yes"}))
     });
@@ -359,8 +384,12 @@ fn activities_that_cannot_be_bound_are_catalog_problems_all_at_once() {
     assert!(text.contains("tests/schema_first.rs"), "{text}");
 }
 
-#[tokio::test]
-async fn a_run_time_latent_tool_takes_a_json_activity() {
+#[test]
+fn a_run_time_latent_tool_takes_a_json_activity() {
+    aptix_testkit::block_on(a_run_time_latent_tool_takes_a_json_activity_body())
+}
+
+async fn a_run_time_latent_tool_takes_a_json_activity_body() {
     let entry = ToolEntry::latent(
         "word_count",
         "Call to count the words of a text.",
@@ -428,8 +457,12 @@ fn a_parameter_named_like_a_meta_field_is_refused() {
     );
 }
 
-#[tokio::test]
-async fn the_agent_runs_a_latent_call_on_the_output_the_model_gave() {
+#[test]
+fn the_agent_runs_a_latent_call_on_the_output_the_model_gave() {
+    aptix_testkit::block_on(the_agent_runs_a_latent_call_on_the_output_the_model_gave_body())
+}
+
+async fn the_agent_runs_a_latent_call_on_the_output_the_model_gave_body() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call(
             "call_1",
@@ -517,8 +550,12 @@ const COMPOSED_TURN: &str = r#"{"message":"Checking.","calls":[
     {"_tool":"send_email","_activity":"send_email","_reasoningForCall":"The user asked to tell Ada.","to":"ada@example.com","subject":"It is great"}
 ]}"#;
 
-#[tokio::test]
-async fn composed_mode_runs_each_element_as_a_call() {
+#[test]
+fn composed_mode_runs_each_element_as_a_call() {
+    aptix_testkit::block_on(composed_mode_runs_each_element_as_a_call_body())
+}
+
+async fn composed_mode_runs_each_element_as_a_call_body() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().text(COMPOSED_TURN),
         ScriptedTurn::new().text(r#"{"message":"It is positive, and Ada knows.","calls":[]}"#),
@@ -611,8 +648,12 @@ async fn composed_mode_runs_each_element_as_a_call() {
     );
 }
 
-#[tokio::test]
-async fn composed_mode_validates_a_latent_output_and_feeds_it_back() {
+#[test]
+fn composed_mode_validates_a_latent_output_and_feeds_it_back() {
+    aptix_testkit::block_on(composed_mode_validates_a_latent_output_and_feeds_it_back_body())
+}
+
+async fn composed_mode_validates_a_latent_output_and_feeds_it_back_body() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().text(
             r#"{"message":"","calls":[{"_tool":"sentiment","_activity":"","text":"Meh","_output":{"label":"meh"}}]}"#,
@@ -638,8 +679,12 @@ async fn composed_mode_validates_a_latent_output_and_feeds_it_back() {
     ));
 }
 
-#[tokio::test]
-async fn ask_reasoning_in_native_mode_offers_and_strips_it() {
+#[test]
+fn ask_reasoning_in_native_mode_offers_and_strips_it() {
+    aptix_testkit::block_on(ask_reasoning_in_native_mode_offers_and_strips_it_body())
+}
+
+async fn ask_reasoning_in_native_mode_offers_and_strips_it_body() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call(
             "call_1",
@@ -687,8 +732,12 @@ pub struct Transfer {
     pub to: String,
 }
 
-#[tokio::test]
-async fn an_approver_sees_why_the_model_made_the_call() {
+#[test]
+fn an_approver_sees_why_the_model_made_the_call() {
+    aptix_testkit::block_on(an_approver_sees_why_the_model_made_the_call_body())
+}
+
+async fn an_approver_sees_why_the_model_made_the_call_body() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
         "call_1",
         "transfer",
@@ -732,8 +781,14 @@ fn a_dialect_without_a_response_format_refuses_composed_mode() {
     assert!(error.to_string().contains("CallMode::Native"), "{error}");
 }
 
-#[tokio::test]
-async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server() {
+#[test]
+fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server() {
+    aptix_testkit::block_on(
+        composed_mode_sends_a_json_schema_response_format_to_an_openai_server_body(),
+    )
+}
+
+async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server_body() {
     use aptix::model::openai::OpenAiChat;
     use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
     let server = MockOpenAiServer::start([
@@ -760,8 +815,12 @@ async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server()
     );
 }
 
-#[tokio::test]
-async fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next() {
+#[test]
+fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next() {
+    aptix_testkit::block_on(a_run_time_tool_is_added_for_one_run_and_removed_for_the_next_body())
+}
+
+async fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next_body() {
     let base = catalog(Activities::new());
     let shout = ToolEntry::from_json_schema(
         "shout",
@@ -863,8 +922,12 @@ fn problems_of(builder: aptix::CatalogBuilder) -> Vec<CatalogProblem> {
     builder.build().expect_err("refused").problems
 }
 
-#[tokio::test]
-async fn tools_that_name_one_activity_share_it() {
+#[test]
+fn tools_that_name_one_activity_share_it() {
+    aptix_testkit::block_on(tools_that_name_one_activity_share_it_body())
+}
+
+async fn tools_that_name_one_activity_share_it_body() {
     assert_eq!(NotifyOps::META.activity, Some("deliver"));
     let delivered = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let log = delivered.clone();
@@ -948,8 +1011,12 @@ fn a_named_activity_must_be_bound_and_beats_the_same_name() {
     assert!(shadowed[0].to_string().contains("bind `deliver` instead"));
 }
 
-#[tokio::test]
-async fn a_typed_activity_and_a_fake_bind_under_the_named_activity() {
+#[test]
+fn a_typed_activity_and_a_fake_bind_under_the_named_activity() {
+    aptix_testkit::block_on(a_typed_activity_and_a_fake_bind_under_the_named_activity_body())
+}
+
+async fn a_typed_activity_and_a_fake_bind_under_the_named_activity_body() {
     let catalog = aptix::tools![NotifyOps]
         .activities(
             Activities::new().bind::<NotifyOps, _, _>(|args, _ctx| async move {
@@ -991,8 +1058,12 @@ async fn a_typed_activity_and_a_fake_bind_under_the_named_activity() {
     );
 }
 
-#[tokio::test]
-async fn an_empty_activity_keeps_a_tool_latent() {
+#[test]
+fn an_empty_activity_keeps_a_tool_latent() {
+    aptix_testkit::block_on(an_empty_activity_keeps_a_tool_latent_body())
+}
+
+async fn an_empty_activity_keeps_a_tool_latent_body() {
     assert_eq!(Guess::META.activity, Some(""));
     let catalog = aptix::tools![Guess]
         .build()
@@ -1019,8 +1090,12 @@ async fn an_empty_activity_keeps_a_tool_latent() {
     );
 }
 
-#[tokio::test]
-async fn a_run_time_entry_names_its_activity() {
+#[test]
+fn a_run_time_entry_names_its_activity() {
+    aptix_testkit::block_on(a_run_time_entry_names_its_activity_body())
+}
+
+async fn a_run_time_entry_names_its_activity_body() {
     let entry = ToolEntry::latent(
         "page_ops",
         "Call to page the on-call engineer.",

@@ -57,7 +57,10 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-#[derive(Clone, Copy)]
+// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+impl Copy for Backend {}
+
+#[derive(Clone)]
 enum Backend {
     Sqlite,
     Postgres,

@@ -10,6 +10,9 @@
 //! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
 //!   every provider dialect, so a schema change shows up as a reviewable diff.
 //!
+//! - [`block_on`], [`block_on_threads`]: async tests without
+//!   `#[tokio::test]`, whose expansion holds `unsafe` code.
+//!
 //! These helpers panic with a descriptive message on failure, as test
 //! assertions do.
 
@@ -20,10 +23,12 @@ pub mod faulty_store;
 pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod mock_server;
+mod runtime;
 pub mod scripted_model;
 pub mod store_suite;
 
 pub use fake_activity::{Fake, FakeActivities};
+pub use runtime::{block_on, block_on_threads};
 pub use scripted_model::{ScriptedModel, ScriptedTurn};
 
 use aptix_core::{

@@ -255,8 +255,12 @@ mod tests {
         Ok(text)
     }
 
-    #[tokio::test]
-    async fn a_repeating_script_starts_over_and_a_plain_one_runs_out() {
+    #[test]
+    fn a_repeating_script_starts_over_and_a_plain_one_runs_out() {
+        crate::block_on(a_repeating_script_starts_over_and_a_plain_one_runs_out_body())
+    }
+
+    async fn a_repeating_script_starts_over_and_a_plain_one_runs_out_body() {
         let turns = [ScriptedTurn::new().text("a"), ScriptedTurn::new().text("b")];
         let repeating = ScriptedModel::new(turns.clone()).repeating();
         let mut seen = Vec::new();

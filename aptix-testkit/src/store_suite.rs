@@ -9,10 +9,12 @@
 //! run's conversations and calls.
 //!
 //! ```ignore
-//! #[tokio::test(flavor = "multi_thread")]
-//! async fn my_store_conforms() {
-//!     let store: Arc<dyn Store> = Arc::new(MyStore::new());
-//!     aptix_testkit::store_suite::run_all(store, "my-store").await;
+//! #[test]
+//! fn my_store_conforms() {
+//!     aptix_testkit::block_on_threads(4, async {
+//!         let store: Arc<dyn Store> = Arc::new(MyStore::new());
+//!         aptix_testkit::store_suite::run_all(store, "my-store").await;
+//!     });
 //! }
 //! ```
 //!

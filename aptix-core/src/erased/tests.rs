@@ -38,8 +38,12 @@ impl Drop for Probe<'_> {
     }
 }
 
-#[tokio::test]
-async fn futures_run_and_are_dropped_once() {
+#[test]
+fn futures_run_and_are_dropped_once() {
+    crate::runtime_tests::block_on(futures_run_and_are_dropped_once_body())
+}
+
+async fn futures_run_and_are_dropped_once_body() {
     let drops = AtomicUsize::new(0);
     let future = boxed(Probe {
         drops: &drops,
@@ -68,8 +72,12 @@ async fn futures_run_and_are_dropped_once() {
 
 /// A body that borrows its own local across an `.await`, and writes
 /// through the borrow after: sound only if the future never moves.
-#[tokio::test]
-async fn a_future_that_borrows_itself_across_an_await_runs() {
+#[test]
+fn a_future_that_borrows_itself_across_an_await_runs() {
+    crate::runtime_tests::block_on(a_future_that_borrows_itself_across_an_await_runs_body())
+}
+
+async fn a_future_that_borrows_itself_across_an_await_runs_body() {
     let future = boxed(async {
         let mut local = [1u8; 8];
         let first: &mut u8 = &mut local[0];
@@ -82,8 +90,12 @@ async fn a_future_that_borrows_itself_across_an_await_runs() {
     assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("9"));
 }
 
-#[tokio::test]
-async fn large_futures_run() {
+#[test]
+fn large_futures_run() {
+    crate::runtime_tests::block_on(large_futures_run_body())
+}
+
+async fn large_futures_run_body() {
     let big = [1u8; 512];
     let future = boxed(async move {
         tokio::task::yield_now().await;

@@ -35,10 +35,44 @@ use fused::FusedValidator;
 /// Most violations one rejection lists; the rest are only counted.
 pub const MAX_VIOLATIONS: usize = 20;
 
+/// Subschema compilations made while checking `null` members, per thread
+/// (tests count them). A map under a lock rather than `thread_local!`,
+/// whose expansion is `unsafe` code.
 #[cfg(test)]
-thread_local! {
-    /// Subschema compilations made while checking `null` members (tests count them).
-    pub(crate) static COMPILATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+pub(crate) mod compilations {
+    use std::sync::Mutex;
+    use std::thread::{self, ThreadId};
+
+    static COUNTS: Mutex<Vec<(ThreadId, usize)>> = Mutex::new(Vec::new());
+
+    fn update(change: impl FnOnce(&mut usize)) -> usize {
+        let mut counts = COUNTS.lock().unwrap_or_else(|e| e.into_inner());
+        let me = thread::current().id();
+        let at = match counts.iter().position(|(thread, _)| *thread == me) {
+            Some(at) => at,
+            None => {
+                counts.push((me, 0));
+                counts.len() - 1
+            }
+        };
+        change(&mut counts[at].1);
+        counts[at].1
+    }
+
+    /// One more on this thread.
+    pub(crate) fn add() {
+        update(|count| *count += 1);
+    }
+
+    /// Back to 0 on this thread.
+    pub(crate) fn reset() {
+        update(|count| *count = 0);
+    }
+
+    /// How many on this thread.
+    pub(crate) fn count() -> usize {
+        update(|_| {})
+    }
 }
 
 /// Validates raw argument strings against one tool's canonical schema.
@@ -684,7 +718,7 @@ impl NullPlan {
 /// `jsonschema` is asked only about a schema it declines.
 fn accepts_null(schema: &Value, root: &Value) -> bool {
     #[cfg(test)]
-    COMPILATIONS.with(|count| count.set(count.get() + 1));
+    compilations::add();
     let schema = with_defs(schema, root);
     if let Some(fused) = FusedValidator::compile(&schema) {
         return fused.parse::<Value>("null").is_some();
