@@ -355,6 +355,7 @@ fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
             name: call.name.clone(),
             content: r#"{"ok":true,"result":1}"#.into(),
             is_error: false,
+            attachments: Vec::new(),
         })
         .collect();
     if reversed {

@@ -56,7 +56,7 @@ pub use aptix_macros::agent_tool;
 
 /// Everything a tool declaration needs, in one import.
 pub mod prelude {
-    pub use aptix_core::{Tool, ToolContext, ToolError};
+    pub use aptix_core::{Content, Tool, ToolContext, ToolError, ToolReturn};
     pub use aptix_macros::agent_tool;
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};

@@ -601,12 +601,14 @@ async fn request_shape_body() -> TestResult {
                 name: "get_weather".into(),
                 content: "{\"ok\":true,\"result\":{\"celsius\":21}}".into(),
                 is_error: false,
+                attachments: Vec::new(),
             },
             Message::Tool {
                 tool_call_id: "toolu_b".into(),
                 name: "write_note".into(),
                 content: "{\"ok\":false,\"error\":{\"code\":\"truncated\"}}".into(),
                 is_error: true,
+                attachments: Vec::new(),
             },
             Message::user("Also Oslo, please."),
             // Nothing to send: skipped rather than sent empty.
@@ -629,6 +631,7 @@ async fn request_shape_body() -> TestResult {
                 name: "get_weather".into(),
                 content: "{\"ok\":true,\"result\":{\"celsius\":9}}".into(),
                 is_error: false,
+                attachments: Vec::new(),
             },
         ],
         vec![weather_tool()],

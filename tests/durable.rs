@@ -68,6 +68,20 @@ async fn import(args: Charge, ctx: &ToolContext) -> Result<u32, ToolError> {
     Ok(args.cents)
 }
 
+/// A 1x1 PNG, base64.
+const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
+/// Takes a snapshot: its size, and the picture for the model.
+#[agent_tool(name = "snapshot", usage = "Test tool.")]
+async fn snapshot(_args: Empty, ctx: &ToolContext) -> Result<ToolReturn<u32>, ToolError> {
+    ran(ctx);
+    Ok(ToolReturn::new(1).with(Content::image(PIXEL, "image/png")))
+}
+
+/// No arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Empty {}
+
 /// A page the browser opens, after approval.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Opened {
@@ -182,6 +196,7 @@ fn catalog() -> Catalog {
         .tool::<OpenPage>()
         .tool::<Confirm>()
         .tool::<ReadClipboard>()
+        .tool::<SnapshotTool>()
         .build()
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -309,7 +324,102 @@ on_every_store!(
     a_policy_holds_a_durable_call_and_only_an_exact_approval_runs_it,
     approve_always_is_remembered_for_the_tool_across_a_restart,
     a_revived_turn_asks_the_policy_about_its_unrecorded_calls,
+    attachments_are_kept_in_the_stored_transcript,
+    a_result_settled_from_the_ledger_keeps_its_attachments,
 );
+
+/// The attachments of the conversation's tool results, in order.
+fn attachments(conversation: &Conversation) -> Vec<Vec<Content>> {
+    conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { attachments, .. } => Some(attachments.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn attachments_are_kept_in_the_stored_transcript(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("attach-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = agent_with(
+        store.clone(),
+        vec![call_turn(&call, "snapshot", json!({})), answer("Seen.")],
+    );
+    let events = send(&agent, &id, "look").await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    drop(agent);
+    // Read back by another agent on the same store, as after a restart.
+    let stored = agent_with(store, Vec::new())
+        .conversation(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("conversation {id} is not stored"));
+    assert_eq!(
+        attachments(&stored.conversation),
+        vec![vec![Content::image(PIXEL, "image/png")]]
+    );
+    assert_eq!(tool_results(&stored.conversation)[0]["result"], json!(1));
+}
+
+async fn a_result_settled_from_the_ledger_keeps_its_attachments(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("attach-crash-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let now = now_ms();
+    // The tool ran and its row was closed, then the process died before
+    // the result reached the transcript.
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "look",
+        &[(&call, "snapshot", "{}")],
+        now + 300,
+    )
+    .await;
+    let stored_result = aptix::Envelope::ok(
+        aptix::EnvelopeIds {
+            tool_call_id: call.as_str().into(),
+            conversation_id: Some(id.as_str().into()),
+            session_id: None,
+        },
+        aptix::JsonText::from_serialize(&1).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .with_attachments(vec![Content::image(PIXEL, "image/png")])
+    .to_stored_json();
+    store
+        .insert_call(&CallRecord {
+            conversation_id: id.clone(),
+            tool_call_id: call.clone(),
+            step: Step::Execution,
+            tool: "snapshot".into(),
+            arguments: "{}".into(),
+            payload: "null".into(),
+            state: CallState::Done,
+            outcome: Some(stored_result),
+            deadline: None,
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = agent_with(store, vec![answer("Seen.")]);
+    let _ = agent.ensure_started(&id).await;
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(runs(&call), 0, "the recorded call ran again");
+    assert_eq!(
+        attachments(&conversation),
+        vec![vec![Content::image(PIXEL, "image/png")]]
+    );
+    assert_eq!(tool_results(&conversation)[0]["result"], json!(1));
+    assert_eq!(last_text(&conversation), Some("Seen."));
+}
 
 async fn approved_call_runs_once_then_the_model_answers(backend: Backend) {
     let Some(store) = store(backend).await else {

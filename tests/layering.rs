@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&str] = &[
     "safe_derive",
     "digest",
+    "content",
     "generator",
     "error",
     "envelope",

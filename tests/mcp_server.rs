@@ -769,6 +769,25 @@ async fn gallery(_args: NoArgs) -> Result<Vec<Content>, ToolError> {
     ])
 }
 
+/// The size of a framed picture.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Frame {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+}
+
+/// Returns a typed result with an image attached (`ToolReturn`).
+#[agent_tool(name = "framed_picture", usage = "Test tool.")]
+async fn framed_picture(_args: NoArgs) -> Result<ToolReturn<Frame>, ToolError> {
+    Ok(ToolReturn::new(Frame {
+        width: 1,
+        height: 1,
+    })
+    .with(Content::image(PIXEL, "image/png")))
+}
+
 /// An object that looks like a content block but is plain data.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct LooksLikeContent {
@@ -850,6 +869,7 @@ fn features_catalog() -> Catalog {
     Catalog::builder()
         .tool::<PictureTool>()
         .tool::<GalleryTool>()
+        .tool::<FramedPictureTool>()
         .tool::<LookAlikeTool>()
         .tool::<QuoteTool>()
         .tool::<ChattyTool>()
@@ -919,6 +939,43 @@ async fn content_results_are_sent_as_content_blocks_body() {
     assert_eq!(result.structured_content, Some(plain.clone()));
     let copy: Value = serde_json::from_str(&text(&result)).unwrap_or(Value::Null);
     assert_eq!(copy, plain);
+}
+
+#[test]
+fn a_tool_return_is_structured_content_with_its_attachments_after_the_text() {
+    aptix_testkit::block_on(
+        a_tool_return_is_structured_content_with_its_attachments_after_the_text_body(),
+    )
+}
+
+async fn a_tool_return_is_structured_content_with_its_attachments_after_the_text_body() {
+    let client = connect_features(TestClient::new(false, Person::Decline)).await;
+    let listed = client
+        .list_all_tools()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let framed = listed
+        .iter()
+        .find(|tool| tool.name == "framed_picture")
+        .unwrap_or_else(|| panic!("framed_picture is not listed"));
+    // The output schema is the value's: the attachments are not part of it.
+    let output = serde_json::to_value(&framed.output_schema).unwrap_or(Value::Null);
+    assert_eq!(output["properties"]["width"]["type"], "integer", "{output}");
+    assert!(output["properties"].get("content").is_none(), "{output}");
+
+    let result = call(&client, "framed_picture", json!({})).await;
+    assert_eq!(result.is_error, Some(false));
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"width": 1, "height": 1}))
+    );
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap_or(Value::Null),
+        json!([
+            {"type": "text", "text": r#"{"width":1,"height":1}"#},
+            {"type": "image", "data": PIXEL, "mimeType": "image/png"},
+        ])
+    );
 }
 
 #[test]

@@ -651,6 +651,7 @@ fn transcript() -> Vec<Message> {
             name: "lookup_weather".into(),
             content: "{\"ok\":true,\"result\":{\"summary\":\"Sunny\"}}".into(),
             is_error: false,
+            attachments: Vec::new(),
         },
         Message::Assistant {
             content: "It is sunny.".into(),

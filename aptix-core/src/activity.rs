@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
-use crate::erased::{ErasedTool, RunFailure, RunFuture, RunResult};
+use crate::erased::{ErasedTool, Produced, RunFailure, RunFuture, RunResult};
 use crate::error::ToolError;
 use crate::meta::SourceLocation;
 use crate::schema::meta_fields::OUTPUT;
@@ -198,11 +198,9 @@ where
             let output = (self.run)(args.into(), ctx.clone())
                 .await
                 .map_err(RunFailure::Tool)?;
-            checked_result(
-                definition,
-                &<T::Output as ToolOutput>::Serde::from(output),
-                ctx,
-            )
+            let (value, attachments) = output.into_parts();
+            let json = checked_result(definition, &value, ctx)?;
+            Ok(Produced { json, attachments })
         })
     }
 
@@ -237,7 +235,7 @@ where
             let output = (self.0)(args, ctx.clone())
                 .await
                 .map_err(RunFailure::Tool)?;
-            checked_result(definition, &output, ctx)
+            checked_result(definition, &output, ctx).map(Produced::from)
         })
     }
 
@@ -342,7 +340,8 @@ impl ErasedTool for Latent {
     ) -> RunFuture<'a> {
         let result = self
             .checked(definition, raw)
-            .and_then(|(_, output)| serialize_output(&output, ctx));
+            .and_then(|(_, output)| serialize_output(&output, ctx))
+            .map(Produced::from);
         Box::pin(std::future::ready(result))
     }
 

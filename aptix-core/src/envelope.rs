@@ -8,6 +8,12 @@
 //! present only when a person approved the call with other arguments than
 //! the model sent. It holds the arguments the call ran with, so that the
 //! model does not take the result for one of its own arguments.
+//!
+//! What a tool attached for the model to see ([`crate::content::ToolReturn`])
+//! travels with the envelope but outside its JSON: the model adapters send it
+//! in the provider's own form. Only the durable ledger's copy
+//! ([`Envelope::to_stored_json`]) writes it, as a last `"attachments"`
+//! member, so that a result settled from the ledger still has it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,6 +24,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::content::Content;
 use crate::error::ErrorCode;
 
 /// The start of every successful envelope's JSON.
@@ -25,6 +32,9 @@ const OK_PREFIX: &str = r#"{"ok":true,"result":"#;
 
 /// The member that carries the arguments an approver changed the call to.
 pub const ARGUMENTS_CHANGED_BY_APPROVER: &str = "arguments_changed_by_approver";
+
+/// The member the stored form of an envelope keeps its attachments in.
+const ATTACHMENTS: &str = "attachments";
 
 /// JSON text known to be valid: produced by serde_json, or checked when it
 /// came from elsewhere. Results are kept as text so that they are
@@ -217,6 +227,9 @@ pub struct Envelope {
     /// The arguments an approver changed the call to; also written at the
     /// end of a successful envelope's JSON.
     changed_arguments: Option<JsonText>,
+    /// What the tool attached for the model to see; never in the JSON the
+    /// model reads as the result.
+    attachments: Vec<Content>,
 }
 
 #[derive(Clone)]
@@ -298,7 +311,57 @@ impl Envelope {
             session_id: ids.session_id,
             body,
             changed_arguments: None,
+            attachments: Vec::new(),
         }
+    }
+
+    /// Attaches content for the model to see beside the result (what a
+    /// tool returned in [`crate::content::ToolReturn::content`]).
+    pub fn with_attachments(mut self, attachments: Vec<Content>) -> Self {
+        self.attachments = attachments;
+        self
+    }
+
+    /// What the tool attached for the model to see, in its order.
+    pub fn attachments(&self) -> &[Content] {
+        &self.attachments
+    }
+
+    /// Takes the attachments out of the envelope.
+    pub fn take_attachments(&mut self) -> Vec<Content> {
+        std::mem::take(&mut self.attachments)
+    }
+
+    /// The envelope's JSON with its attachments as a last `"attachments"`
+    /// member: the copy the durable ledger keeps, which deserializes back
+    /// into the same envelope. Without attachments it is
+    /// [`Envelope::to_json_string`].
+    pub fn to_stored_json(&self) -> String {
+        let mut json = self.to_json_string();
+        if self.attachments.is_empty() {
+            return json;
+        }
+        // Content blocks are strings and plain objects: they serialize.
+        match serde_json::to_string(&self.attachments) {
+            Ok(attachments) => {
+                json.pop();
+                json.push_str(",\"");
+                json.push_str(ATTACHMENTS);
+                json.push_str("\":");
+                json.push_str(&attachments);
+                json.push('}');
+            }
+            Err(error) => {
+                tracing::error!(%error, "a result's attachments do not serialize; stored without them");
+            }
+        }
+        json
+    }
+
+    /// Whether `json` may be an envelope's stored form with attachments
+    /// (a cheap test before parsing it).
+    pub(crate) fn may_have_attachments(json: &str) -> bool {
+        json.contains(",\"attachments\":[")
     }
 
     /// Marks the envelope of a call that a person approved with other
@@ -486,6 +549,9 @@ impl<'de> Deserialize<'de> for Envelope {
             session_id: Option<String>,
             #[serde(default)]
             arguments_changed_by_approver: Option<Box<RawValue>>,
+            // Only in the stored form (`to_stored_json`).
+            #[serde(default)]
+            attachments: Vec<Content>,
         }
         let wire = Wire::deserialize(deserializer)?;
         let body = match (wire.ok, wire.result, wire.error) {
@@ -507,10 +573,11 @@ impl<'de> Deserialize<'de> for Envelope {
             },
             body,
         );
-        Ok(match wire.arguments_changed_by_approver {
+        let envelope = match wire.arguments_changed_by_approver {
             Some(arguments) => envelope.with_arguments_changed_by_approver(arguments.into()),
             None => envelope,
-        })
+        };
+        Ok(envelope.with_attachments(wire.attachments))
     }
 }
 
@@ -597,6 +664,37 @@ fn push_optional_json_string(out: &mut String, text: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachments_stay_out_of_the_models_json_and_in_the_stored_copy()
+    -> Result<(), serde_json::Error> {
+        let image = Content::image("iVBORw0K", "image/png");
+        let plain = Envelope::ok(ids("call_1", Some("c")), JsonText::for_envelope(&7, 0)?);
+        let attached = plain.clone().with_attachments(vec![image.clone()]);
+        // What the model reads as the result is the same with or without.
+        assert_eq!(attached.to_json_string(), plain.to_json_string());
+        assert_eq!(serde_json::to_string(&attached)?, plain.to_json_string());
+        // Without attachments the stored copy is the model's JSON.
+        assert_eq!(plain.to_stored_json(), plain.to_json_string());
+        assert!(!Envelope::may_have_attachments(&plain.to_stored_json()));
+        // With them, one more member, and it reads back whole.
+        let stored = attached.to_stored_json();
+        assert_eq!(
+            stored,
+            r#"{"ok":true,"result":7,"tool_call_id":"call_1","conversation_id":"c","session_id":null,"attachments":[{"type":"image","data":"iVBORw0K","mimeType":"image/png"}]}"#
+        );
+        assert!(Envelope::may_have_attachments(&stored));
+        let read: Envelope = serde_json::from_str(&stored)?;
+        assert_eq!(read, attached);
+        assert_eq!(read.attachments(), [image]);
+        // An approver's change and attachments together.
+        let changed = attached.with_arguments_changed_by_approver(JsonText::from_serialize(
+            &serde_json::json!({"a": 1}),
+        )?);
+        let read: Envelope = serde_json::from_str(&changed.to_stored_json())?;
+        assert_eq!(read, changed);
+        Ok(())
+    }
 
     #[test]
     fn a_result_serialized_for_an_envelope_is_completed_in_place() -> Result<(), serde_json::Error>

@@ -11,12 +11,12 @@ use crate::definition::ToolDefinition;
 use crate::error::ToolError;
 use crate::tool::{Code, payload_of, serialize_output, validated_value};
 
-pub(crate) use crate::tool::{BoxFuture, RunFailure, RunResult};
+pub(crate) use crate::tool::{BoxFuture, Produced, RunFailure, RunOutput, RunResult};
 
 /// The future of one run of a tool's server code: boxed, which is sound for
 /// every tool shape, including a body that borrows its own locals across an
 /// `.await`.
-pub(crate) type RunFuture<'a> = BoxFuture<'a, RunResult>;
+pub(crate) type RunFuture<'a> = BoxFuture<'a, RunOutput>;
 
 /// A tool's server code, whatever made it.
 pub(crate) trait ErasedTool: Send + Sync + 'static {
@@ -85,7 +85,7 @@ where
             let output = (self.0)(args, ctx.clone())
                 .await
                 .map_err(RunFailure::Tool)?;
-            serialize_output(&output, ctx)
+            serialize_output(&output, ctx).map(Produced::from)
         })
     }
 
@@ -109,7 +109,9 @@ impl ErasedTool for Declared {
         raw: &'a str,
         _ctx: &'a ToolContext,
     ) -> RunFuture<'a> {
-        Box::pin(std::future::ready(self.validate_only(definition, raw)))
+        Box::pin(std::future::ready(
+            self.validate_only(definition, raw).map(Produced::from),
+        ))
     }
 
     fn validate_only(&self, definition: &ToolDefinition, raw: &str) -> RunResult {

@@ -20,7 +20,7 @@ use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
-use crate::erased::{RunFailure, RunFuture, RunResult};
+use crate::erased::{Produced, RunFailure, RunFuture, RunOutput};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE};
 use crate::meta::{Approval, AwaitReason, ExecutorKind, ServerStep, route};
 
@@ -260,7 +260,7 @@ impl Executor {
                     entry.code().validate_only(definition, &call.arguments)
                 }))
                 .map_err(Guarded::Panicked)
-                .and_then(|inner| inner.map_err(Guarded::Failed))
+                .and_then(|inner| inner.map(Produced::from).map_err(Guarded::Failed))
             }
             ServerStep::Run => {
                 // The guarded run, written out here rather than awaited as a
@@ -316,17 +316,21 @@ impl Executor {
         // No await from here on: the span stays entered to the end.
         let _entered = span.as_ref().map(tracing::Span::enter);
         let ids = envelope_ids(call, ctx);
-        let payload = match result {
-            Ok(payload) => payload,
+        let produced = match result {
+            Ok(produced) => produced,
             Err(failure) => {
                 let envelope = failure_envelope(definition, ids, failure, span.is_some());
                 return execution(call, definition, Outcome::Final(envelope));
             }
         };
         let Some(reason) = route.awaits else {
-            let envelope = Envelope::ok(ids, payload);
+            let envelope = Envelope::ok(ids, produced.json).with_attachments(produced.attachments);
             return execution(call, definition, Outcome::Final(envelope));
         };
+        // A preflight's attachments have no one to reach: the payload goes
+        // to an approver, a client or a person, and the model sees the
+        // final result, which the preflight does not make.
+        let payload = produced.json;
         let then = route.then;
         let awaiting = Awaiting {
             reason,
@@ -346,7 +350,7 @@ impl Executor {
         call: &ToolCall,
         ctx: &ToolContext,
         mut error: crate::error::ToolError,
-    ) -> Result<JsonText, Guarded> {
+    ) -> Result<Produced, Guarded> {
         let limit = definition.timeout().or(self.default_timeout);
         let token = ctx.cancellation();
         let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
@@ -559,7 +563,7 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
 fn poll_caught(
     run: &mut RunFuture<'_>,
     cx: &mut Context<'_>,
-) -> Poll<Result<RunResult, Box<dyn Any + Send>>> {
+) -> Poll<Result<RunOutput, Box<dyn Any + Send>>> {
     match std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))) {
         Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
         Ok(Poll::Pending) => Poll::Pending,
@@ -567,7 +571,7 @@ fn poll_caught(
     }
 }
 
-fn settle(result: Result<RunResult, Box<dyn Any + Send>>) -> Result<JsonText, Guarded> {
+fn settle(result: Result<RunOutput, Box<dyn Any + Send>>) -> Result<Produced, Guarded> {
     match result {
         Ok(inner) => inner.map_err(Guarded::Failed),
         Err(panic) => Err(Guarded::Panicked(panic)),
@@ -580,7 +584,7 @@ async fn wait_guarded(
     run: &mut RunFuture<'_>,
     token: &tokio_util::sync::CancellationToken,
     limit: Option<Duration>,
-) -> Result<JsonText, Guarded> {
+) -> Result<Produced, Guarded> {
     // The call first: one that finishes as it is cancelled keeps its result.
     let cancellable = async {
         let polled = std::future::poll_fn(|cx| poll_caught(run, cx));

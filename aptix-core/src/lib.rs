@@ -5,6 +5,7 @@
 //! | module | holds |
 //! | --- | --- |
 //! | [`meta`] | what a tool declares: executor kind, approval, [`route`] |
+//! | [`content`] | `Content` blocks and `ToolReturn`: what a tool shows the model besides JSON |
 //! | [`tool`] | the `Tool` / `ToolFn` traits |
 //! | [`live`] | `LiveSink`: where a running tool's progress and partial results go |
 //! | [`context`] | `ToolContext`: ids, cancellation, typed state, progress and partial results |
@@ -31,6 +32,7 @@ pub mod agent;
 pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod content;
 pub mod context;
 pub mod definition;
 mod digest;
@@ -64,6 +66,7 @@ pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
     ToolEntryBuilder,
 };
+pub use content::{Content, ToolReturn};
 pub use context::{NoPartials, PartialValue, ToolContext};
 pub use definition::ToolDefinition;
 pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};

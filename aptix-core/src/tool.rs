@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::content::{Content, ToolReturn};
 use crate::context::ToolContext;
 use crate::definition::{Texts, ToolDefinition};
 use crate::envelope::{JsonText, closing_len};
@@ -111,11 +112,32 @@ pub(crate) enum RunFailure {
 /// A boxed, sendable future.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What a run of a tool's server code ends in: the payload's JSON.
+/// What validating a call's arguments ends in: the payload's JSON.
 pub(crate) type RunResult = Result<JsonText, RunFailure>;
 
+/// What a run of a tool's server code produced: the result's (or the
+/// payload's) JSON, and what the tool attached for the model to see
+/// ([`ToolReturn::content`]; empty, and unallocated, for most tools).
+#[derive(Debug)]
+pub(crate) struct Produced {
+    pub(crate) json: JsonText,
+    pub(crate) attachments: Vec<Content>,
+}
+
+impl From<JsonText> for Produced {
+    fn from(json: JsonText) -> Self {
+        Produced {
+            json,
+            attachments: Vec::new(),
+        }
+    }
+}
+
+/// What a run of a tool's server code ends in.
+pub(crate) type RunOutput = Result<Produced, RunFailure>;
+
 /// Runs a call's server step: validates the raw arguments and runs the code.
-type RunFn = for<'a> fn(&'a ToolDefinition, &'a str, &'a ToolContext) -> BoxFuture<'a, RunResult>;
+type RunFn = for<'a> fn(&'a ToolDefinition, &'a str, &'a ToolContext) -> BoxFuture<'a, RunOutput>;
 
 /// Validates the raw arguments without running anything.
 type ValidateFn = fn(&ToolDefinition, &str) -> RunResult;
@@ -164,14 +186,14 @@ fn run_function<'a, T: ToolFn>(
     definition: &'a ToolDefinition,
     raw: &'a str,
     ctx: &'a ToolContext,
-) -> BoxFuture<'a, RunResult> {
+) -> BoxFuture<'a, RunOutput> {
     Box::pin(async move {
         let args = match parse_args::<T>(definition, raw) {
             Ok(args) => args,
             Err(rejection) => return Err(RunFailure::Rejected(rejection)),
         };
         match T::call(args.into(), ctx).await {
-            Ok(output) => serialize_output(&<T::Returned as ToolOutput>::Serde::from(output), ctx),
+            Ok(output) => serialize_returned(output, ctx),
             Err(error) => Err(RunFailure::Tool(error)),
         }
     })
@@ -195,6 +217,13 @@ pub(crate) fn serialize_output<O: Serialize>(output: &O, ctx: &ToolContext) -> R
     }
 }
 
+/// What a tool returned, as the result's JSON and its attachments.
+pub(crate) fn serialize_returned<R: ToolOutput>(returned: R, ctx: &ToolContext) -> RunOutput {
+    let (value, attachments) = returned.into_parts();
+    let json = serialize_output(&value, ctx)?;
+    Ok(Produced { json, attachments })
+}
+
 fn closing_space(ctx: &ToolContext) -> usize {
     closing_len(ctx.tool_call_id(), ctx.conversation_id(), ctx.session_id())
 }
@@ -207,8 +236,10 @@ fn run_arguments<'a, T: Tool>(
     definition: &'a ToolDefinition,
     raw: &'a str,
     _ctx: &'a ToolContext,
-) -> BoxFuture<'a, RunResult> {
-    Box::pin(std::future::ready(validated_payload::<T>(definition, raw)))
+) -> BoxFuture<'a, RunOutput> {
+    Box::pin(std::future::ready(
+        validated_payload::<T>(definition, raw).map(Produced::from),
+    ))
 }
 
 /// Validates `raw` and returns the validated arguments as the payload,
@@ -293,13 +324,34 @@ impl<T: DeserializeOwned + JsonSchema + Send + 'static> ToolArgs for T {
     note = "the result is sent to the model as JSON: add `#[derive(Serialize)]` to `{Self}` (it is in `aptix::prelude`)"
 )]
 pub trait ToolOutput: Send + Sized + 'static {
-    /// `Self`, with the bounds generic code needs (always `Self`).
+    /// What is serialized into the envelope: `Self`, or the `value` of a
+    /// [`ToolReturn`].
     #[doc(hidden)]
-    type Serde: Serialize + From<Self>;
+    type Serde: Serialize;
+
+    /// The value to serialize, and the content attached for the model.
+    #[doc(hidden)]
+    fn into_parts(self) -> (Self::Serde, Vec<Content>);
 }
 #[diagnostic::do_not_recommend]
 impl<T: Serialize + Send + 'static> ToolOutput for T {
     type Serde = T;
+
+    #[inline]
+    fn into_parts(self) -> (T, Vec<Content>) {
+        (self, Vec::new())
+    }
+}
+// `ToolReturn` is not `Serialize` (its content is not part of the result),
+// so this impl and the blanket one above never overlap. Not recommended in
+// the error about an output without `Serialize`, which it would only blur.
+#[diagnostic::do_not_recommend]
+impl<T: Serialize + Send + 'static> ToolOutput for ToolReturn<T> {
+    type Serde = T;
+
+    fn into_parts(self) -> (T, Vec<Content>) {
+        (self.value, self.content)
+    }
 }
 
 /// What a tool's result type needs: the model is told its schema.

@@ -1541,12 +1541,14 @@ pub fn awkward_transcript() -> Vec<Message> {
             name: "search".to_owned(),
             content: "{\"ok\":{\"hits\":[\"ß\",\"😀\"]}}".to_owned(),
             is_error: false,
+            attachments: Vec::new(),
         },
         Message::Tool {
             tool_call_id: "call_2".to_owned(),
             name: "broken".to_owned(),
             content: "{\"error\":{\"code\":\"invalid_arguments\",\"message\":\"ça\"}}".to_owned(),
             is_error: true,
+            attachments: Vec::new(),
         },
         Message::Assistant {
             content: format!("Done. {awkward}"),

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::steer::{Before, PolicyGate};
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
+use crate::content::Content;
 use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
 use crate::error::ErrorCode;
@@ -43,30 +44,45 @@ pub(crate) struct ResultText {
     /// The tool asked for another try (`ErrorCode::Retry`): known when the
     /// envelope is made, so the loop's retry budget reads no JSON.
     pub(crate) retry: bool,
+    /// What the tool attached for the model to see.
+    pub(crate) attachments: Vec<Content>,
 }
 
 impl ResultText {
     /// Takes the envelope's JSON without copying it (it was written when
     /// the envelope was made).
-    pub(crate) fn from_envelope(envelope: Envelope) -> Self {
+    pub(crate) fn from_envelope(mut envelope: Envelope) -> Self {
         let ok = envelope.is_ok();
         let retry = envelope.error_code() == Some(ErrorCode::Retry);
+        let attachments = envelope.take_attachments();
         ResultText {
             json: envelope.into_json_string(),
             ok,
             retry,
+            attachments,
         }
     }
 
-    /// A result read back as JSON text: failed unless it says `"ok": true`.
+    /// A result read back as JSON text (the ledger's copy,
+    /// [`Envelope::to_stored_json`]): failed unless it says `"ok": true`.
     pub(crate) fn from_stored(json: String) -> Self {
+        if Envelope::may_have_attachments(&json)
+            && let Ok(envelope) = serde_json::from_str::<Envelope>(&json)
+        {
+            return ResultText::from_envelope(envelope);
+        }
         let value = serde_json::from_str::<Value>(&json).ok();
         let ok = value
             .as_ref()
             .and_then(|value| value.get("ok").and_then(Value::as_bool))
             .unwrap_or(false);
         let retry = value.is_some_and(|value| value["error"]["code"] == ErrorCode::Retry.as_str());
-        ResultText { json, ok, retry }
+        ResultText {
+            json,
+            ok,
+            retry,
+            attachments: Vec::new(),
+        }
     }
 
     pub(crate) fn to_value(&self) -> Value {

@@ -10,6 +10,7 @@
 //! not change, so a provider's prompt cache keeps matching it.
 
 use crate::catalog::Catalog;
+use crate::content::{Content, ResourceContents};
 use crate::meta::Retention;
 use crate::transcript::Message;
 
@@ -226,6 +227,8 @@ fn stub(message: &Message, reason: &str, catalog: &Catalog) -> Message {
         name: name.clone(),
         content,
         is_error: *is_error,
+        // Evicted with the result: the stub says how to get both again.
+        attachments: Vec::new(),
     }
 }
 
@@ -250,8 +253,35 @@ fn approx_tokens(message: &Message) -> usize {
         Message::Tool {
             tool_call_id,
             content,
+            attachments,
             ..
-        } => tool_call_id.len() + content.len(),
+        } => {
+            let attached: usize = attachments.iter().map(attachment_tokens).sum();
+            return (tool_call_id.len() + content.len()).div_ceil(4) + 4 + attached;
+        }
     };
     bytes.div_ceil(4) + 4
+}
+
+/// What an attachment costs: providers bill an image by its pixels, about
+/// 1,600 tokens for one of a megapixel (Anthropic caps images near that
+/// size), so an image counts as that whatever its bytes; text and
+/// documents count by their length like any text (base64 at 4 bytes
+/// per 3).
+fn attachment_tokens(content: &Content) -> usize {
+    const IMAGE_TOKENS: usize = 1_600;
+    match content {
+        Content::Image { .. } => IMAGE_TOKENS,
+        Content::Text { text } => text.len().div_ceil(4),
+        Content::Audio { data, .. } => data.len().div_ceil(4),
+        Content::Resource {
+            resource: ResourceContents::Text { text, .. },
+        } => text.len().div_ceil(4),
+        Content::Resource {
+            resource: ResourceContents::Blob { mime_type, .. },
+        } if mime_type.starts_with("image/") => IMAGE_TOKENS,
+        Content::Resource {
+            resource: ResourceContents::Blob { blob, .. },
+        } => blob.len().div_ceil(4),
+    }
 }

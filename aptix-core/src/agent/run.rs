@@ -449,12 +449,19 @@ impl Agent {
                                 ),
                             })
                             .await;
+                            // What a hook rewrote replaces the envelope and
+                            // its attachments: a hook that rewrites what the
+                            // model sees (to hide something) hides both.
+                            let (content, attachments) = match done.model_text {
+                                Some(text) => (text, Vec::new()),
+                                None => (result.json, result.attachments),
+                            };
                             conversation.messages.push(Message::Tool {
                                 tool_call_id: done.id,
                                 name: done.name,
-                                // What a hook rewrote, else the envelope.
-                                content: done.model_text.unwrap_or(result.json),
+                                content,
                                 is_error: !result.ok,
+                                attachments,
                             });
                         }
                         CallResult::Suspended(awaiting) => {
@@ -689,7 +696,7 @@ fn call_name<'m>(messages: &'m [Message], tool_call_id: &str) -> Option<&'m str>
 /// assistant turn and results already there; the repair before the next
 /// request puts them in call order and drops any that answer nothing.
 fn append_results(conversation: &mut Conversation, results: Vec<(String, Envelope)>) {
-    for (tool_call_id, envelope) in results {
+    for (tool_call_id, mut envelope) in results {
         let name = conversation
             .messages
             .iter()
@@ -707,6 +714,7 @@ fn append_results(conversation: &mut Conversation, results: Vec<(String, Envelop
             name,
             content: envelope.to_json_string(),
             is_error: !envelope.is_ok(),
+            attachments: envelope.take_attachments(),
         });
     }
 }

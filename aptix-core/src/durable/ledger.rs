@@ -196,6 +196,7 @@ impl Ledger {
                         name: call.name.clone(),
                         content: result.json,
                         is_error: !result.ok,
+                        attachments: result.attachments,
                     });
                 }
                 CallResult::Suspended(awaiting) => waiting.push(SuspendedCall::new(
@@ -695,7 +696,7 @@ impl Ledger {
         checkpoint: Option<&Checkpoint>,
     ) -> Result<CallResult, StoreError> {
         let envelope = match &outcome {
-            Outcome::Final(envelope) => Some(envelope.to_json_string()),
+            Outcome::Final(envelope) => Some(envelope.to_stored_json()),
             _ => None,
         };
         // The tool ran: from here on a store error must not turn into

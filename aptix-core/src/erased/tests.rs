@@ -8,7 +8,12 @@ use crate::envelope::JsonText;
 
 /// Erases `future` as a catalog entry's code does.
 fn boxed<'a>(future: impl Future<Output = RunResult> + Send + 'a) -> RunFuture<'a> {
-    Box::pin(future)
+    Box::pin(async move { future.await.map(Produced::from) })
+}
+
+/// The JSON a run produced.
+fn text(result: RunOutput) -> Option<String> {
+    result.ok().map(|produced| produced.json.into_string())
 }
 
 /// Counts its drops; pending on its first poll, ready on the second.
@@ -51,7 +56,7 @@ async fn futures_run_and_are_dropped_once_body() {
         ballast: [7; 8],
     });
     let result = future.await;
-    assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("7"));
+    assert_eq!(text(result).as_deref(), Some("7"));
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 
     // Dropped while pending, after the first poll.
@@ -87,7 +92,7 @@ async fn a_future_that_borrows_itself_across_an_await_runs_body() {
             .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
     });
     let result = future.await;
-    assert_eq!(result.ok().map(JsonText::into_string).as_deref(), Some("9"));
+    assert_eq!(text(result).as_deref(), Some("9"));
 }
 
 #[test]
@@ -103,8 +108,5 @@ async fn large_futures_run_body() {
             .map_err(|e| RunFailure::Tool(ToolError::internal(e)))
     });
     let result = future.await;
-    assert_eq!(
-        result.ok().map(JsonText::into_string).as_deref(),
-        Some("512")
-    );
+    assert_eq!(text(result).as_deref(), Some("512"));
 }

@@ -15,7 +15,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::content::{self, Shape};
+use super::content::{self, Shape, ToBlock};
 use super::elicit::{self, Answer, Question};
 use super::list;
 use super::logging::{LogLevel, McpLog, SessionLevel};
@@ -146,7 +146,15 @@ fn from_result(shape: Shape, result: &JsonText) -> CallToolResult {
 
 fn from_envelope(definition: &ToolDefinition, envelope: &Envelope) -> CallToolResult {
     match (envelope.result(), envelope.error_body()) {
-        (Some(result), _) => from_result(content::shape(definition), result),
+        (Some(result), _) => {
+            let mut answer = from_result(content::shape(definition), result);
+            // What the tool attached (`ToolReturn`) follows the result's
+            // own blocks.
+            answer
+                .content
+                .extend(envelope.attachments().iter().map(ToBlock::to_block));
+            answer
+        }
         (None, Some(error)) => error_result(error),
         (None, None) => error_with(ErrorCode::Internal, crate::error::INTERNAL_MESSAGE),
     }

@@ -73,7 +73,7 @@ use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::executor::Executor;
 
-pub use content::{Content, ResourceContents};
+pub use crate::content::{Content, ResourceContents, ToolReturn};
 pub use handler::AptixMcpHandler;
 pub use http::HttpServer;
 pub use logging::{LogLevel, McpLog};

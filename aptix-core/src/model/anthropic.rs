@@ -39,11 +39,13 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
+use super::attachments::left_out;
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
     ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
+use crate::content::{Content, ResourceContents};
 use crate::schema::Dialect;
 
 /// The API version this adapter speaks (the `anthropic-version` header).
@@ -652,8 +654,18 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
                 tool_call_id,
                 content,
                 is_error,
+                attachments,
                 ..
             } => {
+                // The envelope as text, then what the tool attached: a
+                // `tool_result` may hold text, image and document blocks.
+                let content = if attachments.is_empty() {
+                    Value::String(content.clone())
+                } else {
+                    let mut blocks = vec![json!({ "type": "text", "text": content })];
+                    blocks.extend(attachments.iter().map(attachment_block));
+                    Value::Array(blocks)
+                };
                 let block = json!({
                     "type": "tool_result",
                     "tool_use_id": tool_call_id,
@@ -671,6 +683,53 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
         .map(|(role, content)| json!({ "role": role, "content": content }))
         .collect()
 }
+
+/// One attachment of a tool result as an Anthropic content block: images
+/// (JPEG, PNG, GIF, WebP) as base64 `image` blocks, PDFs and text resources
+/// as `document` blocks, text as text; what Anthropic does not take
+/// (audio, other media) as a line of text saying it was left out.
+fn attachment_block(content: &Content) -> Value {
+    let image = |data: &str, mime: &str| {
+        json!({
+            "type": "image",
+            "source": { "type": "base64", "media_type": mime, "data": data },
+        })
+    };
+    match content {
+        Content::Text { text } => json!({ "type": "text", "text": text }),
+        Content::Image { data, mime_type } if ANTHROPIC_IMAGES.contains(&mime_type.as_str()) => {
+            image(data, mime_type)
+        }
+        Content::Resource {
+            resource: ResourceContents::Text { uri, text, .. },
+        } => json!({
+            "type": "document",
+            "source": { "type": "text", "media_type": "text/plain", "data": text },
+            "title": uri,
+        }),
+        Content::Resource {
+            resource:
+                ResourceContents::Blob {
+                    uri,
+                    mime_type,
+                    blob,
+                },
+        } if mime_type == "application/pdf" => json!({
+            "type": "document",
+            "source": { "type": "base64", "media_type": mime_type, "data": blob },
+            "title": uri,
+        }),
+        Content::Resource {
+            resource: ResourceContents::Blob {
+                mime_type, blob, ..
+            },
+        } if ANTHROPIC_IMAGES.contains(&mime_type.as_str()) => image(blob, mime_type),
+        other => json!({ "type": "text", "text": left_out(other, "Anthropic") }),
+    }
+}
+
+/// The image types Anthropic's `image` blocks take.
+const ANTHROPIC_IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
 fn thinking_block(block: &ThinkingBlock) -> Value {
     match block {
@@ -714,6 +773,57 @@ fn tool_input(arguments: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_of_attachment_has_a_block_or_a_note() {
+        let tool = Message::Tool {
+            tool_call_id: "toolu_1".into(),
+            name: "report".into(),
+            content: "{}".into(),
+            is_error: false,
+            attachments: vec![
+                Content::text("Caption"),
+                Content::image("AAAA", "image/webp"),
+                Content::image("BBBB", "image/tiff"),
+                Content::audio("CCCC", "audio/wav"),
+                Content::resource("file:///notes.txt", "text/plain", "Notes"),
+                Content::resource_blob("file:///a/report.pdf", "application/pdf", "DDDD"),
+                Content::resource_blob("file:///b.jpg", "image/jpeg", "EEEE"),
+                Content::resource_blob("file:///c.bin", "application/octet-stream", "FFFF"),
+            ],
+        };
+        let lowered = messages(&[tool]);
+        let content = &lowered[0]["content"][0]["content"];
+        assert_eq!(
+            *content,
+            json!([
+                { "type": "text", "text": "{}" },
+                { "type": "text", "text": "Caption" },
+                { "type": "image", "source": { "type": "base64", "media_type": "image/webp", "data": "AAAA" } },
+                { "type": "text", "text": "[The tool attached an image (image/tiff), which Anthropic does not accept; it was left out.]" },
+                { "type": "text", "text": "[The tool attached an audio clip (audio/wav), which Anthropic does not accept; it was left out.]" },
+                { "type": "document", "source": { "type": "text", "media_type": "text/plain", "data": "Notes" }, "title": "file:///notes.txt" },
+                { "type": "document", "source": { "type": "base64", "media_type": "application/pdf", "data": "DDDD" }, "title": "file:///a/report.pdf" },
+                { "type": "image", "source": { "type": "base64", "media_type": "image/jpeg", "data": "EEEE" } },
+                { "type": "text", "text": "[The tool attached the resource file:///c.bin (application/octet-stream), which Anthropic does not accept; it was left out.]" },
+            ])
+        );
+    }
+
+    #[test]
+    fn a_result_without_attachments_is_sent_as_a_string_as_before() {
+        let tool = Message::Tool {
+            tool_call_id: "toolu_1".into(),
+            name: "report".into(),
+            content: "{\"ok\":true}".into(),
+            is_error: false,
+            attachments: Vec::new(),
+        };
+        assert_eq!(
+            messages(&[tool])[0]["content"][0]["content"],
+            json!("{\"ok\":true}")
+        );
+    }
 
     fn decode_all(events: &[(&str, &str)]) -> Vec<Result<Vec<ModelEvent>, ModelError>> {
         let mut decoder = Decoder::default();

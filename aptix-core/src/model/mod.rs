@@ -10,6 +10,8 @@
 pub mod anthropic;
 pub mod assembly;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
+mod attachments;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;

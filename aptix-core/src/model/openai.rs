@@ -34,11 +34,13 @@ use serde::Serialize;
 use serde_json::{Map, Number, Value, json};
 use tracing::Instrument;
 
+use super::attachments::{data_url, left_out};
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
     ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
+use crate::content::{Content, ResourceContents};
 use crate::schema::Dialect;
 
 /// OpenAI's own endpoint, the default base URL.
@@ -259,7 +261,7 @@ impl OpenAiChat {
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert(
             "messages".into(),
-            Value::Array(request.messages.iter().map(message_json).collect()),
+            Value::Array(messages_json(&request.messages)),
         );
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({ "include_usage": true }));
@@ -389,6 +391,93 @@ fn check_base_url(url: &str) -> Result<(), String> {
             parsed.scheme()
         )),
         Err(error) => Err(format!("is not a URL ({error}): {url}")),
+    }
+}
+
+/// The transcript in Chat Completions form.
+///
+/// Tool messages carry text only, so what tools attached for the model
+/// (images, documents) follows the turn's tool messages as one user
+/// message: a text part naming each call, then its attachments as
+/// `image_url` (a `data:` URL), `file` (PDF) or `input_audio` (WAV, MP3)
+/// parts. The turn's tool messages stay together right after the assistant
+/// message, as the API requires; the user message comes after all of them.
+fn messages_json(transcript: &[Message]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(transcript.len());
+    let mut attached: Vec<Value> = Vec::new();
+    for message in transcript {
+        if !matches!(message, Message::Tool { .. }) && !attached.is_empty() {
+            out.push(attachments_message(std::mem::take(&mut attached)));
+        }
+        if let Message::Tool {
+            tool_call_id,
+            name,
+            attachments,
+            ..
+        } = message
+            && !attachments.is_empty()
+        {
+            attached.push(json!({
+                "type": "text",
+                "text": format!("Attached by the `{name}` result of call {tool_call_id}:"),
+            }));
+            attached.extend(attachments.iter().map(attachment_part));
+        }
+        out.push(message_json(message));
+    }
+    if !attached.is_empty() {
+        out.push(attachments_message(attached));
+    }
+    out
+}
+
+fn attachments_message(parts: Vec<Value>) -> Value {
+    json!({ "role": "user", "content": parts })
+}
+
+/// One attachment as a Chat Completions content part; what the API does not
+/// take (other audio, other files) as a text part saying it was left out.
+fn attachment_part(content: &Content) -> Value {
+    let image = |data: &str, mime: &str| json!({ "type": "image_url", "image_url": { "url": data_url(mime, data) } });
+    match content {
+        Content::Text { text } => json!({ "type": "text", "text": text }),
+        Content::Image { data, mime_type } => image(data, mime_type),
+        Content::Audio { data, mime_type } if audio_format(mime_type).is_some() => json!({
+            "type": "input_audio",
+            "input_audio": { "data": data, "format": audio_format(mime_type) },
+        }),
+        Content::Resource {
+            resource: ResourceContents::Text { uri, text, .. },
+        } => json!({ "type": "text", "text": format!("{uri}:\n{text}") }),
+        Content::Resource {
+            resource:
+                ResourceContents::Blob {
+                    uri,
+                    mime_type,
+                    blob,
+                },
+        } if mime_type == "application/pdf" => json!({
+            "type": "file",
+            "file": {
+                "filename": uri.rsplit('/').next().unwrap_or(uri),
+                "file_data": data_url(mime_type, blob),
+            },
+        }),
+        Content::Resource {
+            resource: ResourceContents::Blob {
+                mime_type, blob, ..
+            },
+        } if mime_type.starts_with("image/") => image(blob, mime_type),
+        other => json!({ "type": "text", "text": left_out(other, "this API") }),
+    }
+}
+
+/// The `input_audio` format of an audio media type, when the API takes it.
+fn audio_format(mime_type: &str) -> Option<&'static str> {
+    match mime_type {
+        "audio/wav" | "audio/x-wav" | "audio/wave" => Some("wav"),
+        "audio/mpeg" | "audio/mp3" => Some("mp3"),
+        _ => None,
     }
 }
 
@@ -770,6 +859,76 @@ impl Copy for StructuredOutput {}
 mod tests {
     use super::*;
     use crate::transcript::AssistantToolCall;
+
+    #[test]
+    fn every_kind_of_attachment_has_a_part_or_a_note_after_the_turns_tool_messages() {
+        let tool = |id: &str, attachments: Vec<Content>| Message::Tool {
+            tool_call_id: id.into(),
+            name: "report".into(),
+            content: "{}".into(),
+            is_error: false,
+            attachments,
+        };
+        let transcript = [
+            Message::assistant(
+                "",
+                vec![
+                    AssistantToolCall {
+                        id: "a".into(),
+                        name: "report".into(),
+                        arguments: "{}".into(),
+                    },
+                    AssistantToolCall {
+                        id: "b".into(),
+                        name: "report".into(),
+                        arguments: "{}".into(),
+                    },
+                ],
+            ),
+            tool(
+                "a",
+                vec![
+                    Content::text("Caption"),
+                    Content::image("AAAA", "image/png"),
+                    Content::audio("CCCC", "audio/mpeg"),
+                    Content::audio("GGGG", "audio/ogg"),
+                ],
+            ),
+            tool(
+                "b",
+                vec![
+                    Content::resource("file:///notes.txt", "text/plain", "Notes"),
+                    Content::resource_blob("file:///a/report.pdf", "application/pdf", "DDDD"),
+                    Content::resource_blob("file:///b.jpg", "image/jpeg", "EEEE"),
+                    Content::resource_blob("file:///c.bin", "application/octet-stream", "FFFF"),
+                ],
+            ),
+            Message::user("Thanks."),
+        ];
+        let lowered = messages_json(&transcript);
+        let roles: Vec<&str> = lowered
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(roles, ["assistant", "tool", "tool", "user", "user"]);
+        assert_eq!(lowered[1]["content"], "{}");
+        assert_eq!(
+            lowered[3]["content"],
+            json!([
+                { "type": "text", "text": "Attached by the `report` result of call a:" },
+                { "type": "text", "text": "Caption" },
+                { "type": "image_url", "image_url": { "url": "data:image/png;base64,AAAA" } },
+                { "type": "input_audio", "input_audio": { "data": "CCCC", "format": "mp3" } },
+                { "type": "text", "text": "[The tool attached an audio clip (audio/ogg), which this API does not accept; it was left out.]" },
+                { "type": "text", "text": "Attached by the `report` result of call b:" },
+                { "type": "text", "text": "file:///notes.txt:\nNotes" },
+                { "type": "file", "file": { "filename": "report.pdf", "file_data": "data:application/pdf;base64,DDDD" } },
+                { "type": "image_url", "image_url": { "url": "data:image/jpeg;base64,EEEE" } },
+                { "type": "text", "text": "[The tool attached the resource file:///c.bin (application/octet-stream), which this API does not accept; it was left out.]" },
+            ])
+        );
+        assert_eq!(lowered[4], json!({ "role": "user", "content": "Thanks." }));
+    }
 
     fn decode_all(lines: &[&str]) -> Vec<Result<ModelEvent, ModelError>> {
         let mut decoder = ChunkDecoder::default();

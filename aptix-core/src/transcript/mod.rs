@@ -3,13 +3,15 @@
 //! [`Message`] and [`Conversation`] are what the model adapters translate,
 //! what the agent loop appends to and what a store keeps; [`repair`] keeps a
 //! transcript acceptable to every provider before each model request. This
-//! module depends on nothing but envelopes, so every layer above can use it.
+//! module depends on nothing but envelopes and content blocks, so every layer above can use it.
 
 mod repair;
 
 pub use repair::{INTERRUPTED_MESSAGE, interrupted, repair};
 
 use serde::{Deserialize, Serialize};
+
+use crate::content::Content;
 
 /// A conversation: its id, and the transcript the model sees.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -83,6 +85,12 @@ pub enum Message {
         content: String,
         /// Whether the envelope is a failure (Anthropic's `is_error`).
         is_error: bool,
+        /// What the tool attached for the model to see beside the result
+        /// (images, documents: [`crate::content::ToolReturn`]). Each model
+        /// adapter sends them in its provider's form. A transcript without
+        /// the field reads as none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Content>,
     },
 }
 
@@ -90,7 +98,7 @@ crate::safe_derive::enum_eq!(Message {
     System { content },
     User { content },
     Assistant { content, tool_calls, thinking },
-    Tool { tool_call_id, name, content, is_error },
+    Tool { tool_call_id, name, content, is_error, attachments },
 });
 
 impl Message {

@@ -126,6 +126,7 @@ pub fn interrupted(tool_call_id: &str, name: &str, conversation_id: Option<&str>
         name: name.to_owned(),
         content: envelope.to_json_string(),
         is_error: true,
+        attachments: Vec::new(),
     }
 }
 
@@ -148,6 +149,7 @@ mod tests {
             name: "t".into(),
             content: content.into(),
             is_error: false,
+            attachments: Vec::new(),
         }
     }
 

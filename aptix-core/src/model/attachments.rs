@@ -1,0 +1,26 @@
+//! What the HTTP adapters share about a tool result's attachments
+//! ([`crate::content::ToolReturn::content`]): how a block a provider cannot
+//! take is named in its place, so the model knows something was there.
+
+use crate::content::{Content, ResourceContents};
+
+/// The text sent in place of an attachment `provider` does not take.
+pub(crate) fn left_out(content: &Content, provider: &str) -> String {
+    let what = match content {
+        Content::Text { .. } => "a text".to_owned(),
+        Content::Image { mime_type, .. } => format!("an image ({mime_type})"),
+        Content::Audio { mime_type, .. } => format!("an audio clip ({mime_type})"),
+        Content::Resource {
+            resource: ResourceContents::Text { uri, mime_type, .. },
+        }
+        | Content::Resource {
+            resource: ResourceContents::Blob { uri, mime_type, .. },
+        } => format!("the resource {uri} ({mime_type})"),
+    };
+    format!("[The tool attached {what}, which {provider} does not accept; it was left out.]")
+}
+
+/// A `data:` URL of base64 bytes.
+pub(crate) fn data_url(mime_type: &str, base64: &str) -> String {
+    format!("data:{mime_type};base64,{base64}")
+}
