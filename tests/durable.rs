@@ -324,6 +324,7 @@ on_every_store!(
     a_policy_holds_a_durable_call_and_only_an_exact_approval_runs_it,
     approve_always_is_remembered_for_the_tool_across_a_restart,
     a_revived_turn_asks_the_policy_about_its_unrecorded_calls,
+    a_revived_turn_keeps_what_the_hooks_decide,
     attachments_are_kept_in_the_stored_transcript,
     a_result_settled_from_the_ledger_keeps_its_attachments,
 );
@@ -1160,6 +1161,87 @@ async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Bac
     let results = tool_results(&conversation);
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["error"]["code"], json!("denied"), "{results:?}");
+}
+
+/// A turn a dead process left half done: one call ran and its row was
+/// closed, the other was never recorded. On revival the hooks decide as
+/// they would have in the run: `after_call` rewrites what the model sees of
+/// the recorded result, and a `before_call` halt ends the run without
+/// asking the model.
+async fn a_revived_turn_keeps_what_the_hooks_decide(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("hook-settle-{}", uuid());
+    let (small, big) = (format!("c-{}", uuid()), format!("c-{}", uuid()));
+    let now = now_ms();
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "import twice",
+        &[
+            (&small, "import", r#"{"cents":5}"#),
+            (&big, "import", r#"{"cents":5000}"#),
+        ],
+        now - 1_000,
+    )
+    .await;
+    let ran = aptix::Envelope::ok(
+        aptix::EnvelopeIds {
+            tool_call_id: small.as_str().into(),
+            conversation_id: Some(id.as_str().into()),
+            session_id: None,
+        },
+        aptix::JsonText::from_serialize(&5).unwrap_or_else(|e| panic!("{e}")),
+    );
+    store
+        .insert_call(&CallRecord {
+            conversation_id: id.clone(),
+            tool_call_id: small.clone(),
+            step: Step::Execution,
+            tool: "import".into(),
+            arguments: r#"{"cents":5}"#.into(),
+            payload: "null".into(),
+            state: CallState::Done,
+            outcome: Some(ran.to_stored_json()),
+            deadline: None,
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![answer("Asked after a halt.")]))
+            .catalog(catalog())
+            .hook(Guard)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .build();
+    let _ = agent.ensure_started(&id).await;
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!((runs(&small), runs(&big)), (0, 0));
+    let shown: Vec<&str> = conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shown[0], "Imported.",
+        "after_call was not applied: {shown:?}"
+    );
+    assert!(shown[1].contains("denied"), "{shown:?}");
+    assert_eq!(
+        last_text(&conversation),
+        None,
+        "the model was asked after a hook halted the run"
+    );
 }
 
 fn now_ms() -> i64 {

@@ -51,7 +51,7 @@ pub use hook::{
     AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
 };
 pub(crate) use journal::{Journal, JournalFuture};
-pub(crate) use steer::{Before, PolicyGate};
+pub(crate) use steer::{After, Before, PolicyGate};
 pub use step::{PreparedStep, Step};
 pub use summary::{RunSummary, ToolCallStats};
 

@@ -53,11 +53,11 @@ pub(crate) enum PolicyGate {
 
 /// What the hooks decided once a call finished.
 #[derive(Default)]
-pub(super) struct After {
+pub(crate) struct After {
     /// What the model sees instead of the envelope.
-    pub(super) model_text: Option<String>,
+    pub(crate) model_text: Option<String>,
     /// A hook that ends the run after this turn, and why.
-    pub(super) halt: Option<(String, String)>,
+    pub(crate) halt: Option<(String, String)>,
 }
 
 impl Agent {
@@ -264,7 +264,7 @@ impl Agent {
     }
 
     /// Asks every `after_call` in order what the model sees of `envelope`.
-    pub(super) async fn after_run(
+    pub(crate) async fn after_run(
         &self,
         id: &str,
         definition: &ToolDefinition,

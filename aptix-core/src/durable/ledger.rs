@@ -15,7 +15,7 @@ use super::clients::Clients;
 use super::lease::{millis, now_ms};
 use super::resolve::Resolution;
 use crate::agent::{
-    Agent, AgentEvent, Before, CallResult, PolicyGate, ResultText, SuspendedCall, redact,
+    After, Agent, AgentEvent, Before, CallResult, PolicyGate, ResultText, SuspendedCall, redact,
 };
 use crate::context::ToolContext;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
@@ -152,19 +152,27 @@ impl Ledger {
     /// assistant turn: recorded results, approvals (running the approved
     /// server call, or preparing the approved client call), denials,
     /// expiries, client and human answers, and calls a crash interrupted.
-    /// Returns the events of the results it added, and the calls still
-    /// waiting.
+    /// Returns the events of the results it added, the calls still
+    /// waiting, and a hook's halt: the hooks decide on what settling runs
+    /// or reads back as they do in a run (`before_call` on calls never
+    /// recorded, `after_call` on every result of the tool's own run, also one
+    /// read from the ledger), so a crash between a run's steps changes
+    /// nothing the model sees.
     pub(crate) async fn settle(
         &self,
         conversation: &mut Conversation,
         context: &ToolContext,
-    ) -> Result<(Vec<AgentEvent>, Vec<SuspendedCall>), StoreError> {
+    ) -> Result<Settlement, StoreError> {
         let unanswered = unanswered_calls(conversation);
+        let mut settlement = Settlement::default();
         if unanswered.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(settlement);
         }
-        let mut events = Vec::new();
-        let mut waiting = Vec::new();
+        let Settlement {
+            events,
+            waiting,
+            halt,
+        } = &mut settlement;
         for call in unanswered {
             // Read for every call: settling an earlier call of the turn
             // changes the ledger. Only rows of this call's tool count: an
@@ -175,11 +183,21 @@ impl Ledger {
                 .iter()
                 .filter(|record| record.tool_call_id == call.id && record.tool == call.name)
                 .collect();
+            let mut steering = Steering::default();
             let settled = self
-                .settle_call(conversation, context, &call, &of_call)
+                .settle_call(conversation, context, &call, &of_call, &mut steering)
                 .await?;
             match settled {
                 CallResult::Finished(result) => {
+                    let after = match &steering.ran {
+                        Some(ran) if self.agent.has_hooks() => {
+                            self.after_call(&call.id, ran, context, &result).await
+                        }
+                        _ => After::default(),
+                    };
+                    if halt.is_none() {
+                        *halt = steering.halt.or(after.halt);
+                    }
                     let redaction = self.agent.redactions(&call.name);
                     let mut envelope = redact::redacted_envelope(result.to_value(), redaction);
                     if let Some(arguments) = envelope.get_mut(ARGUMENTS_CHANGED_BY_APPROVER) {
@@ -191,12 +209,18 @@ impl Ledger {
                         name: call.name.clone(),
                         envelope,
                     });
+                    // As in a run: what a hook rewrote replaces the
+                    // envelope and its attachments.
+                    let (content, attachments) = match after.model_text {
+                        Some(text) => (text, Vec::new()),
+                        None => (result.json, result.attachments),
+                    };
                     conversation.messages.push(Message::Tool {
                         tool_call_id: call.id.clone(),
                         name: call.name.clone(),
-                        content: result.json,
+                        content,
                         is_error: !result.ok,
-                        attachments: result.attachments,
+                        attachments,
                     });
                 }
                 CallResult::Suspended(awaiting) => waiting.push(SuspendedCall::new(
@@ -207,7 +231,27 @@ impl Ledger {
                 )),
             }
         }
-        Ok((events, waiting))
+        Ok(settlement)
+    }
+
+    /// What the hooks' `after_call` makes of the result of `ran`.
+    async fn after_call(
+        &self,
+        id: &str,
+        ran: &ToolCall,
+        context: &ToolContext,
+        result: &ResultText,
+    ) -> After {
+        let definition = self.agent.executor().catalog().get(&ran.name);
+        let arguments = serde_json::from_str::<Value>(&ran.arguments);
+        match (definition, arguments) {
+            (Some(definition), Ok(arguments)) => {
+                self.agent
+                    .after_run(id, definition, &arguments, context, result.to_value())
+                    .await
+            }
+            _ => After::default(),
+        }
     }
 
     async fn settle_call(
@@ -216,6 +260,7 @@ impl Ledger {
         context: &ToolContext,
         call: &AssistantToolCall,
         records: &[&CallRecord],
+        steering: &mut Steering,
     ) -> Result<CallResult, StoreError> {
         let find = |step: Step| records.iter().copied().find(|record| record.step == step);
         let ids = || ids_for(conversation, &call.id);
@@ -232,13 +277,18 @@ impl Ledger {
         if let Some(execution) = find(Step::Execution) {
             match (execution.state, &execution.outcome) {
                 (CallState::Done, Some(envelope)) => {
+                    steering.ran = Some(ToolCall::new(
+                        call.id.as_str(),
+                        execution.tool.as_str(),
+                        execution.arguments.as_str(),
+                    ));
                     return Ok(CallResult::Finished(ResultText::from_stored(
                         envelope.clone(),
                     )));
                 }
                 (CallState::Executing, _) => {
                     return self
-                        .recover_interrupted(conversation, context, call, execution)
+                        .recover_interrupted(conversation, context, call, execution, steering)
                         .await;
                 }
                 (CallState::Cancelled, _) => {
@@ -312,6 +362,7 @@ impl Ledger {
                 let gate = Gate::Approved {
                     changed: changed.is_some(),
                 };
+                steering.ran = Some(call_now.clone());
                 return self
                     .execute_recorded_as(&call_now, context, gate, None)
                     .await;
@@ -353,7 +404,15 @@ impl Ledger {
                 .before_run(&call.id, &call.name, &call.arguments, context, None, &ids)
                 .await
             {
-                Before::Done(envelope) | Before::Halted { envelope, .. } => {
+                Before::Done(envelope) => {
+                    return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
+                }
+                Before::Halted {
+                    by,
+                    message,
+                    envelope,
+                } => {
+                    steering.halt = Some((by, message));
                     return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
                 }
                 Before::Run {
@@ -388,6 +447,7 @@ impl Ledger {
             }
         }
         let call_now = ToolCall::new(call.id.as_str(), name, arguments);
+        steering.ran = Some(call_now.clone());
         self.execute_recorded_as(&call_now, context, gate, None)
             .await
     }
@@ -487,6 +547,7 @@ impl Ledger {
         context: &ToolContext,
         call: &AssistantToolCall,
         execution: &CallRecord,
+        steering: &mut Steering,
     ) -> Result<CallResult, StoreError> {
         let store = &self.store;
         let idempotent = self
@@ -536,9 +597,11 @@ impl Ledger {
                     .await
             };
             let outcome = gate.mark(&tool_call, execution.outcome);
-            return self
+            let finished = self
                 .finish_execution(&tool_call, &conversation.id, outcome, None)
                 .await;
+            steering.ran = Some(tool_call);
+            return finished;
         }
         tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a crash interrupted a call that is not idempotent; it is not run again");
         store
@@ -821,6 +884,24 @@ const CLOSE_RETRIES: [Duration; 3] = [
     Duration::from_millis(100),
     Duration::from_millis(400),
 ];
+
+/// What [`Ledger::settle`] did: the events of the results it added, the
+/// calls still waiting, and a hook's halt (the first), which ends the run.
+#[derive(Debug, Default)]
+pub(crate) struct Settlement {
+    pub(crate) events: Vec<AgentEvent>,
+    pub(crate) waiting: Vec<SuspendedCall>,
+    pub(crate) halt: Option<(String, String)>,
+}
+
+/// What settling one call learned besides its result: the call that ran
+/// (its tool and the arguments it ran with), whose result the hooks'
+/// `after_call` sees, and a `before_call` halt.
+#[derive(Debug, Default)]
+struct Steering {
+    ran: Option<ToolCall>,
+    halt: Option<(String, String)>,
+}
 
 /// Keeps trying to close an execution row whose call is answered (its tool
 /// ran, or was stopped from outside its task), so that a store that

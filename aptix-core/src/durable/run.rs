@@ -241,8 +241,8 @@ impl DurableAgent {
             };
             loop {
                 let settled = inner.ledger.settle(&mut conversation, &context).await;
-                let (events, waiting) = match settled {
-                    Ok(settled) => settled,
+                let (events, waiting, halt) = match settled {
+                    Ok(settled) => (settled.events, settled.waiting, settled.halt),
                     Err(error) => {
                         drop(heartbeat.take());
                         lease.give_up(&conversation.id).await;
@@ -277,6 +277,11 @@ impl DurableAgent {
                 }
                 let reason = if !waiting.is_empty() {
                     DoneReason::Suspended(waiting)
+                } else if let Some((by, message)) = halt {
+                    // A hook halted a call settling ran or read back: the
+                    // run ends as the stopped run would have.
+                    tracing::warn!(hook = %by, "a hook halted the run");
+                    DoneReason::Halted { by, message }
                 } else if !needs_model_turn(&conversation) {
                     DoneReason::Completed
                 } else {
