@@ -325,6 +325,7 @@ on_every_store!(
     approve_always_is_remembered_for_the_tool_across_a_restart,
     a_revived_turn_asks_the_policy_about_its_unrecorded_calls,
     a_revived_turn_keeps_what_the_hooks_decide,
+    a_halt_withdraws_the_turns_waiting_calls,
     attachments_are_kept_in_the_stored_transcript,
     a_result_settled_from_the_ledger_keeps_its_attachments,
 );
@@ -1242,6 +1243,58 @@ async fn a_revived_turn_keeps_what_the_hooks_decide(backend: Backend) {
         None,
         "the model was asked after a hook halted the run"
     );
+}
+
+/// A hook halts a turn in which another call waits for an approval: the
+/// run ends halted with every call answered, and the approval can no longer
+/// be given (the call would never run, or run outside any run).
+async fn a_halt_withdraws_the_turns_waiting_calls(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("halt-wait-{}", uuid());
+    let (charge, big) = (format!("c-{}", uuid()), format!("c-{}", uuid()));
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                ScriptedTurn::new()
+                    .tool_call(&charge, "charge", r#"{"cents":5}"#)
+                    .tool_call(&big, "import", r#"{"cents":5000}"#),
+                answer("never asked"),
+            ]))
+            .catalog(catalog())
+            .hook(Guard)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .build();
+    let events = send(&agent, &id, "charge and import").await;
+    assert!(
+        matches!(done(&events), DoneReason::Halted { by, .. } if by == "guard"),
+        "{events:?}"
+    );
+    let stored = agent
+        .conversation(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("not stored"));
+    assert_eq!(stored.status, ConversationStatus::Idle);
+    let results = tool_results(&stored.conversation);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|r| r["tool_call_id"] == json!(charge) && r["error"]["code"] == "cancelled"),
+        "{results:?}"
+    );
+    let late = agent.resolve(&id, &charge, Resolution::Approve).await;
+    assert!(
+        late.is_err(),
+        "an approval of a withdrawn call was taken: {late:?}"
+    );
+    assert_eq!(runs(&charge), 0);
 }
 
 fn now_ms() -> i64 {

@@ -300,6 +300,146 @@ async fn a_tripped_guardrail_halts_the_run_with_every_call_answered_body() {
     assert_eq!(result(&events, &conversation).0["error"]["code"], "denied");
 }
 
+/// Refunds a payment, once a person approves.
+#[agent_tool(name = "refund", usage = "Call to refund a payment.", approval = requires_approval)]
+async fn refund(args: Transfer) -> Result<String, ToolError> {
+    Ok(format!("refunded {} to {}", args.euros, args.to))
+}
+
+#[test]
+fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call() {
+    aptix_testkit::block_on(
+        a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call_body(),
+    )
+}
+
+async fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call_body() {
+    let guard = Scripted {
+        name: "fraud_guard",
+        before: Some(Box::new(|call| {
+            if call.arguments["to"] == "Mallory" {
+                BeforeCall::Halt("Mallory is on the blocklist.".into())
+            } else {
+                BeforeCall::Continue
+            }
+        })),
+        ..Scripted::default()
+    };
+    let model = Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new()
+            .tool_call("call_refund", "refund", r#"{"euros":5,"to":"Ada"}"#)
+            .tool_call("call_mallory", "transfer", r#"{"euros":5,"to":"Mallory"}"#),
+        ScriptedTurn::new().text("never asked"),
+    ]));
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(
+            aptix::tools![TransferTool, RefundTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .hook(guard)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (events, conversation) = run(&agent, "halt-and-wait").await;
+    assert!(
+        matches!(reason(&events), DoneReason::Halted { by, .. } if by == "fraud_guard"),
+        "{events:?}"
+    );
+    assert_eq!(model.requests().len(), 1);
+    // Halted means over: the call that waited for an approval is answered
+    // (nobody can approve it any more), so no call of the turn is left
+    // without a result.
+    let answered: Vec<(String, Value)> = conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((
+                tool_call_id.clone(),
+                serde_json::from_str(content).unwrap_or(Value::Null),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered.len(), 2, "{answered:?}");
+    let refund = answered
+        .iter()
+        .find(|(id, _)| id == "call_refund")
+        .map(|(_, envelope)| envelope.clone())
+        .unwrap_or_default();
+    assert_eq!(refund["error"]["code"], "cancelled", "{refund}");
+    assert!(
+        refund["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("fraud_guard")),
+        "{refund}"
+    );
+    assert!(events.iter().any(|event| matches!(
+        event,
+        AgentEvent::ToolCallResult { id, .. } if id == "call_refund"
+    )));
+}
+
+/// Takes its time in both hook methods, as a hook that asks a service does.
+struct Slow(std::time::Duration);
+
+impl ToolHook for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+
+    fn before_call<'a>(&'a self, _call: HookCall<'a>) -> HookFuture<'a, BeforeCall> {
+        Box::pin(async move {
+            tokio::time::sleep(self.0).await;
+            BeforeCall::Continue
+        })
+    }
+
+    fn after_call<'a>(
+        &'a self,
+        _call: HookCall<'a>,
+        _envelope: &'a Value,
+    ) -> HookFuture<'a, AfterCall> {
+        Box::pin(async move {
+            tokio::time::sleep(self.0).await;
+            AfterCall::Keep
+        })
+    }
+}
+
+#[test]
+fn slow_hooks_do_not_count_against_the_tools_time_limit() {
+    aptix_testkit::block_on(slow_hooks_do_not_count_against_the_tools_time_limit_body())
+}
+
+async fn slow_hooks_do_not_count_against_the_tools_time_limit_body() {
+    let model = Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call("call_1", "transfer", r#"{"euros":5,"to":"Ada"}"#),
+        ScriptedTurn::new().text("Done."),
+    ]));
+    // The tool answers at once; each hook takes longer than the limit and
+    // its grace together.
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(
+            aptix::tools![TransferTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .tool_timeout(std::time::Duration::from_millis(100))
+        .hook(Slow(std::time::Duration::from_millis(400)))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (events, conversation) = run(&agent, "slow-hooks").await;
+    let (envelope, _) = result(&events, &conversation);
+    assert_eq!(envelope["ok"], true, "{envelope}");
+    assert_eq!(envelope["result"], "sent 5 to Ada");
+}
+
 #[test]
 fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
     aptix_testkit::block_on(after_call_changes_what_the_model_sees_not_what_the_events_show_body())

@@ -502,6 +502,18 @@ const ECHOED_NAME_CHARS: usize = 64;
 pub const TRANSIENT_RETRIES: u32 = 3;
 const TRANSIENT_BACKOFF: Duration = Duration::from_millis(50);
 
+/// The longest an execution of a call with time limit `limit` per try can
+/// take, its transient retries (when `idempotent`) and their waits included.
+pub(crate) fn execution_budget(limit: Duration, idempotent: bool) -> Duration {
+    if !idempotent {
+        return limit;
+    }
+    let waits: Duration = (0..TRANSIENT_RETRIES)
+        .map(|attempt| TRANSIENT_BACKOFF * 2u32.pow(attempt))
+        .sum();
+    limit * (TRANSIENT_RETRIES + 1) + waits
+}
+
 /// `name` as an unknown-tool error quotes it: cut after
 /// [`ECHOED_NAME_CHARS`] characters, with `…` when it was cut.
 fn echoed_name(name: &str) -> Cow<'_, str> {

@@ -4,13 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::steer::{Before, PolicyGate};
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
 use crate::content::Content;
 use crate::context::ToolContext;
+use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
@@ -96,6 +99,9 @@ impl Agent {
     /// calls of the turn nor this call's time limit: the limit is kept here,
     /// outside the task, and answers `timeout` even while the tool's thread
     /// is still blocked (the task is aborted, and stops at its next await).
+    /// The limit counts only while the executor runs the call (each try of
+    /// an idempotent call's transient retries, and the waits between them):
+    /// hooks and the approval policy, before and after, take what they take.
     /// `over` is `(calls made, calls allowed)` for a call past the turn's
     /// limit, which is answered without running. `transcript` is the
     /// conversation so far, for the approval policy (`None` without one).
@@ -167,11 +173,19 @@ impl Agent {
                     journal.as_deref(),
                     transcript.as_deref(),
                     offered,
+                    None,
                 )
                 .await;
         }
         let limit = self.call_time_limit(&call.name);
+        let idempotent = self
+            .inner
+            .executor
+            .catalog()
+            .get(&call.name)
+            .is_some_and(ToolDefinition::idempotent);
         let (id, name) = (call.id.clone(), call.name.clone());
+        let (phase_tx, mut phase) = watch::channel(Phase::Deciding);
         let task = {
             let agent = self.clone();
             let context = context.clone();
@@ -187,6 +201,7 @@ impl Agent {
                         journal.as_deref(),
                         transcript.as_deref(),
                         offered.as_ref(),
+                        Some(&phase_tx),
                     )
                     .await
             })
@@ -195,9 +210,12 @@ impl Agent {
         // The grace lets a tool that does reach an await point be stopped
         // by the executor's own limit, which also records it in the ledger.
         let joined = match limit {
-            Some(limit) => tokio::time::timeout(limit + TIMEOUT_GRACE, &mut task.0)
-                .await
-                .map_err(|_| limit),
+            Some(limit) => {
+                let budget = crate::executor::execution_budget(limit + TIMEOUT_GRACE, idempotent);
+                wait_in_phases(&mut task.0, &mut phase, budget)
+                    .await
+                    .map_err(|()| limit)
+            }
             None => Ok((&mut task.0).await),
         };
         match joined {
@@ -239,6 +257,7 @@ impl Agent {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn execute(
         &self,
         call: AssembledCall,
@@ -247,7 +266,13 @@ impl Agent {
         journal: Option<&dyn Journal>,
         transcript: Option<&[Message]>,
         offered: Option<&Catalog>,
+        phase: Option<&watch::Sender<Phase>>,
     ) -> Executed {
+        let enter = |next: Phase| {
+            if let Some(phase) = phase {
+                phase.send_replace(next);
+            }
+        };
         let ids = || EnvelopeIds {
             tool_call_id: call.id.as_str().into(),
             conversation_id: Some(conversation_id.into()),
@@ -328,6 +353,7 @@ impl Agent {
                     false
                 };
                 // `ran`: the tool's own result, which the hooks' `after_call` sees.
+                enter(Phase::Running);
                 let (result, ran) = if let Some(journal) = journal {
                     match journal.execute(&tool_call, context, ask).await {
                         Ok(result) => (result, true),
@@ -363,6 +389,7 @@ impl Agent {
                         }
                     }
                 };
+                enter(Phase::Finishing);
                 if ran
                     && let (CallResult::Finished(finished), Some(validated), Some(definition)) = (
                         &result,
@@ -418,6 +445,58 @@ pub(super) fn take_reasoning(call: &mut AssembledCall) -> Option<String> {
 /// How much longer than a call's time limit the loop waits for its task
 /// before answering `timeout` itself.
 const TIMEOUT_GRACE: Duration = Duration::from_millis(250);
+
+/// Where a call's task stands: its time limit counts only while the
+/// executor runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Hooks' `before_call` and the approval policy.
+    Deciding,
+    /// The executor (and the journal's records around it).
+    Running,
+    /// Hooks' `after_call`.
+    Finishing,
+}
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Phase {}
+
+/// Waits for `task`, timing out only while it is in [`Phase::Running`], for
+/// at most `budget` from the moment it entered it. `Err` when it ran out.
+async fn wait_in_phases(
+    task: &mut tokio::task::JoinHandle<Executed>,
+    phase: &mut watch::Receiver<Phase>,
+    budget: Duration,
+) -> Result<Result<Executed, tokio::task::JoinError>, ()> {
+    let mut deadline = None;
+    loop {
+        let now = *phase.borrow_and_update();
+        if now == Phase::Finishing {
+            return Ok(task.await);
+        }
+        if now == Phase::Running && deadline.is_none() {
+            deadline = Some(tokio::time::Instant::now() + budget);
+        }
+        let changed = phase.changed();
+        let until = async move {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                // Deciding: no limit, only the next phase.
+                None => std::future::pending().await,
+            }
+        };
+        let next = futures_util::future::select(Box::pin(changed), Box::pin(until));
+        match futures_util::future::select(&mut *task, next).await {
+            Either::Left((joined, _)) => return Ok(joined),
+            Either::Right((Either::Left((Ok(()), _)), _)) => {}
+            // The task dropped its end: it is over, or about to be.
+            Either::Right((Either::Left((Err(_), _)), _)) => return Ok(task.await),
+            Either::Right((Either::Right(((), _)), _)) => return Err(()),
+        }
+    }
+}
 
 /// Aborts the task when dropped: a run that is dropped mid-turn stops its
 /// calls, as it did when they ran inside it.

@@ -8,6 +8,7 @@
 use super::CallResult;
 use crate::context::ToolContext;
 use crate::executor::ToolCall;
+use crate::meta::AwaitReason;
 use crate::transcript::Conversation;
 
 /// The future a journal returns.
@@ -40,4 +41,14 @@ pub(crate) trait Journal: Send + Sync + 'static {
     /// thread past the time limit): its record is closed with `envelope`,
     /// the result the model gets, since the aborted task never will.
     fn abandoned(&self, conversation_id: &str, tool_call_id: &str, envelope: String);
+
+    /// A call that waited when a hook halted the run: its wait is closed,
+    /// so that nobody can answer it any more. An `Err` means the store
+    /// could not close it (the run then ends with `StoreFailed`).
+    fn withdraw<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        tool_call_id: &'a str,
+        reason: AwaitReason,
+    ) -> JournalFuture<'a, Result<(), String>>;
 }

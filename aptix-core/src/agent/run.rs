@@ -476,6 +476,59 @@ impl Agent {
                 drop(executed);
                 // Reports of calls that are over are not shown after their results.
                 feed.clear();
+                // A halt ends the run: a call of the turn that waits for
+                // someone is withdrawn and answered, never left waiting for
+                // a run that is over.
+                let mut withdraw_failed = None;
+                if let Some((by, _)) = &halted {
+                    for call in std::mem::take(&mut suspended) {
+                        if let Some(journal) = &journal
+                            && let Err(error) = journal
+                                .withdraw(
+                                    &conversation.id,
+                                    &call.tool_call_id,
+                                    call.awaiting.reason,
+                                )
+                                .await
+                        {
+                            withdraw_failed = Some(error);
+                        }
+                        let envelope = Envelope::error(
+                            EnvelopeIds {
+                                tool_call_id: call.tool_call_id.as_str().into(),
+                                conversation_id: Some(conversation.id.as_str().into()),
+                                session_id: context.session_id().map(Into::into),
+                            },
+                            ErrorCode::Cancelled,
+                            format!(
+                                "This call to `{}` was not run: the hook `{by}` halted the run before anyone answered it.",
+                                call.name
+                            ),
+                        );
+                        out.emit(AgentEvent::ToolCallResult {
+                            kind: self.kind_of(&call.name),
+                            id: call.tool_call_id.clone(),
+                            name: call.name.clone(),
+                            envelope: envelope.to_value(),
+                        })
+                        .await;
+                        conversation.messages.push(Message::Tool {
+                            tool_call_id: call.tool_call_id,
+                            name: call.name,
+                            content: envelope.into_json_string(),
+                            is_error: true,
+                            attachments: Vec::new(),
+                        });
+                    }
+                }
+                if let Some(error) = withdraw_failed {
+                    // As when the turn cannot be saved: the journal has the
+                    // results of the calls that ran, and the wait it could
+                    // not close is settled by the resumed run.
+                    conversation.messages.truncate(turn_end);
+                    reason = DoneReason::StoreFailed(error);
+                    break;
+                }
                 // A suspending turn is saved once, by the durable run, as
                 // suspended; finished results are in the journal meanwhile.
                 if let Some(journal) = &journal

@@ -234,6 +234,39 @@ impl Ledger {
         Ok(settlement)
     }
 
+    /// Closes the pending wait of a call whose run a hook halted, so that
+    /// no resolution is taken for it any more. The turn that made the call
+    /// was saved before its wait was recorded, so no checkpoint is due. A
+    /// wait that is no longer pending (a resolution landed meanwhile) is
+    /// left as it is: the halted run answers the call either way.
+    pub(crate) async fn withdraw(
+        &self,
+        conversation_id: &str,
+        tool_call_id: &str,
+        reason: AwaitReason,
+    ) -> Result<(), StoreError> {
+        let closed = self
+            .store
+            .transition(
+                conversation_id,
+                tool_call_id,
+                step_for(reason),
+                CallState::Pending,
+                CallState::Cancelled,
+                None,
+                now_ms(),
+            )
+            .await?;
+        if !closed {
+            tracing::warn!(
+                conversation_id,
+                tool_call_id,
+                "a halted run's waiting call was answered meanwhile; the run stays halted and the call does not run"
+            );
+        }
+        Ok(())
+    }
+
     /// What the hooks' `after_call` makes of the result of `ran`.
     async fn after_call(
         &self,

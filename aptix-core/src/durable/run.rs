@@ -17,6 +17,7 @@ use crate::agent::{
 };
 use crate::context::ToolContext;
 use crate::executor::ToolCall;
+use crate::meta::AwaitReason;
 use crate::model::Usage;
 use crate::store::{ConversationStatus, StoreError, StoredConversation};
 use crate::transcript::{Conversation, Message};
@@ -59,6 +60,20 @@ impl Journal for RunJournal {
             tool_call_id.to_owned(),
             Some(envelope),
         );
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        tool_call_id: &'a str,
+        reason: AwaitReason,
+    ) -> JournalFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.ledger
+                .withdraw(conversation_id, tool_call_id, reason)
+                .await
+                .map_err(|error| error.to_string())
+        })
     }
 }
 
