@@ -623,6 +623,56 @@ fn the_catalog_refuses_a_tool_with_undeclared_secret_fields() {
     assert!(Catalog::builder().tool::<Vault<true>>().build().is_ok());
 }
 
+/// A partial result of a progressive tool: it reaches `ToolPartial` events.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Step {
+    /// How far the login got.
+    pub stage: String,
+    /// The session it opened.
+    pub session_token: String,
+}
+
+/// Signs in, reporting each step.
+#[agent_tool(name = "sign_in", usage = "Call to sign in.", progressive = true, partial = Step)]
+async fn sign_in(_args: NoArgs, ctx: &ToolContext<Step>) -> Result<bool, ToolError> {
+    ctx.partial(&Step {
+        stage: "opened".into(),
+        session_token: "s3cr3t".into(),
+    });
+    Ok(true)
+}
+
+/// No arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NoArgs {}
+
+/// The partial type is scanned like the output: its values reach events.
+#[test]
+fn a_secret_looking_field_of_the_partial_type_must_be_declared() {
+    use aptix::Tool;
+    let definition = SignInTool::definition().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        definition
+            .partial_schema()
+            .map(|schema| schema["properties"]["stage"]["type"].clone()),
+        Some(serde_json::json!("string"))
+    );
+    let found = aptix::secrets::undeclared_secrets(definition);
+    let pointers: Vec<(&str, &str)> = found
+        .iter()
+        .map(|problem| (problem.side, problem.pointer.as_str()))
+        .collect();
+    assert_eq!(pointers, [("partial", "/session_token")]);
+    let error = match Catalog::builder().tool::<SignInTool>().build() {
+        Ok(catalog) => panic!("expected an error, got {catalog:?}"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("partial field `/session_token` looks like a secret"),
+        "{error}"
+    );
+}
+
 /// A client result that breaks the declared output is refused with a
 /// message naming the call; for a tool that declares secrets, that message
 /// (it travels in the `Done` event) must not quote the refused value, and

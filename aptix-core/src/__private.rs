@@ -18,8 +18,17 @@ pub use crate::error::ToolError;
 pub use crate::meta::{
     Annotations, Approval, ExecutorKind, Redaction, Retention, SourceLocation, ToolMeta,
 };
-pub use crate::tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema};
+pub use crate::tool::{
+    Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema, ToolPartialSchema,
+};
 pub use serde_json::Value;
+
+/// The schema of a declared partial type. A function with the bound, not a
+/// projection: a type without `JsonSchema` is then reported with the
+/// message of [`ToolPartialSchema`], on the user's type.
+pub fn partial_schema<T: ToolPartialSchema>() -> Value {
+    crate::schema::canonical_output::<T::Schema>()
+}
 
 /// The arguments of the stub a failed `#[agent_tool]` emits; never used at run time.
 #[derive(serde::Deserialize, schemars::JsonSchema)]

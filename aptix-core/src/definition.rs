@@ -41,6 +41,8 @@ struct Inner {
     args_type: Cow<'static, str>,
     parameters: Value,
     output: Value,
+    /// The schema of the partial results a tool declared with `partial = T`.
+    partial: Option<Value>,
     validator: ArgsValidator,
     /// Built on first use: only client and human results are checked
     /// against it, and most tools never have one.
@@ -120,6 +122,7 @@ impl ToolDefinition {
                 args_type: texts.args_type,
                 parameters,
                 output,
+                partial: None,
                 validator,
                 output_validator: OnceLock::new(),
             }),
@@ -235,6 +238,22 @@ impl ToolDefinition {
     /// The JSON Schema of the result the model finally receives.
     pub fn output_schema(&self) -> &Value {
         &self.inner.output
+    }
+
+    /// The JSON Schema of the partial results the tool reports, when it
+    /// declares a type of its own for them (`partial = T`); a progressive
+    /// tool without one reports values of its output schema.
+    pub fn partial_schema(&self) -> Option<&Value> {
+        self.inner.partial.as_ref()
+    }
+
+    /// Sets the partial results' schema: only while the definition is being
+    /// built, when nothing else holds it.
+    pub(crate) fn with_partial_schema(mut self, partial: Option<Value>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.partial = partial;
+        }
+        self
     }
 
     /// Checks a result sent by a client or a person against the declared

@@ -80,7 +80,7 @@ pub use meta::{
 };
 pub use schema::{DefinitionError, Dialect, DialectError};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema};
+pub use tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema, ToolPartialSchema};
 pub use transcript::Conversation;
 
 #[doc(hidden)]

@@ -21,7 +21,7 @@ use crate::meta::SourceLocation;
 pub struct UndeclaredSecret {
     /// The tool's name.
     pub tool: String,
-    /// `argument` or `output`.
+    /// `argument`, `output` or `partial` (the declared `partial = T` type).
     pub side: &'static str,
     /// Where the field is: a JSON pointer to it, or to the array it is in
     /// (a pointer names one element; hiding the array hides them all).
@@ -44,10 +44,13 @@ pub fn undeclared_secrets(definition: &ToolDefinition) -> Vec<UndeclaredSecret> 
     }
     let source: SourceLocation = definition.source();
     let mut found = Vec::new();
-    for (side, schema) in [
-        ("argument", definition.parameters()),
-        ("output", definition.output_schema()),
-    ] {
+    let sides = [
+        ("argument", Some(definition.parameters())),
+        ("output", Some(definition.output_schema())),
+        ("partial", definition.partial_schema()),
+    ];
+    for (side, schema) in sides {
+        let Some(schema) = schema else { continue };
         let mut pointers = Vec::new();
         secret_fields(schema, schema, &mut String::new(), None, 0, &mut pointers);
         for pointer in pointers {

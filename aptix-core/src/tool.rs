@@ -55,6 +55,14 @@ pub trait Tool: Send + Sync + Sized + 'static {
     fn code() -> Code {
         Code::arguments::<Self>()
     }
+
+    /// The canonical schema of the partial results the tool reports, when
+    /// it declares their type (`partial = T`; `#[agent_tool]` writes this):
+    /// a user interface is told their shape, and the catalog checks it for
+    /// secret-looking fields, as partial results reach agent events.
+    fn partial_schema() -> Option<serde_json::Value> {
+        None
+    }
 }
 
 impl ToolDefinition {
@@ -69,6 +77,7 @@ impl ToolDefinition {
             canonical_parameters::<<T::Args as ToolArgs>::Serde>(),
             canonical_output::<<T::Output as ToolOutputSchema>::Schema>(),
         )
+        .map(|definition| definition.with_partial_schema(T::partial_schema()))
     }
 }
 
@@ -352,6 +361,24 @@ impl<T: Serialize + Send + 'static> ToolOutput for ToolReturn<T> {
     fn into_parts(self) -> (T, Vec<Content>) {
         (self.value, self.content)
     }
+}
+
+/// What a tool's declared partial type (`partial = T`) needs: its schema
+/// describes the partial results, and is checked for secret-looking fields.
+/// Implemented for every such type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the partial results of an agent tool",
+    label = "this type must derive `JsonSchema`",
+    note = "partial results reach agent events, so their schema is checked for secret-looking fields: add `#[derive(JsonSchema)]` to `{Self}` (it is in `aptix::prelude`)"
+)]
+pub trait ToolPartialSchema {
+    /// `Self`, with the bounds generic code needs (always `Self`).
+    #[doc(hidden)]
+    type Schema: JsonSchema;
+}
+#[diagnostic::do_not_recommend]
+impl<T: JsonSchema> ToolPartialSchema for T {
+    type Schema = T;
 }
 
 /// What a tool's result type needs: the model is told its schema.

@@ -199,6 +199,17 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                     )
                 }
             };
+            // A declared partial type is described by its schema, spanned
+            // on the user's type so a missing derive is reported there.
+            let partial_schema = tool.partial.as_ref().map(|declared| {
+                let span = declared.span();
+                let rt = runtime(span);
+                quote_spanned! {span=>
+                    fn partial_schema() -> #rt::Option<#rt::Value> {
+                        #rt::Option::Some(#rt::partial_schema::<#declared>())
+                    }
+                }
+            });
             let ok_span = returned.span();
             let output = match &tool.output {
                 Some(output) => quote_spanned!(output.span()=> type Output = #output;),
@@ -233,6 +244,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                         fn code() -> #rt::Code {
                             #rt::Code::function::<Self>()
                         }
+                        #partial_schema
                     }
 
                     #[automatically_derived]
