@@ -13,6 +13,10 @@
 //!   through, against the same round trip without hooks.
 //! - a tool round trip with an approval policy, and with a context budget,
 //!   against the same round trip without either.
+//! - the retry paths: a call the tool sends back to the model
+//!   (`ToolError::retry`) and a transient failure the executor runs again
+//!   (its backoff on a paused clock, so only the work is measured), each
+//!   against the same calls succeeding at once.
 //!
 //! `cargo bench --bench agent`
 
@@ -52,6 +56,104 @@ async fn report(args: Report, ctx: &ToolContext<u32>) -> Result<u32, ToolError> 
         ctx.partial(&partial);
     }
     Ok(args.progress + args.partials)
+}
+
+/// Calls of the retry tools so far: odd calls fail, even ones succeed (the
+/// benchmark runs one call at a time).
+static RETRY_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether this call is one of the failing ones (and counts it).
+fn fails_this_time() -> bool {
+    RETRY_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2 == 0
+}
+
+/// Arguments of the retry benchmark's tools.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Attempt {
+    /// Any word.
+    pub word: String,
+}
+
+/// Succeeds every time.
+#[agent_tool(name = "steady", usage = "Bench tool.", idempotent = true)]
+async fn steady(args: Attempt) -> Result<String, ToolError> {
+    Ok(args.word)
+}
+
+/// Asks the model for another try every other call.
+#[agent_tool(name = "picky", usage = "Bench tool.")]
+async fn picky(args: Attempt) -> Result<String, ToolError> {
+    if fails_this_time() {
+        return Err(ToolError::retry("Spell the word in lower case."));
+    }
+    Ok(args.word)
+}
+
+/// Fails transiently every other call; safe to run again.
+#[agent_tool(name = "shaky", usage = "Bench tool.", idempotent = true)]
+async fn shaky(args: Attempt) -> Result<String, ToolError> {
+    if fails_this_time() {
+        return Err(ToolError::transient("The service hiccuped."));
+    }
+    Ok(args.word)
+}
+
+/// An agent whose model calls `tool` on each of `calls` turns, then answers.
+fn calling_agent(tool: &str, calls: usize) -> Agent {
+    let mut turns: Vec<ScriptedTurn> = (0..calls)
+        .map(|i| ScriptedTurn::new().tool_call(&format!("call_{i}"), tool, r#"{"word":"ada"}"#))
+        .collect();
+    turns.push(ScriptedTurn::new().text("Done."));
+    Agent::builder()
+        .model(ScriptedModel::new(turns).repeating())
+        .catalog(
+            Catalog::builder()
+                .tool::<SteadyTool>()
+                .tool::<PickyTool>()
+                .tool::<ShakyTool>()
+                .build()
+                .unwrap_or_else(|error| panic!("{error}")),
+        )
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The model-retry path (one retry, then success: two calls) against two
+/// calls that succeed; the transient path (the executor runs the call
+/// again) against one call that succeeds.
+fn retries(c: &mut Criterion) {
+    // Paused: the transient retry's 50 ms backoff passes at once, so the
+    // figure is the retry's work, not its wait.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let runs = [
+        ("model retry: baseline, 2 calls that succeed", calling_agent("steady", 2)),
+        ("model retry: retry, then success", calling_agent("picky", 2)),
+        ("transient: baseline, 1 call that succeeds", calling_agent("steady", 1)),
+        ("transient: fails once, run again", calling_agent("shaky", 1)),
+    ];
+    runtime.block_on(async {
+        for (name, agent) in &runs {
+            let mut conversation = Conversation::new("check");
+            let events: Vec<AgentEvent> = agent
+                .run(&mut conversation, Input::User("go".into()))
+                .collect()
+                .await;
+            let results: Vec<bool> = events
+                .iter()
+                .filter_map(|event| match event {
+                    AgentEvent::ToolCallResult { envelope, .. } => Some(envelope["ok"] == true),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(results.last(), Some(&true), "{name}: {events:?}");
+        }
+    });
+    let runs: Vec<(&str, &Agent)> = runs.iter().map(|(name, agent)| (*name, agent)).collect();
+    measure_runs(c, &runtime, "retries (scripted model)", "go", &runs);
 }
 
 /// One turn of 32 parallel calls, each with ~16 KiB of arguments, streamed
@@ -580,6 +682,7 @@ fn policy_and_budget(c: &mut Criterion) {
 
 criterion_group!(
     benches,
+    retries,
     policy_and_budget,
     hooks,
     assembly,
