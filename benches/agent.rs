@@ -64,7 +64,9 @@ static RETRY_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUs
 
 /// Whether this call is one of the failing ones (and counts it).
 fn fails_this_time() -> bool {
-    RETRY_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2 == 0
+    RETRY_CALLS
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .is_multiple_of(2)
 }
 
 /// Arguments of the retry benchmark's tools.
@@ -130,10 +132,22 @@ fn retries(c: &mut Criterion) {
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
     let runs = [
-        ("model retry: baseline, 2 calls that succeed", calling_agent("steady", 2)),
-        ("model retry: retry, then success", calling_agent("picky", 2)),
-        ("transient: baseline, 1 call that succeeds", calling_agent("steady", 1)),
-        ("transient: fails once, run again", calling_agent("shaky", 1)),
+        (
+            "model retry: baseline, 2 calls that succeed",
+            calling_agent("steady", 2),
+        ),
+        (
+            "model retry: retry, then success",
+            calling_agent("picky", 2),
+        ),
+        (
+            "transient: baseline, 1 call that succeeds",
+            calling_agent("steady", 1),
+        ),
+        (
+            "transient: fails once, run again",
+            calling_agent("shaky", 1),
+        ),
     ];
     runtime.block_on(async {
         for (name, agent) in &runs {

@@ -200,7 +200,7 @@ where
                 .map_err(RunFailure::Tool)?;
             let (value, attachments) = output.into_parts();
             let json = checked_result(definition, &value, ctx)?;
-            Ok(Produced { json, attachments })
+            Ok(Produced::new(json, attachments))
         })
     }
 

@@ -229,7 +229,11 @@ pub struct Envelope {
     changed_arguments: Option<JsonText>,
     /// What the tool attached for the model to see; never in the JSON the
     /// model reads as the result.
-    attachments: Vec<Content>,
+    /// Boxed and absent when empty (nearly always): one pointer in every
+    /// envelope instead of a vector's three words, which every call's
+    /// envelope would carry and move.
+    #[allow(clippy::box_collection)] // one word on every call, see above
+    attachments: Option<Box<Vec<Content>>>,
 }
 
 #[derive(Clone)]
@@ -311,25 +315,28 @@ impl Envelope {
             session_id: ids.session_id,
             body,
             changed_arguments: None,
-            attachments: Vec::new(),
+            attachments: None,
         }
     }
 
     /// Attaches content for the model to see beside the result (what a
     /// tool returned in [`crate::content::ToolReturn::content`]).
     pub fn with_attachments(mut self, attachments: Vec<Content>) -> Self {
-        self.attachments = attachments;
+        self.attachments = (!attachments.is_empty()).then(|| Box::new(attachments));
         self
     }
 
     /// What the tool attached for the model to see, in its order.
     pub fn attachments(&self) -> &[Content] {
-        &self.attachments
+        self.attachments.as_deref().map_or(&[], Vec::as_slice)
     }
 
     /// Takes the attachments out of the envelope.
     pub fn take_attachments(&mut self) -> Vec<Content> {
-        std::mem::take(&mut self.attachments)
+        self.attachments
+            .take()
+            .map(|boxed| *boxed)
+            .unwrap_or_default()
     }
 
     /// The envelope's JSON with its attachments as a last `"attachments"`
@@ -338,11 +345,11 @@ impl Envelope {
     /// [`Envelope::to_json_string`].
     pub fn to_stored_json(&self) -> String {
         let mut json = self.to_json_string();
-        if self.attachments.is_empty() {
+        let Some(attachments) = &self.attachments else {
             return json;
-        }
+        };
         // Content blocks are strings and plain objects: they serialize.
-        match serde_json::to_string(&self.attachments) {
+        match serde_json::to_string(attachments) {
             Ok(attachments) => {
                 json.pop();
                 json.push_str(",\"");

@@ -324,7 +324,10 @@ impl Executor {
             }
         };
         let Some(reason) = route.awaits else {
-            let envelope = Envelope::ok(ids, produced.json).with_attachments(produced.attachments);
+            let mut envelope = Envelope::ok(ids, produced.json);
+            if let Some(attachments) = produced.attachments {
+                envelope = envelope.with_attachments(*attachments);
+            }
             return execution(call, definition, Outcome::Final(envelope));
         };
         // A preflight's attachments have no one to reach: the payload goes

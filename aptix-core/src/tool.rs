@@ -126,18 +126,29 @@ pub(crate) type RunResult = Result<JsonText, RunFailure>;
 
 /// What a run of a tool's server code produced: the result's (or the
 /// payload's) JSON, and what the tool attached for the model to see
-/// ([`ToolReturn::content`]; empty, and unallocated, for most tools).
+/// ([`ToolReturn::content`]; `None` for most tools, so that every call's
+/// output carries one word for it, not a vector's three).
 #[derive(Debug)]
 pub(crate) struct Produced {
     pub(crate) json: JsonText,
-    pub(crate) attachments: Vec<Content>,
+    #[allow(clippy::box_collection)] // one word on every call, see above
+    pub(crate) attachments: Option<Box<Vec<Content>>>,
+}
+
+impl Produced {
+    pub(crate) fn new(json: JsonText, attachments: Vec<Content>) -> Self {
+        Produced {
+            json,
+            attachments: (!attachments.is_empty()).then(|| Box::new(attachments)),
+        }
+    }
 }
 
 impl From<JsonText> for Produced {
     fn from(json: JsonText) -> Self {
         Produced {
             json,
-            attachments: Vec::new(),
+            attachments: None,
         }
     }
 }
@@ -230,7 +241,7 @@ pub(crate) fn serialize_output<O: Serialize>(output: &O, ctx: &ToolContext) -> R
 pub(crate) fn serialize_returned<R: ToolOutput>(returned: R, ctx: &ToolContext) -> RunOutput {
     let (value, attachments) = returned.into_parts();
     let json = serialize_output(&value, ctx)?;
-    Ok(Produced { json, attachments })
+    Ok(Produced::new(json, attachments))
 }
 
 fn closing_space(ctx: &ToolContext) -> usize {
