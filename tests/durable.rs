@@ -385,32 +385,13 @@ async fn a_result_settled_from_the_ledger_keeps_its_attachments(backend: Backend
         now + 300,
     )
     .await;
-    let stored_result = aptix::Envelope::ok(
-        aptix::EnvelopeIds {
-            tool_call_id: call.as_str().into(),
-            conversation_id: Some(id.as_str().into()),
-            session_id: None,
-        },
-        aptix::JsonText::from_serialize(&1).unwrap_or_else(|e| panic!("{e}")),
+    ran_and_recorded(
+        &*store,
+        (&id, &call, "snapshot", "{}"),
+        json!(1),
+        vec![Content::image(PIXEL, "image/png")],
     )
-    .with_attachments(vec![Content::image(PIXEL, "image/png")])
-    .to_stored_json();
-    store
-        .insert_call(&CallRecord {
-            conversation_id: id.clone(),
-            tool_call_id: call.clone(),
-            step: Step::Execution,
-            tool: "snapshot".into(),
-            arguments: "{}".into(),
-            payload: "null".into(),
-            state: CallState::Done,
-            outcome: Some(stored_result),
-            deadline: None,
-            created_at: now,
-            updated_at: now,
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    .await;
     let agent = agent_with(store, vec![answer("Seen.")]);
     let _ = agent.ensure_started(&id).await;
     let conversation = wait_idle(&agent, &id).await;
@@ -1187,30 +1168,13 @@ async fn a_revived_turn_keeps_what_the_hooks_decide(backend: Backend) {
         now - 1_000,
     )
     .await;
-    let ran = aptix::Envelope::ok(
-        aptix::EnvelopeIds {
-            tool_call_id: small.as_str().into(),
-            conversation_id: Some(id.as_str().into()),
-            session_id: None,
-        },
-        aptix::JsonText::from_serialize(&5).unwrap_or_else(|e| panic!("{e}")),
-    );
-    store
-        .insert_call(&CallRecord {
-            conversation_id: id.clone(),
-            tool_call_id: small.clone(),
-            step: Step::Execution,
-            tool: "import".into(),
-            arguments: r#"{"cents":5}"#.into(),
-            payload: "null".into(),
-            state: CallState::Done,
-            outcome: Some(ran.to_stored_json()),
-            deadline: None,
-            created_at: now,
-            updated_at: now,
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    ran_and_recorded(
+        &*store,
+        (&id, &small, "import", r#"{"cents":5}"#),
+        json!(5),
+        Vec::new(),
+    )
+    .await;
     let agent = DurableAgent::builder(
         Agent::builder()
             .model(ScriptedModel::new(vec![answer("Asked after a halt.")]))
@@ -1295,6 +1259,45 @@ async fn a_halt_withdraws_the_turns_waiting_calls(backend: Backend) {
         "an approval of a withdrawn call was taken: {late:?}"
     );
     assert_eq!(runs(&charge), 0);
+}
+
+/// The closed execution row of a call that ran (`(conversation, call,
+/// tool, arguments)`), its result and attachments stored as the ledger
+/// stores them, as a process leaves it that dies before the result reaches
+/// the transcript.
+async fn ran_and_recorded(
+    store: &dyn Store,
+    (conversation_id, tool_call_id, tool, arguments): (&str, &str, &str, &str),
+    result: Value,
+    attachments: Vec<Content>,
+) {
+    let stored = aptix::Envelope::ok(
+        aptix::EnvelopeIds {
+            tool_call_id: tool_call_id.into(),
+            conversation_id: Some(conversation_id.into()),
+            session_id: None,
+        },
+        aptix::JsonText::from_serialize(&result).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .with_attachments(attachments)
+    .to_stored_json();
+    let now = now_ms();
+    store
+        .insert_call(&CallRecord {
+            conversation_id: conversation_id.into(),
+            tool_call_id: tool_call_id.into(),
+            step: Step::Execution,
+            tool: tool.into(),
+            arguments: arguments.into(),
+            payload: "null".into(),
+            state: CallState::Done,
+            outcome: Some(stored),
+            deadline: None,
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn now_ms() -> i64 {

@@ -154,6 +154,21 @@ fn result(events: &[AgentEvent], conversation: &Conversation) -> (Value, String)
     (event, text)
 }
 
+/// Halts the run on a transfer to Mallory.
+fn mallory_guard() -> Scripted {
+    Scripted {
+        name: "fraud_guard",
+        before: Some(Box::new(|call| {
+            if call.arguments["to"] == "Mallory" {
+                BeforeCall::Halt("Mallory is on the blocklist.".into())
+            } else {
+                BeforeCall::Continue
+            }
+        })),
+        ..Scripted::default()
+    }
+}
+
 fn reason(events: &[AgentEvent]) -> &DoneReason {
     match events.last() {
         Some(AgentEvent::Done { reason, .. }) => reason,
@@ -277,17 +292,7 @@ fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
 }
 
 async fn a_tripped_guardrail_halts_the_run_with_every_call_answered_body() {
-    let guard = Scripted {
-        name: "fraud_guard",
-        before: Some(Box::new(|call| {
-            if call.arguments["to"] == "Mallory" {
-                BeforeCall::Halt("Mallory is on the blocklist.".into())
-            } else {
-                BeforeCall::Continue
-            }
-        })),
-        ..Scripted::default()
-    };
+    let guard = mallory_guard();
     let (agent, model) = agent_with(r#"{"euros":5,"to":"Mallory"}"#, "transfer", vec![guard]);
     let (events, conversation) = run(&agent, "halt").await;
     let DoneReason::Halted { by, message } = reason(&events) else {
@@ -314,17 +319,7 @@ fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call() {
 }
 
 async fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call_body() {
-    let guard = Scripted {
-        name: "fraud_guard",
-        before: Some(Box::new(|call| {
-            if call.arguments["to"] == "Mallory" {
-                BeforeCall::Halt("Mallory is on the blocklist.".into())
-            } else {
-                BeforeCall::Continue
-            }
-        })),
-        ..Scripted::default()
-    };
+    let guard = mallory_guard();
     let model = Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new()
             .tool_call("call_refund", "refund", r#"{"euros":5,"to":"Ada"}"#)
