@@ -436,6 +436,76 @@ async fn slow_hooks_do_not_count_against_the_tools_time_limit_body() {
 }
 
 #[test]
+fn what_a_hook_and_the_policy_decide_is_what_reaches_the_provider() {
+    aptix_testkit::block_on(what_a_hook_and_the_policy_decide_is_what_reaches_the_provider_body())
+}
+
+async fn what_a_hook_and_the_policy_decide_is_what_reaches_the_provider_body() {
+    use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::new()
+            .tool_call("call_send", "transfer", &[r#"{"euros":5,"to":"Ada"}"#])
+            .tool_call("call_refund", "refund", &[r#"{"euros":5,"to":"Ada"}"#])
+            .into_response(),
+        OpenAiTurn::text("Done.").into_response(),
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rewrite = Scripted {
+        name: "summarize",
+        after: Some(Box::new(|_| AfterCall::Replace("Sent.".into()))),
+        ..Scripted::default()
+    };
+    let agent = Agent::builder()
+        .model(
+            aptix::model::openai::OpenAiChat::new("gpt-4o-mini").with_base_url(server.base_url()),
+        )
+        .catalog(
+            aptix::tools![TransferTool, RefundTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .hook(rewrite)
+        .approval_policy(|call: &aptix::agent::ApprovalCall<'_>| {
+            if call.call.definition.name() == "refund" {
+                aptix::agent::ApprovalDecision::Deny("Refunds are closed today.".into())
+            } else {
+                aptix::agent::ApprovalDecision::Auto
+            }
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (events, _) = run(&agent, "provider-bytes").await;
+    assert!(
+        matches!(reason(&events), DoneReason::Completed),
+        "{events:?}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let tool_messages: Vec<(String, String)> = requests[1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tool_messages[0],
+        ("call_send".to_owned(), "Sent.".to_owned())
+    );
+    assert_eq!(tool_messages[1].0, "call_refund");
+    let denied: Value = serde_json::from_str(&tool_messages[1].1).unwrap_or(Value::Null);
+    assert_eq!(denied["error"]["code"], "denied", "{denied}");
+    assert_eq!(denied["error"]["message"], "Refunds are closed today.");
+}
+
+#[test]
 fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
     aptix_testkit::block_on(after_call_changes_what_the_model_sees_not_what_the_events_show_body())
 }
