@@ -136,10 +136,11 @@ pub(crate) struct Produced {
 }
 
 impl Produced {
-    pub(crate) fn new(json: JsonText, attachments: Vec<Content>) -> Self {
+    #[inline]
+    pub(crate) fn new(json: JsonText, attachments: Option<Vec<Content>>) -> Self {
         Produced {
             json,
-            attachments: (!attachments.is_empty()).then(|| Box::new(attachments)),
+            attachments: attachments.map(Box::new),
         }
     }
 }
@@ -349,17 +350,18 @@ pub trait ToolOutput: Send + Sized + 'static {
     #[doc(hidden)]
     type Serde: Serialize;
 
-    /// The value to serialize, and the content attached for the model.
+    /// The value to serialize, and the content attached for the model
+    /// (`None`, known at compile time, for every type but `ToolReturn`).
     #[doc(hidden)]
-    fn into_parts(self) -> (Self::Serde, Vec<Content>);
+    fn into_parts(self) -> (Self::Serde, Option<Vec<Content>>);
 }
 #[diagnostic::do_not_recommend]
 impl<T: Serialize + Send + 'static> ToolOutput for T {
     type Serde = T;
 
     #[inline]
-    fn into_parts(self) -> (T, Vec<Content>) {
-        (self, Vec::new())
+    fn into_parts(self) -> (T, Option<Vec<Content>>) {
+        (self, None)
     }
 }
 // `ToolReturn` is not `Serialize` (its content is not part of the result),
@@ -369,8 +371,9 @@ impl<T: Serialize + Send + 'static> ToolOutput for T {
 impl<T: Serialize + Send + 'static> ToolOutput for ToolReturn<T> {
     type Serde = T;
 
-    fn into_parts(self) -> (T, Vec<Content>) {
-        (self.value, self.content)
+    fn into_parts(self) -> (T, Option<Vec<Content>>) {
+        let content = self.content;
+        (self.value, (!content.is_empty()).then_some(content))
     }
 }
 
