@@ -318,6 +318,23 @@ async fn a_blocking_tool_still_times_out_body() {
     );
 }
 
+/// The same, with the run itself a task on a worker thread (as every
+/// background durable resume is): the tool's task and the run's must not
+/// depend on the blocked worker to see the limit.
+#[test]
+fn a_blocking_tool_times_out_when_the_run_is_a_task() {
+    aptix_testkit::block_on_threads(2, async {
+        let started = std::time::Instant::now();
+        let run = tokio::spawn(a_blocking_tool_still_times_out_body());
+        run.await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "the limit was not kept: {:?}",
+            started.elapsed()
+        );
+    })
+}
+
 #[test]
 fn a_provider_tool_is_refused_for_a_model_that_cannot_host_it() {
     let catalog = Catalog::builder()

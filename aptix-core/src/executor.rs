@@ -514,7 +514,11 @@ pub(crate) fn execution_budget(limit: Duration, idempotent: bool) -> Duration {
     let waits: Duration = (0..TRANSIENT_RETRIES)
         .map(|attempt| TRANSIENT_BACKOFF * 2u32.pow(attempt))
         .sum();
-    limit * (TRANSIENT_RETRIES + 1) + waits
+    // Saturating: a limit configured near `Duration::MAX` is no limit, not
+    // an overflow.
+    limit
+        .saturating_mul(TRANSIENT_RETRIES + 1)
+        .saturating_add(waits)
 }
 
 /// `name` as an unknown-tool error quotes it: cut after

@@ -211,7 +211,10 @@ impl Agent {
         // by the executor's own limit, which also records it in the ledger.
         let joined = match limit {
             Some(limit) => {
-                let budget = crate::executor::execution_budget(limit + TIMEOUT_GRACE, idempotent);
+                let budget = crate::executor::execution_budget(
+                    limit.saturating_add(TIMEOUT_GRACE),
+                    idempotent,
+                );
                 wait_in_phases(&mut task.0, &mut phase, budget)
                     .await
                     .map_err(|()| limit)
@@ -353,7 +356,9 @@ impl Agent {
                     false
                 };
                 // `ran`: the tool's own result, which the hooks' `after_call` sees.
-                enter(Phase::Running);
+                enter(Phase::Running {
+                    since: tokio::time::Instant::now(),
+                });
                 let (result, ran) = if let Some(journal) = journal {
                     match journal.execute(&tool_call, context, ask).await {
                         Ok(result) => (result, true),
@@ -452,8 +457,8 @@ const TIMEOUT_GRACE: Duration = Duration::from_millis(250);
 pub(super) enum Phase {
     /// Hooks' `before_call` and the approval policy.
     Deciding,
-    /// The executor (and the journal's records around it).
-    Running,
+    /// The executor (and the journal's records around it), since `since`.
+    Running { since: tokio::time::Instant },
     /// Hooks' `after_call`.
     Finishing,
 }
@@ -465,38 +470,47 @@ impl Copy for Phase {}
 
 /// Waits for `task`, timing out only while it is in [`Phase::Running`], for
 /// at most `budget` from the moment it entered it. `Err` when it ran out.
+///
+/// The deadline is taken from when the task says it started running, and
+/// the phase is read again at least every [`PHASE_CHECK`] while the task
+/// decides: a tool that blocks its worker right after it entered
+/// `Running` may keep that worker from waking this wait, but not the
+/// timer, so the limit is kept either way.
 async fn wait_in_phases(
     task: &mut tokio::task::JoinHandle<Executed>,
     phase: &mut watch::Receiver<Phase>,
     budget: Duration,
 ) -> Result<Result<Executed, tokio::task::JoinError>, ()> {
-    let mut deadline = None;
     loop {
         let now = *phase.borrow_and_update();
-        if now == Phase::Finishing {
-            return Ok(task.await);
-        }
-        if now == Phase::Running && deadline.is_none() {
-            deadline = Some(tokio::time::Instant::now() + budget);
-        }
-        let changed = phase.changed();
-        let until = async move {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                // Deciding: no limit, only the next phase.
-                None => std::future::pending().await,
-            }
+        let deadline = match now {
+            Phase::Finishing => return Ok(task.await),
+            // A budget past what an `Instant` holds is no limit.
+            Phase::Running { since } => match since.checked_add(budget) {
+                Some(deadline) => Some(deadline),
+                None => return Ok(task.await),
+            },
+            Phase::Deciding => None,
         };
-        let next = futures_util::future::select(Box::pin(changed), Box::pin(until));
+        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + PHASE_CHECK);
+        let next = futures_util::future::select(
+            Box::pin(phase.changed()),
+            Box::pin(tokio::time::sleep_until(wake)),
+        );
         match futures_util::future::select(&mut *task, next).await {
             Either::Left((joined, _)) => return Ok(joined),
             Either::Right((Either::Left((Ok(()), _)), _)) => {}
             // The task dropped its end: it is over, or about to be.
             Either::Right((Either::Left((Err(_), _)), _)) => return Ok(task.await),
-            Either::Right((Either::Right(((), _)), _)) => return Err(()),
+            Either::Right((Either::Right(((), _)), _)) if deadline.is_some() => return Err(()),
+            // Deciding still, or a change this wait was not woken for.
+            Either::Right((Either::Right(((), _)), _)) => {}
         }
     }
 }
+
+/// How often a call's phase is read again while hooks and the policy decide.
+const PHASE_CHECK: Duration = Duration::from_millis(100);
 
 /// Aborts the task when dropped: a run that is dropped mid-turn stops its
 /// calls, as it did when they ran inside it.

@@ -227,12 +227,20 @@ pub(crate) fn render(messages: &[Message], catalog: &Catalog) -> Vec<Message> {
                 tool_call_id,
                 name,
                 content,
+                attachments,
                 ..
             } => {
                 if results.is_empty() {
                     results.push_str("Results of your calls:");
                 }
                 results.push_str(&format!("\n- `{name}` ({tool_call_id}): {content}"));
+                // Composed calls travel as text: say what could not come along.
+                if !attachments.is_empty() {
+                    results.push_str(&format!(
+                        " [{} attachment(s) of this result were left out: composed calls carry text only.]",
+                        attachments.len()
+                    ));
+                }
             }
             Message::Assistant {
                 content,

@@ -684,6 +684,13 @@ impl Agent {
             let definition = self.inner.executor.catalog().get(name).ok_or_else(|| {
                 format!("the tool `{name}` of call `{tool_call_id}` is not in the catalog")
             })?;
+            // Attachments come from a tool's own server code only: a result
+            // handed back holds the output, which its schema checks.
+            if !envelope.attachments().is_empty() {
+                return Err(format!(
+                    "the result for call `{tool_call_id}` carries attachments; a result handed back holds the tool's output only"
+                ));
+            }
             if let Some(result) = envelope.result() {
                 definition.check_output(&result.to_value()).map_err(|problem| {
                     // The message travels in the `Done` event and the log:

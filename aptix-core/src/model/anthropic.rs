@@ -39,7 +39,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
-use super::attachments::left_out;
+use super::attachments::{is_blank_text, left_out};
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
@@ -663,7 +663,12 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
                     Value::String(content.clone())
                 } else {
                     let mut blocks = vec![json!({ "type": "text", "text": content })];
-                    blocks.extend(attachments.iter().map(attachment_block));
+                    blocks.extend(
+                        attachments
+                            .iter()
+                            .filter(|content| !is_blank_text(content))
+                            .map(attachment_block),
+                    );
                     Value::Array(blocks)
                 };
                 let block = json!({
@@ -783,6 +788,7 @@ mod tests {
             is_error: false,
             attachments: vec![
                 Content::text("Caption"),
+                Content::text("  \n"),
                 Content::image("AAAA", "image/webp"),
                 Content::image("BBBB", "image/tiff"),
                 Content::audio("CCCC", "audio/wav"),

@@ -20,6 +20,19 @@ pub(crate) fn left_out(content: &Content, provider: &str) -> String {
     format!("[The tool attached {what}, which {provider} does not accept; it was left out.]")
 }
 
+/// Whether `content` is text with nothing to read: Anthropic refuses an
+/// empty or blank text block (and with it every later request of the
+/// conversation, which keeps the attachment), so none is sent.
+pub(crate) fn is_blank_text(content: &Content) -> bool {
+    matches!(content, Content::Text { text } if text.trim().is_empty())
+        || matches!(
+            content,
+            Content::Resource {
+                resource: ResourceContents::Text { text, .. },
+            } if text.trim().is_empty()
+        )
+}
+
 /// A `data:` URL of base64 bytes.
 pub(crate) fn data_url(mime_type: &str, base64: &str) -> String {
     format!("data:{mime_type};base64,{base64}")

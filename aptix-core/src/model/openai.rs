@@ -34,7 +34,7 @@ use serde::Serialize;
 use serde_json::{Map, Number, Value, json};
 use tracing::Instrument;
 
-use super::attachments::{data_url, left_out};
+use super::attachments::{data_url, is_blank_text, left_out};
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
@@ -421,7 +421,12 @@ fn messages_json(transcript: &[Message]) -> Vec<Value> {
                 "type": "text",
                 "text": format!("Attached by the `{name}` result of call {tool_call_id}:"),
             }));
-            attached.extend(attachments.iter().map(attachment_part));
+            attached.extend(
+                attachments
+                    .iter()
+                    .filter(|content| !is_blank_text(content))
+                    .map(attachment_part),
+            );
         }
         out.push(message_json(message));
     }
@@ -441,7 +446,9 @@ fn attachment_part(content: &Content) -> Value {
     let image = |data: &str, mime: &str| json!({ "type": "image_url", "image_url": { "url": data_url(mime, data) } });
     match content {
         Content::Text { text } => json!({ "type": "text", "text": text }),
-        Content::Image { data, mime_type } => image(data, mime_type),
+        Content::Image { data, mime_type } if OPENAI_IMAGES.contains(&mime_type.as_str()) => {
+            image(data, mime_type)
+        }
         Content::Audio { data, mime_type } if audio_format(mime_type).is_some() => json!({
             "type": "input_audio",
             "input_audio": { "data": data, "format": audio_format(mime_type) },
@@ -467,10 +474,13 @@ fn attachment_part(content: &Content) -> Value {
             resource: ResourceContents::Blob {
                 mime_type, blob, ..
             },
-        } if mime_type.starts_with("image/") => image(blob, mime_type),
+        } if OPENAI_IMAGES.contains(&mime_type.as_str()) => image(blob, mime_type),
         other => json!({ "type": "text", "text": left_out(other, "this API") }),
     }
 }
+
+/// The image types Chat Completions' `image_url` parts take.
+const OPENAI_IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
 
 /// The `input_audio` format of an audio media type, when the API takes it.
 fn audio_format(mime_type: &str) -> Option<&'static str> {
@@ -889,7 +899,9 @@ mod tests {
                 "a",
                 vec![
                     Content::text("Caption"),
+                    Content::text(""),
                     Content::image("AAAA", "image/png"),
+                    Content::image("TTTT", "image/tiff"),
                     Content::audio("CCCC", "audio/mpeg"),
                     Content::audio("GGGG", "audio/ogg"),
                 ],
@@ -918,6 +930,7 @@ mod tests {
                 { "type": "text", "text": "Attached by the `report` result of call a:" },
                 { "type": "text", "text": "Caption" },
                 { "type": "image_url", "image_url": { "url": "data:image/png;base64,AAAA" } },
+                { "type": "text", "text": "[The tool attached an image (image/tiff), which this API does not accept; it was left out.]" },
                 { "type": "input_audio", "input_audio": { "data": "CCCC", "format": "mp3" } },
                 { "type": "text", "text": "[The tool attached an audio clip (audio/ogg), which this API does not accept; it was left out.]" },
                 { "type": "text", "text": "Attached by the `report` result of call b:" },
