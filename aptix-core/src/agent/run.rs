@@ -18,6 +18,7 @@ use super::{
 };
 use super::{call, composed};
 use crate::catalog::Catalog;
+use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::model::assembly::{CallSeen, TurnAssembler};
@@ -25,6 +26,43 @@ use crate::model::{ChatRequest, ModelError, ToolChoice, Usage};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
 impl Agent {
+    /// The result of a call that waited when the hook `by` halted the run:
+    /// its event and its transcript message (the caller closes its wait).
+    pub(crate) fn withdrawn(
+        &self,
+        call: SuspendedCall,
+        by: &str,
+        conversation_id: &str,
+        context: &ToolContext,
+    ) -> (AgentEvent, Message) {
+        let envelope = Envelope::error(
+            EnvelopeIds {
+                tool_call_id: call.tool_call_id.as_str().into(),
+                conversation_id: Some(conversation_id.into()),
+                session_id: context.session_id().map(Into::into),
+            },
+            ErrorCode::Cancelled,
+            format!(
+                "This call to `{}` was not run: the hook `{by}` halted the run before anyone answered it.",
+                call.name
+            ),
+        );
+        let event = AgentEvent::ToolCallResult {
+            kind: self.kind_of(&call.name),
+            id: call.tool_call_id.clone(),
+            name: call.name.clone(),
+            envelope: envelope.to_value(),
+        };
+        let message = Message::Tool {
+            tool_call_id: call.tool_call_id,
+            name: call.name,
+            content: envelope.into_json_string(),
+            is_error: true,
+            attachments: Vec::new(),
+        };
+        (event, message)
+    }
+
     /// The loop itself. With a `journal` (durable runs) every call is
     /// recorded through it and the transcript is checkpointed after the
     /// model's turn and after its results.
@@ -493,32 +531,9 @@ impl Agent {
                         {
                             withdraw_failed = Some(error);
                         }
-                        let envelope = Envelope::error(
-                            EnvelopeIds {
-                                tool_call_id: call.tool_call_id.as_str().into(),
-                                conversation_id: Some(conversation.id.as_str().into()),
-                                session_id: context.session_id().map(Into::into),
-                            },
-                            ErrorCode::Cancelled,
-                            format!(
-                                "This call to `{}` was not run: the hook `{by}` halted the run before anyone answered it.",
-                                call.name
-                            ),
-                        );
-                        out.emit(AgentEvent::ToolCallResult {
-                            kind: self.kind_of(&call.name),
-                            id: call.tool_call_id.clone(),
-                            name: call.name.clone(),
-                            envelope: envelope.to_value(),
-                        })
-                        .await;
-                        conversation.messages.push(Message::Tool {
-                            tool_call_id: call.tool_call_id,
-                            name: call.name,
-                            content: envelope.into_json_string(),
-                            is_error: true,
-                            attachments: Vec::new(),
-                        });
+                        let (event, message) = self.withdrawn(call, by, &conversation.id, &context);
+                        out.emit(event).await;
+                        conversation.messages.push(message);
                     }
                 }
                 if let Some(error) = withdraw_failed {
