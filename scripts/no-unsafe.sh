@@ -36,6 +36,19 @@ unsafe_lines() {
     sed -E 's/"([^"\\]|\\.)*"/""/g' |
     grep -w 'unsafe' || true
 }
+
+status=0
+checked=0
+# Counts one crate read, and fails the run if `$2` (what was found) is not
+# empty, saying where (`$1`).
+report() {
+  checked=$((checked + 1))
+  if [ -n "$2" ]; then
+    echo "unsafe code in $1:"
+    echo "$2" | head -20
+    status=1
+  fi
+}
 targets="aptix-core:--lib aptix-macros:--lib aptix-testkit:--lib aptix:--lib"
 targets="$targets aptix-core:--lib:--profile=test aptix-macros:--lib:--profile=test"
 targets="$targets aptix-testkit:--lib:--profile=test aptix:--lib:--profile=test"
@@ -44,8 +57,6 @@ for kind in example:examples test:tests bench:benches; do
     targets="$targets aptix:--${kind%%:*}=$(basename "$file" .rs)"
   done
 done
-status=0
-checked=0
 for target in $targets; do
   IFS=: read -r crate kind profile <<<"$target"
   name="$crate${kind#--lib}${profile:+-test}"
@@ -55,13 +66,7 @@ for target in $targets; do
   RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$OUT/target" \
     cargo rustc --quiet --locked -p "$crate" "$kind" $profile --all-features -- -Zunpretty=expanded \
     >"$OUT/$name.rs"
-  found=$(unsafe_lines "$OUT/$name.rs")
-  checked=$((checked + 1))
-  if [ -n "$found" ]; then
-    echo "unsafe code in the expanded $name ($OUT/$name.rs):"
-    echo "$found" | head -20
-    status=1
-  fi
+  report "the expanded $name ($OUT/$name.rs)" "$(unsafe_lines "$OUT/$name.rs")"
 done
 # The trybuild pass cases are users' crates too (every accepted form of
 # `#[agent_tool]`), compiled by trybuild in a project of its own: expanded
@@ -92,13 +97,7 @@ for file in "$UI"/src/bin/*.rs; do
   case_name=$(basename "$file" .rs)
   (cd "$UI" && RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="../target" \
     cargo rustc --quiet --bin "$case_name" -- -Zunpretty=expanded) >"$OUT/ui-pass-$case_name.rs"
-  found=$(unsafe_lines "$OUT/ui-pass-$case_name.rs")
-  checked=$((checked + 1))
-  if [ -n "$found" ]; then
-    echo "unsafe code in the expanded trybuild pass case $case_name:"
-    echo "$found" | head -20
-    status=1
-  fi
+  report "the expanded trybuild pass case $case_name" "$(unsafe_lines "$OUT/ui-pass-$case_name.rs")"
 done
 
 # After expansion rustc lowers two constructs to `unsafe` blocks of its own,
@@ -121,12 +120,7 @@ for crate in aptix-core aptix-macros aptix-testkit aptix; do
   found=$(unsafe_lines "$OUT/$crate.hir-unsafe" |
     grep -v 'unsafe {[[:space:]]*poll(new_unchecked(&mut __awaitee)' |
     grep -v 'unsafe {[[:space:]]*format_arguments::new(' || true)
-  checked=$((checked + 1))
-  if [ -n "$found" ]; then
-    echo "unsafe code in the lowered (HIR) $crate, other than .await and format_args! ($OUT/$crate.hir):"
-    echo "$found" | head -20
-    status=1
-  fi
+  report "the lowered (HIR) $crate, other than .await and format_args! ($OUT/$crate.hir)" "$found"
 done
 
 if [ "$status" = 0 ]; then

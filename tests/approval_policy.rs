@@ -114,14 +114,7 @@ fn suspended(events: &[AgentEvent]) -> &[SuspendedCall] {
 }
 
 fn results(conversation: &Conversation) -> Vec<Value> {
-    conversation
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::Tool { content, .. } => serde_json::from_str(content).ok(),
-            _ => None,
-        })
-        .collect()
+    aptix_testkit::tool_results(&conversation.messages)
 }
 
 #[test]

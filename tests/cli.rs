@@ -17,7 +17,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use aptix::cli::{Cli, CliError};
-use aptix::transcript::Message;
 use aptix::{Catalog, Dialect, ToolContext};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use serde_json::{Value, json};
@@ -459,16 +458,7 @@ fn tool_results(model: &ScriptedModel) -> Vec<Value> {
     model
         .requests()
         .last()
-        .map(|request| {
-            request
-                .messages
-                .iter()
-                .filter_map(|message| match message {
-                    Message::Tool { content, .. } => serde_json::from_str(content).ok(),
-                    _ => None,
-                })
-                .collect()
-        })
+        .map(|request| aptix_testkit::tool_results(&request.messages))
         .unwrap_or_default()
 }
 

@@ -260,14 +260,7 @@ async fn wait_idle(agent: &DurableAgent, conversation: &str) -> Conversation {
 }
 
 fn tool_results(conversation: &Conversation) -> Vec<Value> {
-    conversation
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::Tool { content, .. } => serde_json::from_str(content).ok(),
-            _ => None,
-        })
-        .collect()
+    aptix_testkit::tool_results(&conversation.messages)
 }
 
 fn last_text(conversation: &Conversation) -> Option<&str> {
@@ -1033,6 +1026,21 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
     assert_eq!(last_text(&conversation), Some("Recovered."));
 }
 
+/// A durable agent on `store` with the [`Guard`] hook, whose model answers `turns`.
+fn guarded_agent(store: Arc<dyn Store>, turns: Vec<ScriptedTurn>) -> DurableAgent {
+    DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(turns))
+            .catalog(catalog())
+            .hook(Guard)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .deadline_worker(None)
+    .build()
+}
+
 /// Halts a run on a charge over 1000 cents; tells the model less of an import.
 struct Guard;
 
@@ -1070,21 +1078,14 @@ async fn hooks_steer_a_durable_run_and_it_rests_halted(backend: Backend) {
     };
     let id = format!("hooks-{}", uuid());
     let (small, big) = (format!("c-{}", uuid()), format!("c-{}", uuid()));
-    let agent = DurableAgent::builder(
-        Agent::builder()
-            .model(ScriptedModel::new(vec![
-                call_turn(&small, "import", json!({"cents": 5})),
-                call_turn(&big, "import", json!({"cents": 5000})),
-                answer("never asked"),
-            ]))
-            .catalog(catalog())
-            .hook(Guard)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}")),
+    let agent = guarded_agent(
         store,
-    )
-    .deadline_worker(None)
-    .build();
+        vec![
+            call_turn(&small, "import", json!({"cents": 5})),
+            call_turn(&big, "import", json!({"cents": 5000})),
+            answer("never asked"),
+        ],
+    );
     let events = send(&agent, &id, "import twice").await;
     assert!(
         matches!(done(&events), DoneReason::Halted { by, .. } if by == "guard"),
@@ -1126,17 +1127,7 @@ async fn a_revived_turn_runs_its_unrecorded_calls_through_the_hooks(backend: Bac
         now_ms() - 1_000,
     )
     .await;
-    let agent = DurableAgent::builder(
-        Agent::builder()
-            .model(ScriptedModel::new(vec![answer("Stopped.")]))
-            .catalog(catalog())
-            .hook(Guard)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}")),
-        store,
-    )
-    .deadline_worker(None)
-    .build();
+    let agent = guarded_agent(store, vec![answer("Stopped.")]);
     let _ = agent.ensure_started(&id).await;
     let conversation = wait_idle(&agent, &id).await;
     assert_eq!(runs(&big), 0, "a call the hook halts ran on revival");
@@ -1175,17 +1166,7 @@ async fn a_revived_turn_keeps_what_the_hooks_decide(backend: Backend) {
         Vec::new(),
     )
     .await;
-    let agent = DurableAgent::builder(
-        Agent::builder()
-            .model(ScriptedModel::new(vec![answer("Asked after a halt.")]))
-            .catalog(catalog())
-            .hook(Guard)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}")),
-        store,
-    )
-    .deadline_worker(None)
-    .build();
+    let agent = guarded_agent(store, vec![answer("Asked after a halt.")]);
     let _ = agent.ensure_started(&id).await;
     let conversation = wait_idle(&agent, &id).await;
     assert_eq!((runs(&small), runs(&big)), (0, 0));
@@ -1218,22 +1199,15 @@ async fn a_halt_withdraws_the_turns_waiting_calls(backend: Backend) {
     };
     let id = format!("halt-wait-{}", uuid());
     let (charge, big) = (format!("c-{}", uuid()), format!("c-{}", uuid()));
-    let agent = DurableAgent::builder(
-        Agent::builder()
-            .model(ScriptedModel::new(vec![
-                ScriptedTurn::new()
-                    .tool_call(&charge, "charge", r#"{"cents":5}"#)
-                    .tool_call(&big, "import", r#"{"cents":5000}"#),
-                answer("never asked"),
-            ]))
-            .catalog(catalog())
-            .hook(Guard)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}")),
+    let agent = guarded_agent(
         store,
-    )
-    .deadline_worker(None)
-    .build();
+        vec![
+            ScriptedTurn::new()
+                .tool_call(&charge, "charge", r#"{"cents":5}"#)
+                .tool_call(&big, "import", r#"{"cents":5000}"#),
+            answer("never asked"),
+        ],
+    );
     let events = send(&agent, &id, "charge and import").await;
     assert!(
         matches!(done(&events), DoneReason::Halted { by, .. } if by == "guard"),

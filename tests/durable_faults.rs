@@ -638,20 +638,7 @@ async fn wait_settled(agent: &DurableAgent, conversation: &str) -> StoredConvers
 
 /// The tool messages of a transcript, parsed, by call id.
 fn tool_results(messages: &[Message]) -> Vec<(String, Value)> {
-    messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => Some((
-                tool_call_id.clone(),
-                serde_json::from_str(content).unwrap_or(Value::Null),
-            )),
-            _ => None,
-        })
-        .collect()
+    aptix_testkit::tool_results_by_id(messages)
 }
 
 macro_rules! on_every_store {

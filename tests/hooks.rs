@@ -345,21 +345,7 @@ async fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_ca
     // Halted means over: the call that waited for an approval is answered
     // (nobody can approve it any more), so no call of the turn is left
     // without a result.
-    let answered: Vec<(String, Value)> = conversation
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => Some((
-                tool_call_id.clone(),
-                serde_json::from_str(content).unwrap_or(Value::Null),
-            )),
-            _ => None,
-        })
-        .collect();
+    let answered = aptix_testkit::tool_results_by_id(&conversation.messages);
     assert_eq!(answered.len(), 2, "{answered:?}");
     let refund = answered
         .iter()

@@ -12,6 +12,8 @@
 //!
 //! - [`block_on`], [`block_on_threads`]: async tests without
 //!   `#[tokio::test]`, whose expansion holds `unsafe` code.
+//! - [`tool_results`], [`tool_results_by_id`]: the envelopes of a
+//!   transcript's tool results, as JSON.
 //!
 //! These helpers panic with a descriptive message on failure, as test
 //! assertions do.
@@ -191,6 +193,35 @@ impl CallResult {
     pub fn payload(&self) -> Value {
         serde_json::from_str(self.awaiting().payload.as_str()).unwrap_or(Value::Null)
     }
+}
+
+/// The envelope of every tool result in `messages`, in order, as JSON (a
+/// result that is no JSON, such as a hook's rewritten text, is left out).
+pub fn tool_results(messages: &[aptix_core::transcript::Message]) -> Vec<Value> {
+    tool_results_by_id(messages)
+        .into_iter()
+        .map(|(_, envelope)| envelope)
+        .filter(|envelope| !envelope.is_null())
+        .collect()
+}
+
+/// Every tool result in `messages`, in order, with its call id: the
+/// envelope as JSON, `null` for a result that is no JSON.
+pub fn tool_results_by_id(messages: &[aptix_core::transcript::Message]) -> Vec<(String, Value)> {
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            aptix_core::transcript::Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((
+                tool_call_id.clone(),
+                serde_json::from_str(content).unwrap_or(Value::Null),
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Asserts that every tool of `tools` has a valid definition and a unique

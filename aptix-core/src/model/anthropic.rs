@@ -39,13 +39,13 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
-use super::attachments::{is_blank_text, left_out};
+use super::attachments::{Attachment, classify, is_blank_text, left_out};
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
     ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
-use crate::content::{Content, ResourceContents};
+use crate::content::Content;
 use crate::schema::Dialect;
 
 /// The API version this adapter speaks (the `anthropic-version` header).
@@ -694,47 +694,27 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
 /// as `document` blocks, text as text; what Anthropic does not take
 /// (audio, other media) as a line of text saying it was left out.
 fn attachment_block(content: &Content) -> Value {
-    let image = |data: &str, mime: &str| {
-        json!({
+    match classify(content) {
+        Attachment::Text(text) => json!({ "type": "text", "text": text }),
+        Attachment::Image { data, mime_type } => json!({
             "type": "image",
-            "source": { "type": "base64", "media_type": mime, "data": data },
-        })
-    };
-    match content {
-        Content::Text { text } => json!({ "type": "text", "text": text }),
-        Content::Image { data, mime_type } if ANTHROPIC_IMAGES.contains(&mime_type.as_str()) => {
-            image(data, mime_type)
-        }
-        Content::Resource {
-            resource: ResourceContents::Text { uri, text, .. },
-        } => json!({
+            "source": { "type": "base64", "media_type": mime_type, "data": data },
+        }),
+        Attachment::TextDocument { uri, text } => json!({
             "type": "document",
             "source": { "type": "text", "media_type": "text/plain", "data": text },
             "title": uri,
         }),
-        Content::Resource {
-            resource:
-                ResourceContents::Blob {
-                    uri,
-                    mime_type,
-                    blob,
-                },
-        } if mime_type == "application/pdf" => json!({
+        Attachment::Pdf { uri, data } => json!({
             "type": "document",
-            "source": { "type": "base64", "media_type": mime_type, "data": blob },
+            "source": { "type": "base64", "media_type": "application/pdf", "data": data },
             "title": uri,
         }),
-        Content::Resource {
-            resource: ResourceContents::Blob {
-                mime_type, blob, ..
-            },
-        } if ANTHROPIC_IMAGES.contains(&mime_type.as_str()) => image(blob, mime_type),
-        other => json!({ "type": "text", "text": left_out(other, "Anthropic") }),
+        Attachment::Audio { .. } | Attachment::Other => {
+            json!({ "type": "text", "text": left_out(content, "Anthropic") })
+        }
     }
 }
-
-/// The image types Anthropic's `image` blocks take.
-const ANTHROPIC_IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
 fn thinking_block(block: &ThinkingBlock) -> Value {
     match block {

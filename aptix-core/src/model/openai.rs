@@ -34,13 +34,13 @@ use serde::Serialize;
 use serde_json::{Map, Number, Value, json};
 use tracing::Instrument;
 
-use super::attachments::{data_url, is_blank_text, left_out};
+use super::attachments::{Attachment, classify, data_url, is_blank_text, left_out};
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
     ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
-use crate::content::{Content, ResourceContents};
+use crate::content::Content;
 use crate::schema::Dialect;
 
 /// OpenAI's own endpoint, the default base URL.
@@ -443,44 +443,31 @@ fn attachments_message(parts: Vec<Value>) -> Value {
 /// One attachment as a Chat Completions content part; what the API does not
 /// take (other audio, other files) as a text part saying it was left out.
 fn attachment_part(content: &Content) -> Value {
-    let image = |data: &str, mime: &str| json!({ "type": "image_url", "image_url": { "url": data_url(mime, data) } });
-    match content {
-        Content::Text { text } => json!({ "type": "text", "text": text }),
-        Content::Image { data, mime_type } if OPENAI_IMAGES.contains(&mime_type.as_str()) => {
-            image(data, mime_type)
-        }
-        Content::Audio { data, mime_type } if audio_format(mime_type).is_some() => json!({
+    match classify(content) {
+        Attachment::Text(text) => json!({ "type": "text", "text": text }),
+        Attachment::Image { data, mime_type } => json!({
+            "type": "image_url",
+            "image_url": { "url": data_url(mime_type, data) },
+        }),
+        Attachment::Audio { data, mime_type } if audio_format(mime_type).is_some() => json!({
             "type": "input_audio",
             "input_audio": { "data": data, "format": audio_format(mime_type) },
         }),
-        Content::Resource {
-            resource: ResourceContents::Text { uri, text, .. },
-        } => json!({ "type": "text", "text": format!("{uri}:\n{text}") }),
-        Content::Resource {
-            resource:
-                ResourceContents::Blob {
-                    uri,
-                    mime_type,
-                    blob,
-                },
-        } if mime_type == "application/pdf" => json!({
+        Attachment::TextDocument { uri, text } => {
+            json!({ "type": "text", "text": format!("{uri}:\n{text}") })
+        }
+        Attachment::Pdf { uri, data } => json!({
             "type": "file",
             "file": {
                 "filename": uri.rsplit('/').next().unwrap_or(uri),
-                "file_data": data_url(mime_type, blob),
+                "file_data": data_url("application/pdf", data),
             },
         }),
-        Content::Resource {
-            resource: ResourceContents::Blob {
-                mime_type, blob, ..
-            },
-        } if OPENAI_IMAGES.contains(&mime_type.as_str()) => image(blob, mime_type),
-        other => json!({ "type": "text", "text": left_out(other, "this API") }),
+        Attachment::Audio { .. } | Attachment::Other => {
+            json!({ "type": "text", "text": left_out(content, "this API") })
+        }
     }
 }
-
-/// The image types Chat Completions' `image_url` parts take.
-const OPENAI_IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
 
 /// The `input_audio` format of an audio media type, when the API takes it.
 fn audio_format(mime_type: &str) -> Option<&'static str> {
