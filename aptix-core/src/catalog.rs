@@ -230,6 +230,8 @@ pub struct ToolEntryBuilder {
     parameters: Value,
     output: Option<Value>,
     code: Arc<dyn ErasedTool>,
+    /// Made from another MCP server's listing (see [`Texts::foreign_schema`]).
+    foreign: Option<&'static str>,
 }
 
 impl fmt::Debug for ToolEntryBuilder {
@@ -261,7 +263,26 @@ impl ToolEntryBuilder {
             parameters,
             output: None,
             code,
+            foreign: None,
         }
+    }
+
+    /// A tool of another MCP server: its schema is checked like any other,
+    /// except that its fields need not be described. `args_type` names
+    /// where the schema came from in error messages.
+    #[cfg(feature = "mcp-client")]
+    pub(crate) fn foreign(
+        name: String,
+        usage: String,
+        description: String,
+        parameters: Value,
+        code: Arc<dyn ErasedTool>,
+        source: SourceLocation,
+        args_type: &'static str,
+    ) -> Self {
+        let mut builder = ToolEntryBuilder::new(name, usage, description, parameters, code, source);
+        builder.foreign = Some(args_type);
+        builder
     }
 
     /// Where the tool's final behaviour happens (default: the server).
@@ -351,6 +372,14 @@ impl ToolEntryBuilder {
         self
     }
 
+    /// The arguments and output schemas, as given.
+    #[cfg(feature = "mcp-client")]
+    pub(crate) fn schemas(&self) -> Vec<Value> {
+        std::iter::once(self.parameters.clone())
+            .chain(self.output.clone())
+            .collect()
+    }
+
     /// Checks the definition and makes the entry, or reports every problem
     /// (what [`CatalogBuilder::build`] reports for it).
     pub fn build(self) -> Result<ToolEntry, CatalogError> {
@@ -373,7 +402,8 @@ impl ToolEntryBuilder {
             description: Cow::Owned(self.description),
             title: self.title.map(Cow::Owned),
             activity: self.activity.map(Cow::Owned),
-            args_type: Cow::Borrowed("serde_json::Value"),
+            args_type: Cow::Borrowed(self.foreign.unwrap_or("serde_json::Value")),
+            foreign_schema: self.foreign.is_some(),
         };
         let name = texts.name.clone();
         let output = self.output.unwrap_or_else(canonical_output::<Value>);
@@ -899,6 +929,14 @@ impl CatalogBuilder {
     /// run time ([`ToolEntry::from_json_schema`]), checked by [`CatalogBuilder::build`].
     pub fn entry(mut self, entry: impl Into<PendingEntry>) -> Self {
         self.pending.push(entry.into().0);
+        self
+    }
+
+    /// Adds several entries ([`CatalogBuilder::entry`] for each): another
+    /// catalog's, or an MCP server's (`aptix::mcp::McpTools::entries`).
+    pub fn entries<E: Into<PendingEntry>>(mut self, entries: impl IntoIterator<Item = E>) -> Self {
+        self.pending
+            .extend(entries.into_iter().map(|entry| entry.into().0));
         self
     }
 

@@ -72,6 +72,10 @@ pub(crate) struct Texts {
     pub(crate) title: Option<Cow<'static, str>>,
     pub(crate) activity: Option<Cow<'static, str>>,
     pub(crate) args_type: Cow<'static, str>,
+    /// The schema was written elsewhere (another MCP server's tool): its
+    /// fields need not be described, since nobody here can add the
+    /// descriptions; everything else is checked as for a declared tool.
+    pub(crate) foreign_schema: bool,
 }
 
 impl Texts {
@@ -84,6 +88,7 @@ impl Texts {
             title: meta.title.map(Cow::Borrowed),
             activity: meta.activity.map(Cow::Borrowed),
             args_type: Cow::Borrowed(args_type),
+            foreign_schema: false,
         }
     }
 }
@@ -103,7 +108,9 @@ impl ToolDefinition {
     ) -> Result<ToolDefinition, DefinitionError> {
         let location = meta.source.to_string();
         check_object_root(&texts.name, &texts.args_type, &parameters, &location)?;
-        check_field_descriptions(&texts.name, &texts.args_type, &parameters, &location)?;
+        if !texts.foreign_schema {
+            check_field_descriptions(&texts.name, &texts.args_type, &parameters, &location)?;
+        }
         meta_fields::check_parameter_names(&texts.name, &texts.args_type, &parameters, &location)?;
         let validator =
             ArgsValidator::new(&parameters).map_err(|message| DefinitionError::InvalidSchema {

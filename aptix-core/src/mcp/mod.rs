@@ -53,6 +53,8 @@
 //!   [`Sampling`] in its context state to ask the client's LLM
 //!   (`sampling/createMessage`).
 
+#[cfg(feature = "mcp-client")]
+mod client;
 mod content;
 mod elicit;
 mod handler;
@@ -74,6 +76,11 @@ use crate::context::ToolContext;
 use crate::executor::Executor;
 
 pub use crate::content::{Content, ResourceContents, ToolReturn};
+#[cfg(feature = "mcp-client")]
+pub use client::{
+    ElicitationAnswer, ElicitationRequest, Elicitor, McpClientError, McpLock, McpTools, McpToolset,
+    PinnedTool, RefusedTool, RequireApproval,
+};
 pub use handler::AptixMcpHandler;
 pub use http::HttpServer;
 pub use logging::{LogLevel, McpLog};
