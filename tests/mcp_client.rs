@@ -364,6 +364,35 @@ fn python_reference_server_over_stdio() {
         .await;
         assert_eq!(result(&again), json!({"result": "back"}));
         tools.close().await;
+
+        // A call past the toolset's time limit: a `timeout` envelope, and
+        // the server is told to stop.
+        let record = Record::new("timeout");
+        let limited = stdio_toolset(&python, &record)
+            .timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let catalog = Catalog::builder()
+            .entries(limited.entries())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let late = run(&catalog, call("t1", "slow", json!({"steps": 100})), &ctx).await;
+        assert_eq!(
+            late.error_code(),
+            Some(ErrorCode::Timeout),
+            "{}",
+            late.to_json_string()
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while record.lines() != ["started", "cancelled"] {
+            assert!(
+                Instant::now() < deadline,
+                "the server never saw the cancellation: {:?}",
+                record.lines()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     });
 }
 
@@ -698,5 +727,84 @@ fn a_server_that_cannot_start_is_an_error_naming_it() {
             text.starts_with("could not start the MCP server `/nonexistent/mcp-server`"),
             "{text}"
         );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The developer CLI mounts servers too
+
+async fn cli(args: &[&str]) -> (u8, String, String) {
+    let local = aptix::tools![AddNumbersTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stdin = std::io::BufReader::new(std::io::empty());
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = aptix::cli::Cli::new(local)
+        .run(
+            std::iter::once("cli").chain(args.iter().copied()),
+            &mut stdin,
+            &mut stdout,
+            &mut stderr,
+        )
+        .await
+        .map(|code| {
+            if code == std::process::ExitCode::SUCCESS {
+                0
+            } else {
+                1
+            }
+        })
+        .unwrap_or_else(|error| {
+            stderr.extend(error.to_string().bytes());
+            error.code()
+        });
+    (
+        code,
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_cli_lists_and_calls_mounted_tools_and_pins_them() {
+    let Some(python) = python() else { return };
+    block_on_threads(2, async {
+        let server = format!("{} {} stdio", python.display(), server_script().display());
+        let (code, out, err) = cli(&["--mcp-stdio", &server, "tools"]).await;
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("add_numbers"), "{out}");
+        assert!(out.lines().any(|line| line.starts_with("echo ")), "{out}");
+
+        let (code, out, err) =
+            cli(&["--mcp-stdio", &server, "call", "add", r#"{"a":20,"b":22}"#]).await;
+        assert_eq!(code, 0, "{err}");
+        let envelope: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(envelope["result"], json!({"sum": 42}));
+
+        let lock = std::env::temp_dir().join(format!("aptix-cli-lock-{}.json", std::process::id()));
+        let path = lock.to_string_lossy().into_owned();
+        let (code, _, err) = cli(&["--mcp-stdio", &server, "mcp-lock", "--out", &path]).await;
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("wrote 9 tools of 1 MCP servers"), "{err}");
+        // Pinned: the same server offers everything.
+        let (code, out, err) = cli(&["--mcp-stdio", &server, "--mcp-pin", &path, "tools"]).await;
+        assert_eq!(code, 0, "{err}");
+        assert!(out.lines().any(|line| line.starts_with("pixel ")), "{out}");
+        // A lock reviewed when `pixel` read otherwise: the server's
+        // `pixel` is not the reviewed one and is not offered.
+        let mut reviewed = McpLock::read(&lock).unwrap_or_else(|e| panic!("{e}"));
+        for tools in reviewed.servers.values_mut() {
+            let Some(pixel) = tools.get_mut("pixel") else {
+                continue;
+            };
+            pixel.definition["description"] = json!("Returns a 1x1 PNG image. Reviewed.");
+            pixel.sha256 = "0".repeat(64);
+        }
+        reviewed.write(&lock).unwrap_or_else(|e| panic!("{e}"));
+        let (code, out, err) = cli(&["--mcp-stdio", &server, "--mcp-pin", &path, "tools"]).await;
+        let _ = std::fs::remove_file(&lock);
+        assert_eq!(code, 0, "{err}");
+        assert!(!out.lines().any(|line| line.starts_with("pixel ")), "{out}");
+        assert!(err.contains("tool `pixel` is left out: its definition changed since the lock was written (`description` changed)"), "{err}");
     });
 }

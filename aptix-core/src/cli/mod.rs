@@ -29,6 +29,8 @@
 
 mod call;
 mod chat;
+#[cfg(feature = "mcp-client")]
+mod mounts;
 mod schema;
 mod tools;
 
@@ -79,6 +81,9 @@ impl std::fmt::Debug for Cli {
 struct Args {
     #[command(subcommand)]
     command: Command,
+    #[cfg(feature = "mcp-client")]
+    #[command(flatten)]
+    mounts: mounts::Mounts,
 }
 
 /// The subcommands, public so that a program with a clap CLI of its own can
@@ -119,6 +124,15 @@ pub enum Command {
         /// Use the program's offline model even when OPENAI_BASE_URL is set.
         #[arg(long)]
         offline: bool,
+    },
+    /// Write the reviewed definitions of the mounted MCP servers' tools
+    /// (`--mcp-stdio`, `--mcp-http`) to a lock file, for `--mcp-pin`.
+    #[cfg(feature = "mcp-client")]
+    #[command(name = "mcp-lock")]
+    McpLock {
+        /// The lock file to write.
+        #[arg(long, default_value = "mcp.lock.json")]
+        out: std::path::PathBuf,
     },
     /// Serve the tools over the Model Context Protocol (stdio by default).
     #[cfg(feature = "mcp")]
@@ -196,6 +210,14 @@ pub enum CliError {
     #[cfg(feature = "mcp")]
     #[error("the MCP server: {0}")]
     Mcp(#[from] crate::mcp::McpError),
+    /// A mounted MCP server could not be reached or listed.
+    #[cfg(feature = "mcp-client")]
+    #[error("{0}")]
+    McpClient(#[from] crate::mcp::McpClientError),
+    /// The mounted tools and the program's do not make one catalog (a
+    /// name both have, say).
+    #[error("{0}")]
+    Catalog(#[from] crate::catalog::CatalogError),
     /// No async runtime could be started for [`Cli::main`].
     #[error("could not start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -288,8 +310,8 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let command = match Args::try_parse_from(args) {
-            Ok(args) => args.command,
+        let args = match Args::try_parse_from(args) {
+            Ok(args) => args,
             Err(error) if matches!(error.kind(), ErrorKind::DisplayHelp) => {
                 write!(stdout, "{}", error.render())?;
                 stdout.flush()?;
@@ -297,7 +319,19 @@ impl Cli {
             }
             Err(error) => return Err(CliError::Usage(error)),
         };
-        self.execute(command, stdin, stdout, stderr).await
+        #[cfg(feature = "mcp-client")]
+        if !args.mounts.is_empty() {
+            let mounted = args.mounts.connect(stderr).await?;
+            if let Command::McpLock { out } = &args.command {
+                return mounts::write_lock(&mounted, out, stderr);
+            }
+            let cli = Cli {
+                catalog: mounts::catalog_with(&self.catalog, &mounted)?,
+                ..self.clone()
+            };
+            return cli.execute(args.command, stdin, stdout, stderr).await;
+        }
+        self.execute(args.command, stdin, stdout, stderr).await
     }
 
     /// Runs an already parsed command (see [`Command`]).
@@ -328,6 +362,14 @@ impl Cli {
                 call::run(self, request, stdin, stdout, stderr).await?
             }
             Command::Chat { offline } => chat::run(self, offline, stdin, stdout, stderr).await?,
+            #[cfg(feature = "mcp-client")]
+            Command::McpLock { .. } => {
+                writeln!(
+                    stderr,
+                    "mcp-lock: no MCP server is mounted; give --mcp-stdio 'CMD' or --mcp-http URL"
+                )?;
+                ExitCode::from(2)
+            }
             #[cfg(feature = "mcp")]
             Command::Mcp { http } => {
                 // The same base context as `call` and `chat`: the tools'

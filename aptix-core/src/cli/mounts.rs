@@ -1,0 +1,97 @@
+//! `--mcp-stdio`, `--mcp-http`, `--mcp-pin`: other MCP servers' tools
+//! mounted beside the program's for one command, and `mcp-lock`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::CliError;
+use crate::catalog::Catalog;
+use crate::mcp::{McpLock, McpTools, McpToolset};
+
+/// The servers to mount.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(super) struct Mounts {
+    /// Mount the tools of an MCP server started with this command line
+    /// (run by `sh -c`); repeatable.
+    #[arg(long = "mcp-stdio", value_name = "CMD", global = true)]
+    stdio: Vec<String>,
+    /// Mount the tools of the MCP server at this Streamable HTTP URL
+    /// (a bearer token from MCP_BEARER_TOKEN); repeatable.
+    #[arg(long = "mcp-http", value_name = "URL", global = true)]
+    http: Vec<String>,
+    /// Offer only the mounted tools whose definitions this lock file
+    /// (written by `mcp-lock`) holds.
+    #[arg(long = "mcp-pin", value_name = "FILE", global = true)]
+    pin: Option<std::path::PathBuf>,
+}
+
+impl Mounts {
+    pub(super) fn is_empty(&self) -> bool {
+        self.stdio.is_empty() && self.http.is_empty()
+    }
+
+    /// Connects every server; what a server refused to offer is noted on
+    /// `stderr`.
+    pub(super) async fn connect(&self, stderr: &mut impl Write) -> Result<Vec<McpTools>, CliError> {
+        let lock = match &self.pin {
+            Some(path) => Some(McpLock::read(path)?),
+            None => None,
+        };
+        let mut toolsets = Vec::new();
+        for line in &self.stdio {
+            let mut command = std::process::Command::new("sh");
+            command.arg("-c").arg(format!("exec {line}"));
+            toolsets.push(McpToolset::stdio(command).label(line.clone()));
+        }
+        for url in &self.http {
+            let mut toolset = McpToolset::http(url.clone());
+            if let Some(token) = std::env::var("MCP_BEARER_TOKEN")
+                .ok()
+                .filter(|token| !token.is_empty())
+            {
+                toolset = toolset.bearer_token(token);
+            }
+            toolsets.push(toolset);
+        }
+        let mut mounted = Vec::new();
+        for mut toolset in toolsets {
+            if let Some(lock) = &lock {
+                toolset = toolset.pin(lock.clone());
+            }
+            let tools = toolset.connect().await?;
+            for refused in tools.refused() {
+                writeln!(stderr, "note: {refused}")?;
+            }
+            mounted.push(tools);
+        }
+        Ok(mounted)
+    }
+}
+
+/// The program's catalog with the mounted tools.
+pub(super) fn catalog_with(catalog: &Catalog, mounted: &[McpTools]) -> Result<Catalog, CliError> {
+    Ok(Catalog::builder()
+        .entries(catalog.entries().cloned())
+        .entries(mounted.iter().flat_map(McpTools::entries))
+        .build()?)
+}
+
+/// `mcp-lock`: every mounted server's tools, as listed, in one file.
+pub(super) fn write_lock(
+    mounted: &[McpTools],
+    out: &std::path::Path,
+    stderr: &mut impl Write,
+) -> Result<ExitCode, CliError> {
+    let lock = mounted
+        .iter()
+        .fold(McpLock::default(), |lock, tools| lock.merge(tools.lock()));
+    lock.write(out)?;
+    let tools: usize = lock.servers.values().map(|tools| tools.len()).sum();
+    writeln!(
+        stderr,
+        "wrote {tools} tools of {} MCP servers to {}; review it, commit it, and pass it with --mcp-pin",
+        lock.servers.len(),
+        out.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
