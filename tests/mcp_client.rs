@@ -402,15 +402,18 @@ fn python_reference_server_over_http() {
     block_on_threads(2, async {
         let record = Record::new("http");
         let port = free_port();
-        let mut server = std::process::Command::new(&python)
-            .arg(server_script())
-            .arg("http")
-            .arg(port.to_string())
-            .env("APTIX_REF_RECORD", &record.0)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+        // Killed when the test ends, also when an assertion fails first.
+        let _server = KillOnDrop(
+            std::process::Command::new(&python)
+                .arg(server_script())
+                .arg("http")
+                .arg(port.to_string())
+                .env("APTIX_REF_RECORD", &record.0)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         let url = format!("http://127.0.0.1:{port}/mcp");
         wait_for_port(port).await;
         let tools = McpToolset::http(&url)
@@ -422,9 +425,17 @@ fn python_reference_server_over_http() {
             .unwrap_or_else(|e| panic!("{e}"));
         the_reference_server(tools.clone(), &record, "http").await;
         tools.close().await;
-        let _ = server.kill();
-        let _ = server.wait();
     });
+}
+
+/// A child process killed (and reaped) when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn free_port() -> u16 {
