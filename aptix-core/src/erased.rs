@@ -31,8 +31,12 @@ pub(crate) trait ErasedTool: Send + Sync + 'static {
     ) -> RunFuture<'a>;
 
     /// Validates `raw` without running anything; the validated arguments
-    /// are the payload shown to whoever approves the call.
-    fn validate_only(&self, definition: &ToolDefinition, raw: &str) -> RunResult;
+    /// are the payload shown to whoever approves the call. By default the
+    /// arguments checked against the definition's JSON Schema, as JSON:
+    /// what every tool made at run time shows.
+    fn validate_only(&self, definition: &ToolDefinition, raw: &str) -> RunResult {
+        payload_of(&validated_value(definition, raw)?)
+    }
 
     /// Whether `run` runs code of the tool's own, rather than validation alone.
     fn runs_function(&self) -> bool;
@@ -89,10 +93,6 @@ where
         })
     }
 
-    fn validate_only(&self, definition: &ToolDefinition, raw: &str) -> RunResult {
-        payload_of(&validated_value(definition, raw)?)
-    }
-
     fn runs_function(&self) -> bool {
         true
     }
@@ -112,10 +112,6 @@ impl ErasedTool for Declared {
         Box::pin(std::future::ready(
             self.validate_only(definition, raw).map(Produced::from),
         ))
-    }
-
-    fn validate_only(&self, definition: &ToolDefinition, raw: &str) -> RunResult {
-        payload_of(&validated_value(definition, raw)?)
     }
 
     fn runs_function(&self) -> bool {

@@ -68,6 +68,16 @@ pub fn undeclared_secrets(definition: &ToolDefinition) -> Vec<UndeclaredSecret> 
     found
 }
 
+/// Whether any field of `schema` looks secret (the rule of
+/// [`undeclared_secrets`], whatever the tool declares): another MCP
+/// server's tool, whose fields nobody here can declare, then shows no values.
+#[cfg(feature = "mcp-client")]
+pub(crate) fn has_secret_field(schema: &Value) -> bool {
+    let mut found = Vec::new();
+    secret_fields(schema, schema, &mut String::new(), None, 0, &mut found);
+    !found.is_empty()
+}
+
 /// Walks `schema` (resolving local `$ref`s against `root`), pushing the
 /// pointer of every secret-looking field; `array` is the pointer of the
 /// innermost enclosing array, reported instead of an element's field.

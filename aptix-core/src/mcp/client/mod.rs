@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::catalog::{CatalogError, ToolEntry};
+use crate::catalog::ToolEntry;
 use crate::meta::SourceLocation;
 use crate::schema::Dialect;
 
@@ -207,24 +207,17 @@ crate::safe_derive::enum_eq!(RefusedTool {
 #[must_use]
 pub struct McpToolset {
     endpoint: Endpoint,
-    label: String,
-    prefix: Option<String>,
-    approval: RequireApproval,
-    pins: Option<McpLock>,
-    timeout: Option<Duration>,
-    dialect: Option<Dialect>,
-    hide_values: bool,
     elicitor: Option<Arc<dyn Elicitor>>,
-    source: SourceLocation,
+    offer: Offer,
 }
 
 impl fmt::Debug for McpToolset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpToolset")
-            .field("server", &self.label)
-            .field("prefix", &self.prefix)
-            .field("approval", &self.approval)
-            .field("pinned", &self.pins.is_some())
+            .field("server", &self.offer.label)
+            .field("prefix", &self.offer.prefix)
+            .field("approval", &self.offer.approval)
+            .field("pinned", &self.offer.pins.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -285,22 +278,24 @@ impl McpToolset {
     fn new(endpoint: Endpoint, label: String, source: SourceLocation) -> Self {
         McpToolset {
             endpoint,
-            label,
-            prefix: None,
-            approval: RequireApproval::Never,
-            pins: None,
-            timeout: None,
-            dialect: None,
-            hide_values: false,
             elicitor: None,
-            source,
+            offer: Offer {
+                label,
+                prefix: None,
+                approval: RequireApproval::Never,
+                pins: None,
+                timeout: None,
+                dialect: None,
+                hide_values: false,
+                source,
+            },
         }
     }
 
     /// The server's name in errors and logs (default: the command line or
     /// the URL).
     pub fn label(mut self, label: impl Into<String>) -> Self {
-        self.label = label.into();
+        self.offer.label = label.into();
         self
     }
 
@@ -326,13 +321,13 @@ impl McpToolset {
     /// `create_issue` into `github_create_issue`. Calls use the server's
     /// own name.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
+        self.offer.prefix = Some(prefix.into());
         self
     }
 
     /// Which tools wait for a person's approval (default: none).
     pub fn require_approval(mut self, rule: RequireApproval) -> Self {
-        self.approval = rule;
+        self.offer.approval = rule;
         self
     }
 
@@ -341,7 +336,7 @@ impl McpToolset {
     /// tool that changed, or that the lock does not hold, is left out and
     /// reported in [`McpTools::refused`], with what changed.
     pub fn pin(mut self, lock: McpLock) -> Self {
-        self.pins = Some(lock);
+        self.offer.pins = Some(lock);
         self
     }
 
@@ -354,14 +349,14 @@ impl McpToolset {
     /// Each call's time limit (default: the executor's). When it passes,
     /// the server is sent `notifications/cancelled`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.offer.timeout = Some(timeout);
         self
     }
 
     /// Leaves out (and reports) every tool whose schema `dialect` cannot
     /// express, rather than failing the agent that lowers them.
     pub fn check_dialect(mut self, dialect: Dialect) -> Self {
-        self.dialect = Some(dialect);
+        self.offer.dialect = Some(dialect);
         self
     }
 
@@ -369,7 +364,7 @@ impl McpToolset {
     /// logs (what `log_fields = []` does for a declared tool). Tools
     /// whose fields look secret are treated so anyway.
     pub fn hide_values(mut self) -> Self {
-        self.hide_values = true;
+        self.offer.hide_values = true;
         self
     }
 
@@ -384,20 +379,12 @@ impl McpToolset {
     /// entries. The connection stays open until every [`McpTools`] (and
     /// every catalog holding one of its entries) is dropped.
     pub async fn connect(self) -> Result<McpTools, McpClientError> {
-        let hub = Arc::new(Hub::new(self.label.clone(), self.elicitor.clone()));
-        let link = Arc::new(Link::new(self.endpoint, self.label.clone(), hub.clone()));
+        let label = self.offer.label.clone();
+        let hub = Arc::new(Hub::new(label.clone(), self.elicitor));
+        let link = Arc::new(Link::new(self.endpoint, label, hub.clone()));
         let shared = Arc::new(Shared {
             link,
-            offer: Offer {
-                label: self.label,
-                prefix: self.prefix,
-                approval: self.approval,
-                pins: self.pins,
-                timeout: self.timeout,
-                dialect: self.dialect,
-                hide_values: self.hide_values,
-                source: self.source,
-            },
+            offer: self.offer,
             listing: Mutex::new(Listing::default()),
             changes: tokio::sync::watch::channel(0).0,
         });
@@ -523,14 +510,4 @@ impl McpTools {
     pub async fn close(&self) {
         self.shared.link.close().await;
     }
-}
-
-/// The checks a [`CatalogError`] gives, as one line per problem.
-fn problems_of(error: &CatalogError) -> String {
-    error
-        .problems
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }

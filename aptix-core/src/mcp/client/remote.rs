@@ -8,15 +8,15 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::Value;
 
 use super::link::Link;
-use super::{Listing, Offer, RefusedTool, problems_of};
+use super::{Listing, Offer, RefusedTool};
 use crate::catalog::{ToolEntry, ToolEntryBuilder};
 use crate::content::Content;
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
-use crate::erased::{ErasedTool, Produced, RunFailure, RunFuture, RunResult};
+use crate::erased::{ErasedTool, Produced, RunFailure, RunFuture};
 use crate::error::ToolError;
 use crate::meta::{Annotations, Approval, Redaction};
-use crate::tool::{payload_of, serialize_output, validated_value};
+use crate::tool::{serialize_output, validated_value};
 
 /// What `args_type` says of a remote tool's schema in catalog errors.
 const REMOTE_SCHEMA: &str = "the MCP server's inputSchema";
@@ -124,42 +124,21 @@ fn entry(offer: &Offer, link: &Arc<Link>, tool: &Tool) -> Result<ToolEntry, Stri
     }
     // A third party's fields: when any looks secret, no value is shown
     // (the per-field pointers of `redact` are the program's own strings).
-    let hide = offer.hide_values || looks_secret(&builder_probe(&builder));
-    if hide {
+    let secret = builder
+        .schemas()
+        .iter()
+        .any(crate::secrets::has_secret_field);
+    if offer.hide_values || secret {
         builder = builder.redaction(Redaction::Allow(&[]));
     }
-    builder.build().map_err(|error| problems_of(&error))
-}
-
-/// The schemas of a tool on its way in, to look for secret fields.
-fn builder_probe(builder: &ToolEntryBuilder) -> Vec<Value> {
-    builder.schemas()
-}
-
-/// Whether any field of `schemas` looks secret.
-fn looks_secret(schemas: &[Value]) -> bool {
-    fn walk(value: &Value, depth: usize) -> bool {
-        if depth > 32 {
-            return false;
-        }
-        match value {
-            Value::Object(map) => {
-                let named = map
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .is_some_and(|properties| {
-                        properties.iter().any(|(name, field)| {
-                            field.get("type") != Some(&Value::from("boolean"))
-                                && crate::secrets::looks_secret(name)
-                        })
-                    });
-                named || map.values().any(|inner| walk(inner, depth + 1))
-            }
-            Value::Array(items) => items.iter().any(|inner| walk(inner, depth + 1)),
-            _ => false,
-        }
-    }
-    schemas.iter().any(|schema| walk(schema, 0))
+    builder.build().map_err(|error| {
+        error
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
 }
 
 /// MCP's annotations, with MCP's defaults for the hints left out.
@@ -209,10 +188,6 @@ impl ErasedTool for RemoteTool {
                 .map_err(|failure| RunFailure::Tool(failure.into_tool_error()))?;
             self.produced(definition, result, ctx)
         })
-    }
-
-    fn validate_only(&self, definition: &ToolDefinition, raw: &str) -> RunResult {
-        payload_of(&validated_value(definition, raw)?)
     }
 
     fn runs_function(&self) -> bool {
