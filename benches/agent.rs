@@ -483,6 +483,7 @@ fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
             content: String::new(),
             tool_calls: calls,
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         },
     ];
     messages.extend(results);

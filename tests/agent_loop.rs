@@ -373,6 +373,7 @@ async fn a_dangling_call_is_repaired_before_the_next_request_body() {
             arguments: "{}".into(),
         }],
         thinking: Vec::new(),
+        server_blocks: Vec::new(),
     });
     let events = run(&agent, &mut conversation, Input::Continue).await;
     assert!(matches!(done(&events), DoneReason::Completed));
@@ -672,6 +673,7 @@ async fn colliding_tool_call_ids_each_get_their_own_result_body() {
             content: "Sent three.".into(),
             tool_calls: vec![],
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         });
         expected
     });

@@ -72,6 +72,7 @@ fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> ChatRequest {
         max_tokens: None,
         temperature: None,
         response_format: None,
+        deferred_tools: None,
     }
 }
 
@@ -595,6 +596,7 @@ async fn request_shape_body() -> TestResult {
                     },
                 ],
                 thinking: Vec::new(),
+                server_blocks: Vec::new(),
             },
             Message::Tool {
                 tool_call_id: "toolu_a".into(),
@@ -616,6 +618,7 @@ async fn request_shape_body() -> TestResult {
                 content: String::new(),
                 tool_calls: vec![],
                 thinking: Vec::new(),
+                server_blocks: Vec::new(),
             },
             Message::Assistant {
                 content: String::new(),
@@ -625,6 +628,7 @@ async fn request_shape_body() -> TestResult {
                     arguments: "{\"city\":\"Oslo\"}".into(),
                 }],
                 thinking: Vec::new(),
+                server_blocks: Vec::new(),
             },
             Message::Tool {
                 tool_call_id: "toolu_c".into(),

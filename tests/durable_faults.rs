@@ -775,6 +775,7 @@ async fn colliding_turn(
             })
             .collect(),
         thinking: Vec::new(),
+        server_blocks: Vec::new(),
     });
     assert!(
         store
@@ -916,6 +917,7 @@ async fn ledger_refuses_an_approval_of_other_arguments(backend: Backend) {
             arguments: r#"{"cents":99999}"#.into(),
         }],
         thinking: Vec::new(),
+        server_blocks: Vec::new(),
     });
     assert!(
         store

@@ -29,6 +29,7 @@ const LAYERS: &[&str] = &[
     "executor",
     "transcript",
     "model",
+    "tool_search",
     "agent",
     "store",
     "durable",

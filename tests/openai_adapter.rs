@@ -84,6 +84,7 @@ fn ask(text: &str, tools: Vec<ToolSpec>) -> ChatRequest {
         max_tokens: None,
         temperature: None,
         response_format: None,
+        deferred_tools: None,
     }
 }
 
@@ -645,6 +646,7 @@ fn transcript() -> Vec<Message> {
                 arguments: "{\"city\":\"Zürich\",\"days\":null}".into(),
             }],
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         },
         Message::Tool {
             tool_call_id: "call_1".into(),
@@ -657,6 +659,7 @@ fn transcript() -> Vec<Message> {
             content: "It is sunny.".into(),
             tool_calls: Vec::new(),
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         },
         Message::user("And tomorrow?"),
     ]
@@ -680,6 +683,7 @@ async fn request_body_maps_messages_and_wraps_strict_tools_body() -> TestResult 
         max_tokens: Some(256),
         temperature: Some(0.2),
         response_format: None,
+        deferred_tools: None,
     };
     turn(&model, &request).await.1?;
     let requests = server.requests();

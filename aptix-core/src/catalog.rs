@@ -41,6 +41,9 @@ pub struct ToolEntry {
     origin: Option<TypeId>,
     /// The activity bound to the tool, by name (see [`crate::activity`]).
     activity: Option<Cow<'static, str>>,
+    /// The group the tool is searched under, when it was given one
+    /// ([`ToolEntryBuilder::namespace`]).
+    namespace: Option<Arc<str>>,
 }
 
 impl fmt::Debug for ToolEntry {
@@ -55,6 +58,25 @@ impl fmt::Debug for ToolEntry {
 }
 
 impl ToolEntry {
+    /// The group tool search files the tool under: the one it was given
+    /// ([`ToolEntryBuilder::namespace`]), else a declared tool's module
+    /// path without the crate's name (`tools::github` for
+    /// `my_app::tools::github`; the crate's name for a tool at its root),
+    /// else none.
+    pub fn namespace(&self) -> Option<Cow<'_, str>> {
+        if let Some(namespace) = &self.namespace {
+            return Some(Cow::Borrowed(namespace));
+        }
+        let path = self.definition.source().module_path;
+        if self.origin.is_none() || path.is_empty() || path.contains(' ') {
+            return None;
+        }
+        Some(match path.split_once("::") {
+            Some((_, inner)) => Cow::Borrowed(inner),
+            None => Cow::Borrowed(path),
+        })
+    }
+
     /// The tool's definition.
     pub fn definition(&self) -> &ToolDefinition {
         &self.definition
@@ -206,6 +228,7 @@ impl ToolEntry {
                 code,
                 origin: Some(origin),
                 activity: None,
+                namespace: None,
             }),
             Err(error) => Err(Box::new(Failed {
                 name: Cow::Borrowed(meta.name),
@@ -232,6 +255,7 @@ pub struct ToolEntryBuilder {
     code: Arc<dyn ErasedTool>,
     /// Made from another MCP server's listing (see [`Texts::foreign_schema`]).
     foreign: Option<&'static str>,
+    namespace: Option<String>,
 }
 
 impl fmt::Debug for ToolEntryBuilder {
@@ -264,6 +288,7 @@ impl ToolEntryBuilder {
             output: None,
             code,
             foreign: None,
+            namespace: None,
         }
     }
 
@@ -283,6 +308,15 @@ impl ToolEntryBuilder {
         let mut builder = ToolEntryBuilder::new(name, usage, description, parameters, code, source);
         builder.foreign = Some(args_type);
         builder
+    }
+
+    /// The group tool search files the tool under (default: none for a
+    /// tool made at run time; a declared tool's is its module path). A
+    /// model searching hundreds of tools can narrow a search to one
+    /// namespace; an MCP toolset names its tools' by its prefix or label.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
     }
 
     /// Where the tool's final behaviour happens (default: the server).
@@ -419,6 +453,7 @@ impl ToolEntryBuilder {
                 code,
                 origin: None,
                 activity: None,
+                namespace: self.namespace.map(Arc::from),
             }),
             Err(error) => Err(Box::new(Failed {
                 name,

@@ -20,6 +20,7 @@
 //! | [`transcript`] | `Message`, `Conversation` and transcript repair |
 //! | [`agent`] | the agent loop: `Agent`, `AgentEvent` |
 //! | [`model`] | the `ChatModel` port and the one tool-call assembler |
+//! | `tool_search` (feature `tool-search`) | hundreds of tools: a search tool (BM25) or the provider's, and the tools it revealed |
 //! | [`store`] | the `Store` port and its backends: transcripts, the call ledger |
 //! | [`durable`] | `DurableAgent`: an agent plus a store; suspension, resolution, deadlines, leases |
 //! | `mcp` | the catalog as an MCP server (feature `mcp`) |
@@ -54,6 +55,8 @@ pub mod schema;
 pub mod secrets;
 pub mod store;
 pub mod tool;
+#[cfg(feature = "tool-search")]
+pub mod tool_search;
 pub mod transcript;
 pub mod validate;
 
@@ -81,6 +84,8 @@ pub use meta::{
 pub use schema::{DefinitionError, Dialect, DialectError};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema, ToolPartialSchema};
+#[cfg(feature = "tool-search")]
+pub use tool_search::ToolSearch;
 pub use transcript::Conversation;
 
 #[doc(hidden)]

@@ -46,6 +46,14 @@ enum Block {
         signature: String,
     },
     RedactedThinking(String),
+    /// A `server_tool_use` block: its input streams like a tool_use's.
+    ServerToolUse {
+        id: String,
+        name: String,
+        chunks: Vec<String>,
+    },
+    /// A server tool's result block, whole in `content_block_start`.
+    ServerResult(Value),
 }
 
 /// One streamed assistant turn in Anthropic's format.
@@ -124,6 +132,44 @@ impl AnthropicTurn {
                 .collect(),
         });
         self
+    }
+
+    /// A `server_tool_use` block (a tool the provider runs, e.g. its tool
+    /// search), its input streamed as `input_json_delta`s.
+    pub fn server_tool_use(mut self, id: &str, name: &str, partial_json: &[&str]) -> Self {
+        self.blocks.push(Block::ServerToolUse {
+            id: id.into(),
+            name: name.into(),
+            chunks: partial_json
+                .iter()
+                .map(|chunk| (*chunk).to_owned())
+                .collect(),
+        });
+        self
+    }
+
+    /// A server tool's result block (e.g. `tool_search_tool_result`),
+    /// sent whole in `content_block_start`.
+    pub fn server_result(mut self, block: Value) -> Self {
+        self.blocks.push(Block::ServerResult(block));
+        self
+    }
+
+    /// The tool search's result block naming `tools`, for the
+    /// `server_tool_use` with id `tool_use_id`.
+    pub fn tool_search_result(self, tool_use_id: &str, tools: &[&str]) -> Self {
+        let references: Vec<Value> = tools
+            .iter()
+            .map(|name| serde_json::json!({ "type": "tool_reference", "tool_name": name }))
+            .collect();
+        self.server_result(serde_json::json!({
+            "type": "tool_search_tool_result",
+            "tool_use_id": tool_use_id,
+            "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": references,
+            },
+        }))
     }
 
     /// The `stop_reason` of `message_delta`. By default `tool_use` when the
@@ -240,6 +286,30 @@ impl AnthropicTurn {
                             r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"signature_delta","signature":{}}}}}"#,
                             string(signature)
                         ),
+                    ));
+                }
+                Block::ServerToolUse { id, name, chunks } => {
+                    frames.push(frame(
+                        "content_block_start",
+                        &format!(
+                            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"server_tool_use","id":{},"name":{},"input":{{}}}}}}"#,
+                            string(id),
+                            string(name)
+                        ),
+                    ));
+                    for chunk in chunks {
+                        frames.push(input_json_delta(index, chunk));
+                    }
+                }
+                Block::ServerResult(block) => {
+                    frames.push(frame(
+                        "content_block_start",
+                        &serde_json::json!({
+                            "type": "content_block_start",
+                            "index": index,
+                            "content_block": block,
+                        })
+                        .to_string(),
                     ));
                 }
                 Block::RedactedThinking(data) => {

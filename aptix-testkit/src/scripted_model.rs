@@ -244,6 +244,7 @@ mod tests {
             max_tokens: None,
             temperature: None,
             response_format: None,
+            deferred_tools: None,
         };
         let mut text = String::new();
         let mut events = model.stream(&request);

@@ -1535,6 +1535,7 @@ pub fn awkward_transcript() -> Vec<Message> {
                 },
             ],
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         },
         Message::Tool {
             tool_call_id: "call_ü1".to_owned(),
@@ -1554,6 +1555,7 @@ pub fn awkward_transcript() -> Vec<Message> {
             content: format!("Done. {awkward}"),
             tool_calls: Vec::new(),
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         },
         Message::user("x".repeat(64 * 1024) + "🏁"),
     ]

@@ -37,6 +37,9 @@ pub enum AgentError {
         /// The tool's name.
         tool: String,
     },
+    /// Tool search cannot be set up as asked (the message says why).
+    #[error("tool search: {0}")]
+    ToolSearch(String),
 }
 
 /// Builds an [`Agent`].
@@ -50,6 +53,8 @@ pub struct AgentBuilder {
     prepare_step: Option<PrepareStep>,
     hooks: Vec<Arc<dyn ToolHook>>,
     approval_policy: Option<Arc<dyn ApprovalPolicy>>,
+    #[cfg(feature = "tool-search")]
+    tool_search: Option<crate::tool_search::ToolSearch>,
 }
 
 /// How each run behaves; set on the builder, fixed once built.
@@ -95,6 +100,8 @@ impl AgentBuilder {
             prepare_step: None,
             hooks: Vec::new(),
             approval_policy: None,
+            #[cfg(feature = "tool-search")]
+            tool_search: None,
         }
     }
 
@@ -256,6 +263,19 @@ impl AgentBuilder {
         self
     }
 
+    /// Offers a large catalog through a search
+    /// ([`ToolSearch`](crate::tool_search::ToolSearch)): each request
+    /// carries the tools always offered and a way to search the rest, and
+    /// a tool a search finds is offered for the rest of the conversation.
+    /// The provider's own search where the model has one (Anthropic),
+    /// Aptix's BM25 search tool otherwise. Needs native tool calls
+    /// ([`CallMode::Native`]).
+    #[cfg(feature = "tool-search")]
+    pub fn tool_search(mut self, search: crate::tool_search::ToolSearch) -> Self {
+        self.tool_search = Some(search);
+        self
+    }
+
     /// Adds a hook that sees every call before and after it runs, and
     /// calls the model got wrong ([`ToolHook`]). Hooks compose in the order
     /// they are added: the first that denies, answers or halts decides;
@@ -305,6 +325,25 @@ impl AgentBuilder {
             };
         }
         let reasoning = self.settings.ask_reasoning;
+        #[cfg(feature = "tool-search")]
+        let (catalog, search, lowered) = match self.tool_search.take() {
+            None => (catalog, None, None),
+            Some(_) if self.settings.call_mode == CallMode::Composed => {
+                return Err(AgentError::ToolSearch(
+                    "it needs native tool calls, and this agent composes its calls into one schema"
+                        .into(),
+                ));
+            }
+            Some(search) => {
+                let (search, catalog, lowered) =
+                    super::search::Searching::new(search, catalog, model.as_ref(), |catalog| {
+                        Ok(lower_for_model(catalog, model.dialect(), reasoning)?)
+                    })?;
+                (catalog, Some(search), Some(lowered))
+            }
+        };
+        #[cfg(not(feature = "tool-search"))]
+        let lowered: Option<Vec<ToolSpec>> = None;
         let (tools, composed) = match self.settings.call_mode {
             CallMode::Composed => (
                 Vec::new(),
@@ -315,7 +354,10 @@ impl AgentBuilder {
                     model.dialect(),
                 )?),
             ),
-            _ => (lower_for_model(&catalog, model.dialect(), reasoning)?, None),
+            _ => match lowered {
+                Some(lowered) => (lowered, None),
+                None => (lower_for_model(&catalog, model.dialect(), reasoning)?, None),
+            },
         };
         let retainer = Retainer::new(&catalog, self.settings.context_budget);
         let mut executor = Executor::new(catalog).with_default_timeout(self.settings.tool_timeout);
@@ -334,6 +376,8 @@ impl AgentBuilder {
                 approval_policy: self.approval_policy,
                 retainer,
                 composed,
+                #[cfg(feature = "tool-search")]
+                search,
             }),
         };
         Ok(agent)

@@ -144,15 +144,22 @@ impl Agent {
             && self.inner.executor.catalog().entry(&call.name).is_some()
         {
             let available: Vec<&str> = offered.names().collect();
-            let message = format!(
-                "The tool `{}` is not available at this step, so this call was not run. The tools you may call now: {}.",
-                call.name,
-                if available.is_empty() {
-                    "none".to_owned()
-                } else {
-                    available.join(", ")
-                }
-            );
+            let available_text = if available.is_empty() {
+                "none".to_owned()
+            } else {
+                available.join(", ")
+            };
+            let message = if self.searches_tools() {
+                format!(
+                    "The tool `{}` is not loaded yet, so this call was not run. Search for the tools you need first; the tools you may call now: {available_text}.",
+                    call.name,
+                )
+            } else {
+                format!(
+                    "The tool `{}` is not available at this step, so this call was not run. The tools you may call now: {available_text}.",
+                    call.name,
+                )
+            };
             let envelope = Envelope::error_with(
                 ids(&call.id),
                 EnvelopeError {

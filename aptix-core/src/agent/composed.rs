@@ -252,6 +252,7 @@ pub(crate) fn render(messages: &[Message], catalog: &Catalog) -> Vec<Message> {
                     content: composed_text(content, tool_calls, catalog),
                     tool_calls: Vec::new(),
                     thinking: Vec::new(),
+                    server_blocks: Vec::new(),
                 });
             }
             other => {

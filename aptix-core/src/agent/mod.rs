@@ -18,6 +18,7 @@
 //! | `journal.rs` | what a durable run adds to the loop |
 //! | `call_ids.rs` | unique tool call ids |
 //! | `step.rs` | per-step tool selection (`prepare_step`) |
+//! | `search.rs` | tool search: the tools each request offers, revealed by searches |
 //! | `composed.rs` | composed calls: tools as one structured-output schema |
 //! | `redact.rs` | declared secrets hidden in events |
 //! | `hook.rs` | the `ToolHook` port: steer, repair or halt calls |
@@ -38,6 +39,8 @@ mod live_feed;
 pub mod redact;
 mod retention;
 mod run;
+#[cfg(feature = "tool-search")]
+mod search;
 mod steer;
 mod step;
 mod summary;
@@ -358,6 +361,9 @@ struct Inner {
     /// In composed mode, the response format of a request that offers every
     /// tool with the agent's tool choice.
     composed: Option<crate::model::ResponseFormat>,
+    /// The tools each request offers when the catalog is searched.
+    #[cfg(feature = "tool-search")]
+    search: Option<search::Searching>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -441,6 +447,53 @@ impl Agent {
             None if !self.inner.hooks.is_empty() => Redaction::Allow(&[]),
             None => Redaction::Undeclared,
         }
+    }
+
+    /// With tool search, the tools the next request after `messages`
+    /// offers (`None`: every tool, as built).
+    #[cfg(feature = "tool-search")]
+    fn loaded_tools(&self, messages: &[crate::transcript::Message]) -> Option<step::Loaded> {
+        let search = self.inner.search.as_ref()?;
+        Some(search.loaded(messages, self.inner.executor.catalog()))
+    }
+
+    #[cfg(not(feature = "tool-search"))]
+    fn loaded_tools(&self, _messages: &[crate::transcript::Message]) -> Option<step::Loaded> {
+        None
+    }
+
+    /// The tools a turn may call: those offered, and those the provider's
+    /// own tool search found in `turn` itself.
+    #[cfg(feature = "tool-search")]
+    fn widened(
+        &self,
+        offered: Option<crate::catalog::Catalog>,
+        turn: &crate::transcript::Message,
+    ) -> Option<crate::catalog::Catalog> {
+        match (&self.inner.search, offered) {
+            (Some(search), Some(offered)) => {
+                Some(search.widen(&offered, turn, self.inner.executor.catalog()))
+            }
+            (_, offered) => offered,
+        }
+    }
+
+    #[cfg(not(feature = "tool-search"))]
+    fn widened(
+        &self,
+        offered: Option<crate::catalog::Catalog>,
+        _turn: &crate::transcript::Message,
+    ) -> Option<crate::catalog::Catalog> {
+        offered
+    }
+
+    /// Whether tools are found by searching (so a tool not offered may
+    /// be one not found yet).
+    fn searches_tools(&self) -> bool {
+        #[cfg(feature = "tool-search")]
+        return self.inner.search.is_some();
+        #[cfg(not(feature = "tool-search"))]
+        false
     }
 
     /// The time limit of a call of `name`, kept from outside its task.

@@ -122,20 +122,34 @@ impl Agent {
                     tracing::warn!(fixes, "repaired the transcript before the model request");
                 }
                 let catalog = inner.executor.catalog();
-                let offered = match &inner.prepare_step {
+                // With tool search: the tools found so far, and the rest
+                // deferred to the provider's search.
+                let loaded = self.loaded_tools(&conversation.messages);
+                let (specs, step_catalog) = match &loaded {
+                    Some(loaded) => (&loaded.specs, &loaded.catalog),
+                    None => (&inner.tools, catalog),
+                };
+                let mut offered = match &inner.prepare_step {
                     Some(prepare) => {
                         let prepared = prepare(&Step {
                             iteration,
                             messages: &conversation.messages,
-                            catalog,
+                            catalog: step_catalog,
                         });
-                        step::offered(&inner.tools, catalog, prepared, &inner.settings.tool_choice)
+                        step::offered(specs, step_catalog, prepared, &inner.settings.tool_choice)
                     }
                     None => step::Offered {
-                        specs: inner.tools.clone(),
+                        specs: specs.clone(),
                         narrowed: None,
                         tool_choice: inner.settings.tool_choice.clone(),
                     },
+                };
+                let deferred_tools = match loaded {
+                    Some(loaded) => {
+                        offered.narrowed.get_or_insert(loaded.catalog);
+                        loaded.deferred
+                    }
+                    None => None,
                 };
                 // Old results stubbed by the tools' retention and the budget.
                 let messages = inner
@@ -150,6 +164,7 @@ impl Agent {
                         max_tokens: inner.settings.max_tokens,
                         temperature: inner.settings.temperature,
                         response_format: None,
+                        deferred_tools,
                     },
                     Some(every_tool) => {
                         let narrowed = offered.narrowed.is_some()
@@ -178,6 +193,7 @@ impl Agent {
                             max_tokens: inner.settings.max_tokens,
                             temperature: inner.settings.temperature,
                             response_format: Some(format),
+                            deferred_tools: None,
                         }
                     }
                 };
@@ -330,7 +346,13 @@ impl Agent {
                         })
                         .collect(),
                     thinking: std::mem::take(&mut turn.thinking),
+                    server_blocks: std::mem::take(&mut turn.server_blocks),
                 });
+                // The provider's own tool search may have found tools this
+                // very turn calls.
+                if let Some(turn) = conversation.messages.last() {
+                    offered.narrowed = self.widened(offered.narrowed.take(), turn);
+                }
                 if turn.tool_calls.is_empty() {
                     reason = DoneReason::Completed;
                     break;

@@ -77,6 +77,17 @@ impl PreparedStep {
 /// The application's step function.
 pub(crate) type PrepareStep = Arc<dyn Fn(&Step<'_>) -> PreparedStep + Send + Sync>;
 
+/// The tools an agent with tool search offers the next request, before
+/// `prepare_step` narrows them.
+pub(crate) struct Loaded {
+    /// The tools sent, lowered.
+    pub(crate) specs: Arc<[ToolSpec]>,
+    /// Those of them that may run.
+    pub(crate) catalog: Catalog,
+    /// The tools sent for the provider's own search.
+    pub(crate) deferred: Option<crate::model::DeferredTools>,
+}
+
 /// The tools one request offers: the specs sent, and the catalog of the
 /// tools offered when it is narrower than the agent's.
 pub(crate) struct Offered {

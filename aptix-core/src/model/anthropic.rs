@@ -43,7 +43,7 @@ use super::attachments::{Attachment, classify, is_blank_text, left_out};
 use super::http::{self, HttpPolicy, SseEvent};
 use super::{
     ChatModel, ChatRequest, FinishReason, Message, ModelError, ModelEvent, ModelStream,
-    ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, ToolSpec, Usage,
+    NativeToolSearch, ThinkingBlock, ThinkingDelta, ToolCallDelta, ToolChoice, ToolSpec, Usage,
 };
 use crate::content::Content;
 use crate::schema::Dialect;
@@ -54,6 +54,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The model [`Anthropic::from_env`] uses when `ANTHROPIC_MODEL` is unset.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// The `anthropic-beta` a request with deferred tools carries: Anthropic's
+/// tool search is in beta.
+pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
 /// The `max_tokens` sent when neither the request nor the adapter sets one
 /// (Anthropic requires the field).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -170,11 +173,25 @@ impl Anthropic {
             body.insert("system".into(), Value::String(system));
         }
         body.insert("messages".into(), Value::Array(messages(&request.messages)));
-        if !request.tools.is_empty() {
-            let tools: Vec<Tool<'_>> = request.tools.iter().map(Tool::from).collect();
+        let deferred = request.deferred_tools.as_ref();
+        if !request.tools.is_empty() || deferred.is_some() {
+            let mut tools: Vec<Tool<'_>> = request.tools.iter().map(Tool::from).collect();
+            // The search tool first, never deferred (Anthropic refuses a
+            // request whose every tool is), then every tool it searches.
+            let search = deferred.map(|deferred| search_tool(deferred.search));
+            if let Some(deferred) = deferred {
+                tools.extend(deferred.tools.iter().map(|spec| Tool {
+                    defer_loading: true,
+                    ..Tool::from(spec)
+                }));
+            }
+            let tools: Vec<Value> = search
+                .into_iter()
+                .chain(tools.iter().map(|tool| json!(tool)))
+                .collect();
             // Plain structs of strings and JSON values: serializing them
             // cannot fail.
-            body.insert("tools".into(), json!(tools));
+            body.insert("tools".into(), Value::Array(tools));
             body.insert(
                 "tool_choice".into(),
                 tool_choice(&request.tool_choice, request.parallel_tool_calls),
@@ -196,16 +213,19 @@ impl Anthropic {
         Ok(client)
     }
 
-    async fn connect(&self, body: Value) -> Result<SseStream, ModelError> {
+    async fn connect(&self, body: Value, beta: bool) -> Result<SseStream, ModelError> {
         let url = self.endpoint();
         reqwest::Url::parse(&url)
             .map_err(|error| ModelError::Config(format!("bad base URL `{url}`: {error}")))?;
         let client = self.client()?;
-        let headers = [
+        let mut headers = vec![
             ("x-api-key", self.api_key.clone()),
             ("anthropic-version", ANTHROPIC_VERSION.to_owned()),
             ("accept", "text/event-stream".to_owned()),
         ];
+        if beta {
+            headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_owned()));
+        }
         let events = http::post_sse(&client, &url, &headers, &body, &self.policy).await?;
         Ok(Box::pin(events))
     }
@@ -217,6 +237,9 @@ struct Tool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    /// Loaded into the model's context only once the tool search finds it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    defer_loading: bool,
 }
 
 impl<'a> From<&'a ToolSpec> for Tool<'a> {
@@ -225,8 +248,18 @@ impl<'a> From<&'a ToolSpec> for Tool<'a> {
             name: &spec.name,
             description: &spec.description,
             input_schema: &spec.parameters,
+            defer_loading: false,
         }
     }
+}
+
+/// The server tool that searches the deferred tools.
+fn search_tool(search: NativeToolSearch) -> Value {
+    let (kind, name) = match search {
+        NativeToolSearch::Bm25 => ("tool_search_tool_bm25_20251119", "tool_search_tool_bm25"),
+        NativeToolSearch::Regex => ("tool_search_tool_regex_20251119", "tool_search_tool_regex"),
+    };
+    json!({ "type": kind, "name": name })
 }
 
 type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
@@ -238,6 +271,10 @@ impl ChatModel for Anthropic {
 
     fn dialect(&self) -> Dialect {
         Dialect::Anthropic
+    }
+
+    fn native_tool_search(&self) -> bool {
+        true
     }
 
     fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
@@ -252,6 +289,7 @@ impl ChatModel for Anthropic {
         let start = Phase::Connect {
             adapter: self,
             body,
+            beta: request.deferred_tools.is_some(),
         };
         Box::pin(futures_util::stream::unfold(start, move |phase| {
             next(phase).instrument(span.clone())
@@ -264,6 +302,7 @@ enum Phase<'a> {
     Connect {
         adapter: &'a Anthropic,
         body: Value,
+        beta: bool,
     },
     Reading {
         events: SseStream,
@@ -279,7 +318,11 @@ async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
     loop {
         phase = match phase {
             Phase::Done => return None,
-            Phase::Connect { adapter, body } => match adapter.connect(body).await {
+            Phase::Connect {
+                adapter,
+                body,
+                beta,
+            } => match adapter.connect(body, beta).await {
                 Ok(events) => Phase::Reading {
                     events,
                     decoder: Decoder::default(),
@@ -340,6 +383,9 @@ struct Decoder {
     /// Open `tool_use` blocks by index, and whether any input text has been
     /// emitted for them.
     tool_blocks: HashMap<usize, bool>,
+    /// Open blocks the provider runs itself, by index, with the input
+    /// streamed for them so far.
+    server_blocks: HashMap<usize, (Value, String)>,
 }
 
 impl Decoder {
@@ -421,8 +467,13 @@ impl Decoder {
                         }));
                     }
                     // server_tool_use and the results of server tools are
-                    // not the client's to run.
-                    _ => {}
+                    // not the client's to run, but are kept whole, to be
+                    // sent back with the turn.
+                    Some(_) => {
+                        self.server_blocks
+                            .insert(index, (block.clone(), String::new()));
+                    }
+                    None => {}
                 }
             }
             "content_block_delta" => {
@@ -446,6 +497,10 @@ impl Decoder {
                             .and_then(Value::as_str)
                             .ok_or_else(|| protocol("input_json_delta without partial_json"))?;
                         if partial.is_empty() {
+                            return Ok(());
+                        }
+                        if let Some((_, input)) = self.server_blocks.get_mut(&index) {
+                            input.push_str(partial);
                             return Ok(());
                         }
                         // A delta for a block that never opened as tool_use
@@ -485,6 +540,18 @@ impl Decoder {
             }
             "content_block_stop" => {
                 let index = index_of(&data)?;
+                if let Some((mut block, input)) = self.server_blocks.remove(&index) {
+                    if !input.is_empty() {
+                        let input: Value = serde_json::from_str(&input).map_err(|error| {
+                            protocol(&format!("a server block's input is not JSON: {error}"))
+                        })?;
+                        if let Some(object) = block.as_object_mut() {
+                            object.insert("input".into(), input);
+                        }
+                    }
+                    out.push_back(ModelEvent::ServerBlock(block));
+                    return Ok(());
+                }
                 // A tool without parameters streams no input at all, though
                 // its input is `{}`; say so, so that the call's arguments
                 // are a JSON object like every other call's.
@@ -629,11 +696,15 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
                 content,
                 tool_calls,
                 thinking,
+                server_blocks,
             } => {
                 // Thinking first, as the model wrote it: Anthropic requires
                 // a tool-using turn's thinking back unchanged before its
-                // tool_use blocks.
+                // tool_use blocks. Then what its servers ran (a tool
+                // search and the tools it found, whose `tool_reference`s
+                // load them), before the calls of the tools found.
                 let mut blocks: Vec<Value> = thinking.iter().map(thinking_block).collect();
+                blocks.extend(server_blocks.iter().cloned());
                 if !content.is_empty() {
                     blocks.push(json!({ "type": "text", "text": content }));
                 }

@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use serde_json::Value;
+
 use super::{
     FinishReason, ModelError, ModelEvent, ThinkingBlock, ThinkingDelta, ToolCallDelta, Usage,
 };
@@ -46,6 +48,9 @@ pub struct AssembledTurn {
     /// The thinking blocks, in the model's order, to be sent back as they
     /// came.
     pub thinking: Vec<ThinkingBlock>,
+    /// The blocks the provider ran itself, in its order, to be sent back as
+    /// they came ([`ModelEvent::ServerBlock`]).
+    pub server_blocks: Vec<Value>,
     /// Why the model stopped.
     pub finish_reason: FinishReason,
     /// Tokens used, when reported.
@@ -164,6 +169,7 @@ pub struct TurnAssembler {
     thinking: Vec<ThinkingBlock>,
     /// Stream index → position in `thinking` of the block open at that index.
     open_thinking: HashMap<usize, usize>,
+    server_blocks: Vec<Value>,
     finish: Option<(FinishReason, Option<Usage>)>,
     /// Bytes counted against [`TurnLimits::turn_bytes`] so far.
     held: usize,
@@ -213,6 +219,10 @@ impl TurnAssembler {
             }
             ModelEvent::ToolCallDelta(delta) => self.push_call(delta, seen),
             ModelEvent::ThinkingDelta(delta) => self.push_thinking(delta),
+            // Kept and sent back with every later request, like thinking.
+            ModelEvent::ServerBlock(block) => self
+                .count(CALL_OVERHEAD + block.to_string().len())
+                .map(|()| self.server_blocks.push(block)),
             ModelEvent::Finish { reason, usage } => {
                 self.finish = Some((reason, usage));
                 Ok(())
@@ -413,6 +423,7 @@ impl TurnAssembler {
             text: self.text,
             tool_calls,
             thinking: self.thinking,
+            server_blocks: self.server_blocks,
             finish_reason,
             usage,
         })

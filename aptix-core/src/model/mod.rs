@@ -168,7 +168,38 @@ pub struct ChatRequest {
     /// than text: the composed `calls` object of
     /// [`CallMode::Composed`](crate::agent::CallMode::Composed).
     pub response_format: Option<ResponseFormat>,
+    /// Tools the provider keeps out of the model's context until its own
+    /// tool search finds them (only for a model whose
+    /// [`ChatModel::native_tool_search`] is true; see
+    /// [`ToolSearch`](crate::tool_search::ToolSearch)). `tools` are then
+    /// the ones always loaded.
+    pub deferred_tools: Option<DeferredTools>,
 }
+
+/// Tools sent for the provider's own tool search: described to the
+/// provider, loaded into the model's context only once a search finds them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeferredTools {
+    /// Which of the provider's searches the model gets.
+    pub search: NativeToolSearch,
+    /// The tools it searches, lowered like [`ChatRequest::tools`].
+    pub tools: std::sync::Arc<[ToolSpec]>,
+}
+
+/// A provider's own tool search (Anthropic's `tool_search_tool_*`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum NativeToolSearch {
+    /// The model searches with words, ranked by BM25.
+    #[default]
+    Bm25,
+    /// The model searches with regular expressions.
+    Regex,
+}
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for NativeToolSearch {}
 
 /// A structured-output constraint on a model's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,6 +268,10 @@ pub enum ModelEvent {
     ToolCallDelta(ToolCallDelta),
     /// More of a thinking block.
     ThinkingDelta(ThinkingDelta),
+    /// A whole block the provider ran itself (Anthropic's `server_tool_use`
+    /// with its input, or a server tool's result), as the provider wrote
+    /// it: kept with the turn and sent back to that provider only.
+    ServerBlock(Value),
     /// The end of the turn. Always the last event of a complete stream.
     Finish {
         /// Why the model stopped.
@@ -250,6 +285,7 @@ crate::safe_derive::enum_eq!(ModelEvent {
     TextDelta(_),
     ToolCallDelta(_),
     ThinkingDelta(_),
+    ServerBlock(_),
     Finish { reason, usage },
 });
 
@@ -301,6 +337,14 @@ pub trait ChatModel: Send + Sync {
     /// model would call it and every call would fail.
     fn hosts_tool(&self, name: &str) -> bool {
         let _ = name;
+        false
+    }
+
+    /// Whether the provider searches deferred tools itself
+    /// ([`ChatRequest::deferred_tools`]): Anthropic's tool search. An agent
+    /// with [`ToolSearch`](crate::tool_search::ToolSearch) uses it when
+    /// true, and its own search tool otherwise.
+    fn native_tool_search(&self) -> bool {
         false
     }
 

@@ -483,12 +483,13 @@ fn message_json(message: &Message) -> Value {
     match message {
         Message::System { content } => json!({ "role": "system", "content": content }),
         Message::User { content } => json!({ "role": "user", "content": content }),
-        // Thinking blocks are Anthropic's; Chat Completions has no place
-        // for them.
+        // Thinking and server blocks are Anthropic's; Chat Completions has
+        // no place for them.
         Message::Assistant {
             content,
             tool_calls,
             thinking: _,
+            server_blocks: _,
         } => {
             // `content` is always a string: llama.cpp rejects `null`, and
             // OpenAI accepts "" beside tool calls.
@@ -953,6 +954,7 @@ mod tests {
             max_tokens: None,
             temperature: None,
             response_format: None,
+            deferred_tools: None,
         }
     }
 
@@ -1107,6 +1109,7 @@ mod tests {
                 Message::user("hi"),
                 Message::Assistant {
                     content: "Checking.".into(),
+                    server_blocks: Vec::new(),
                     tool_calls: vec![AssistantToolCall {
                         id: "c".into(),
                         name: "x".into(),

@@ -74,6 +74,14 @@ pub enum Message {
         /// see them. A transcript without the field reads as none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         thinking: Vec<ThinkingBlock>,
+        /// Blocks of the turn the provider ran itself, exactly as it sent
+        /// them (Anthropic's `server_tool_use` and its result, e.g. a tool
+        /// search and the tools it found). Anthropic needs them back with
+        /// the turn (a deferred tool is loaded by the `tool_reference` in
+        /// them), and they show what the provider found; other providers
+        /// never see them. A transcript without the field reads as none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        server_blocks: Vec<serde_json::Value>,
     },
     /// The result of one tool call.
     Tool {
@@ -97,7 +105,7 @@ pub enum Message {
 crate::safe_derive::enum_eq!(Message {
     System { content },
     User { content },
-    Assistant { content, tool_calls, thinking },
+    Assistant { content, tool_calls, thinking, server_blocks },
     Tool { tool_call_id, name, content, is_error, attachments },
 });
 
@@ -122,6 +130,7 @@ impl Message {
             content: content.into(),
             tool_calls,
             thinking: Vec::new(),
+            server_blocks: Vec::new(),
         }
     }
 }
@@ -205,6 +214,9 @@ mod tests {
         let message = Message::Assistant {
             content: String::new(),
             tool_calls: Vec::new(),
+            server_blocks: vec![
+                json!({ "type": "server_tool_use", "id": "srvtoolu_1", "input": {} }),
+            ],
             thinking: vec![
                 ThinkingBlock::Thinking {
                     thinking: "a \"quoted\" thought — ü".into(),
@@ -225,6 +237,7 @@ mod tests {
                     { "type": "thinking", "thinking": "a \"quoted\" thought — ü", "signature": "Eq+/=" },
                     { "type": "redacted_thinking", "data": "Em+/==" },
                 ],
+                "server_blocks": [{ "type": "server_tool_use", "id": "srvtoolu_1", "input": {} }],
             })
         );
         assert_eq!(serde_json::from_value::<Message>(value)?, message);

@@ -39,6 +39,7 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
                 content,
                 tool_calls,
                 thinking,
+                server_blocks,
             } => {
                 let mut results: Vec<Option<Message>> = Vec::new();
                 while let Some(Message::Tool { .. }) = input.peek() {
@@ -67,6 +68,7 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
                     content,
                     tool_calls,
                     thinking,
+                    server_blocks,
                 });
                 for (id, name) in &calls {
                     while next < taken.len() && taken[next] {

@@ -105,6 +105,7 @@ fn entry(offer: &Offer, link: &Arc<Link>, tool: &Tool) -> Result<ToolEntry, Stri
         offer.source,
         REMOTE_SCHEMA,
     )
+    .namespace(offer.prefix.as_deref().unwrap_or(&offer.label))
     .annotations(annotations(tool));
     if let Some(title) = tool
         .title
