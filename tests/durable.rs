@@ -319,6 +319,8 @@ on_every_store!(
     a_revived_turn_asks_the_policy_about_its_unrecorded_calls,
     a_revived_turn_keeps_what_the_hooks_decide,
     a_halt_withdraws_the_turns_waiting_calls,
+    a_halt_found_while_settling_withdraws_the_calls_that_wait,
+    new_input_after_a_halt_found_while_settling_is_answered,
     attachments_are_kept_in_the_stored_transcript,
     a_result_settled_from_the_ledger_keeps_its_attachments,
 );
@@ -1235,6 +1237,89 @@ async fn a_halt_withdraws_the_turns_waiting_calls(backend: Backend) {
     assert_eq!(runs(&charge), 0);
 }
 
+/// A turn a dead process left with two calls unrun: one that waits for an
+/// approval, one a hook halts. Settling it on revival ends the run halted,
+/// as the live run would have: the waiting call is withdrawn and answered,
+/// and its approval can no longer be given.
+async fn a_halt_found_while_settling_withdraws_the_calls_that_wait(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("halt-settle-wait-{}", uuid());
+    let (charge, big) = (format!("c-{}", uuid()), format!("c-{}", uuid()));
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "charge and import",
+        &[
+            (&charge, "charge", r#"{"cents":5}"#),
+            (&big, "import", r#"{"cents":5000}"#),
+        ],
+        now_ms() - 1_000,
+    )
+    .await;
+    let agent = guarded_agent(store, vec![answer("never asked")]);
+    let _ = agent.ensure_started(&id).await;
+    let conversation = wait_idle(&agent, &id).await;
+    let stored = agent
+        .conversation(&id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("not stored"));
+    assert_eq!(stored.status, ConversationStatus::Idle, "the halt was lost");
+    let results = tool_results(&conversation);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|r| r["tool_call_id"] == json!(charge) && r["error"]["code"] == "cancelled"),
+        "{results:?}"
+    );
+    assert_eq!(
+        last_text(&conversation),
+        None,
+        "the model was asked after a halt"
+    );
+    let late = agent.resolve(&id, &charge, Resolution::Approve).await;
+    assert!(
+        late.is_err(),
+        "an approval of a call of a halted run was taken: {late:?}"
+    );
+    assert_eq!((runs(&charge), runs(&big)), (0, 0));
+}
+
+/// New input sent to a conversation whose dead process left a turn a hook
+/// halts: settling ends that turn as the halt says (the call is denied and
+/// does not run), and the new input starts a new run that the model
+/// answers, rather than resting unanswered in an idle conversation.
+async fn new_input_after_a_halt_found_while_settling_is_answered(backend: Backend) {
+    let Some(store) = store(backend).await else {
+        return;
+    };
+    let id = format!("halt-settle-input-{}", uuid());
+    let big = format!("c-{}", uuid());
+    left_by_a_dead_process(
+        &*store,
+        &id,
+        "import a lot",
+        &[(&big, "import", r#"{"cents":5000}"#)],
+        now_ms() - 1_000,
+    )
+    .await;
+    let agent = guarded_agent(store, vec![answer("Something else, then.")]);
+    let events = send(&agent, &id, "never mind, something else").await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    let conversation = wait_idle(&agent, &id).await;
+    assert_eq!(runs(&big), 0);
+    assert_eq!(
+        last_text(&conversation),
+        Some("Something else, then."),
+        "the new input was left unanswered"
+    );
+    let results = tool_results(&conversation);
+    assert_eq!(results[0]["error"]["code"], json!("denied"), "{results:?}");
+}
+
 /// The closed execution row of a call that ran (`(conversation, call,
 /// tool, arguments)`), its result and attachments stored as the ledger
 /// stores them, as a process leaves it that dies before the result reaches
@@ -1306,6 +1391,7 @@ async fn left_by_a_dead_process(
             )
             .collect(),
         thinking: Vec::new(),
+        server_blocks: Vec::new(),
     });
     assert!(
         store

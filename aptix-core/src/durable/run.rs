@@ -274,6 +274,34 @@ impl DurableAgent {
                 for event in events {
                     out.emit(event).await;
                 }
+                // A halt ends the run as it would have ended the live one:
+                // calls left waiting are withdrawn and answered, never left
+                // for a resolution to run outside any run.
+                let mut waiting = waiting;
+                if let Some((by, _)) = &halt {
+                    for call in std::mem::take(&mut waiting) {
+                        let withdrawn = inner
+                            .ledger
+                            .withdraw(&conversation.id, &call.tool_call_id, call.awaiting.reason)
+                            .await;
+                        if let Err(error) = withdrawn {
+                            drop(heartbeat.take());
+                            lease.give_up(&conversation.id).await;
+                            drop(active.take());
+                            out.emit(AgentEvent::Done {
+                                reason: DoneReason::StoreFailed(error.to_string()),
+                                usage,
+                                summary: summary.finished(started),
+                            })
+                            .await;
+                            return;
+                        }
+                        let (event, message) =
+                            inner.agent.withdrawn(call, by, &conversation.id, &context);
+                        out.emit(event).await;
+                        conversation.messages.push(message);
+                    }
+                }
                 // Only new input must be saved before the model turn: the
                 // results settling added are the ledger's, which holds them
                 // durably already (a crash during the turn settles them
@@ -292,9 +320,11 @@ impl DurableAgent {
                 }
                 let reason = if !waiting.is_empty() {
                     DoneReason::Suspended(waiting)
-                } else if let Some((by, message)) = halt {
+                } else if let Some((by, message)) = halt.filter(|_| !unsaved_input) {
                     // A hook halted a call settling ran or read back: the
-                    // run ends as the stopped run would have.
+                    // run ends as the stopped run would have. New input
+                    // starts a run of its own, which the model answers:
+                    // the halt ended the turn before it.
                     tracing::warn!(hook = %by, "a hook halted the run");
                     DoneReason::Halted { by, message }
                 } else if !needs_model_turn(&conversation) {
