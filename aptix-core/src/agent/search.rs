@@ -78,9 +78,7 @@ impl Searching {
         let mut searchable = HashMap::with_capacity(specs.len());
         let mut deferred = Vec::new();
         for spec in &specs {
-            if spec.name == SEARCH_TOOL && native.is_none()
-                || search.always.contains(&spec.name)
-            {
+            if spec.name == SEARCH_TOOL && native.is_none() || search.always.contains(&spec.name) {
                 always.push(spec.clone());
             } else {
                 if native.is_some() {

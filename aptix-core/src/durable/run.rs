@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::checkpoint::Checkpoint;
 use super::lease::{ActiveRun, now_ms};
-use super::ledger::{Ledger, close_in_background, has_unanswered_calls};
+use super::ledger::{Ledger, Settlement, close_in_background, has_unanswered_calls};
 use super::{ConversationEvent, DurableAgent, DurableError, Revival};
 use crate::agent::{
     AgentEvent, AgentStream, CallResult, DoneReason, Input, Journal, JournalFuture, RunSummary,
@@ -255,7 +255,7 @@ impl DurableAgent {
                 _ => None,
             };
             loop {
-                let settled = inner.ledger.settle(&mut conversation, &context).await;
+                let settled = durable.settle(&mut conversation, &context).await;
                 let (events, waiting, halt) = match settled {
                     Ok(settled) => (settled.events, settled.waiting, settled.halt),
                     Err(error) => {
@@ -273,34 +273,6 @@ impl DurableAgent {
                 };
                 for event in events {
                     out.emit(event).await;
-                }
-                // A halt ends the run as it would have ended the live one:
-                // calls left waiting are withdrawn and answered, never left
-                // for a resolution to run outside any run.
-                let mut waiting = waiting;
-                if let Some((by, _)) = &halt {
-                    for call in std::mem::take(&mut waiting) {
-                        let withdrawn = inner
-                            .ledger
-                            .withdraw(&conversation.id, &call.tool_call_id, call.awaiting.reason)
-                            .await;
-                        if let Err(error) = withdrawn {
-                            drop(heartbeat.take());
-                            lease.give_up(&conversation.id).await;
-                            drop(active.take());
-                            out.emit(AgentEvent::Done {
-                                reason: DoneReason::StoreFailed(error.to_string()),
-                                usage,
-                                summary: summary.finished(started),
-                            })
-                            .await;
-                            return;
-                        }
-                        let (event, message) =
-                            inner.agent.withdrawn(call, by, &conversation.id, &context);
-                        out.emit(event).await;
-                        conversation.messages.push(message);
-                    }
                 }
                 // Only new input must be saved before the model turn: the
                 // results settling added are the ledger's, which holds them
@@ -435,6 +407,31 @@ impl DurableAgent {
             }
         });
         Box::pin(tracing_futures::Instrument::instrument(stream, span))
+    }
+
+    /// Settles the ledger into `conversation`. A halt ends the run as it
+    /// would have ended the live one: the calls left waiting are withdrawn
+    /// and answered (their events follow settling's), never left for a
+    /// resolution to run outside any run.
+    async fn settle(
+        &self,
+        conversation: &mut Conversation,
+        context: &ToolContext,
+    ) -> Result<Settlement, StoreError> {
+        let inner = &*self.inner;
+        let mut settled = inner.ledger.settle(conversation, context).await?;
+        if let Some((by, _)) = &settled.halt {
+            for call in std::mem::take(&mut settled.waiting) {
+                inner
+                    .ledger
+                    .withdraw(&conversation.id, &call.tool_call_id, call.awaiting.reason)
+                    .await?;
+                let (event, message) = inner.agent.withdrawn(call, by, &conversation.id, context);
+                settled.events.push(event);
+                conversation.messages.push(message);
+            }
+        }
+        Ok(settled)
     }
 
     async fn reclaim_if_settled(
