@@ -198,6 +198,32 @@ fn no_crate_depends_on_a_crate_whose_macros_are_unsafe() {
     );
 }
 
+/// Crates refused because they bring `unsafe` code of their own where safe
+/// code does the job: `bm25`'s tokenizer pulls `deunicode` (a transliteration
+/// table read through `slice::from_raw_parts` and `from_utf8_unchecked`) and
+/// `cached` (a proc macro for a 16-entry cache). Tool search ranks with its
+/// own BM25 instead (`aptix-core/src/tool_search/index.rs`), stemming with
+/// `rust-stemmers`, which is safe code.
+const REFUSED_UNSAFE_CRATES: &[&str] = &["bm25", "deunicode", "cached"];
+
+#[test]
+fn no_crate_depends_on_a_refused_crate_with_unsafe_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lock = fs::read_to_string(root.join("Cargo.lock"))
+        .unwrap_or_else(|e| panic!("reading Cargo.lock: {e}"));
+    let found: Vec<&&str> = REFUSED_UNSAFE_CRATES
+        .iter()
+        .filter(|name| {
+            lock.lines()
+                .any(|line| line == format!("name = \"{name}\""))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the build depends on {found:?}, which bring `unsafe` code a safe alternative avoids"
+    );
+}
+
 /// Macros that expand to `unsafe` code in the crate that calls them (pinning
 /// with `Pin::new_unchecked`, generators over raw pointers): `tokio`'s
 /// `select!`, `join!`, `try_join!` and `pin!`, `futures`' `select!`, `join!`

@@ -1,29 +1,53 @@
-//! The local search over a catalog's tools: BM25 (on the `bm25` crate, with
-//! its English stemmer and stop words) over what a model would search by.
+//! The local search over a catalog's tools: BM25 over what a model would
+//! search by.
 //!
 //! A tool's document is its name and namespace (each twice: a word in the
-//! name says more than one in a long description), its description, its
-//! usage, and its parameters' names and descriptions. Names are split
-//! before they are tokenized (`create_issue`, `createIssue` and
-//! `tools::github` become words), which the crate's tokenizer does not do.
+//! name says more than one in a long description), its title, description,
+//! usage, and its parameters' names and descriptions. Identifiers are split
+//! into words (`create_issue`, `createIssue`, `tools::github`), words are
+//! lower-cased, English stop words dropped, and the rest stemmed with the
+//! Snowball English stemmer (`rust-stemmers`), so `invoices` finds
+//! `invoice`.
 //!
-//! Ranking is deterministic: the crate collects matches through a hash set,
-//! so equal scores come back in any order; hits are sorted again by score
-//! and then by the tool's place in the catalog.
+//! Ranking is written here rather than taken from the `bm25` crate: that
+//! crate's tokenizer brings `unsafe` code (`deunicode`'s raw-pointer tables,
+//! and the `cached` proc macro), and its matches come back through a hash
+//! set, so equal scores arrive in any order. BM25 itself is a dozen lines
+//! (Robertson's formula with the usual `k1 = 1.2`, `b = 0.75` and the
+//! `ln(1 + …)` idf that stays positive); ties are broken by the tool's place
+//! in the catalog, so the same search always gives the same answer.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
-use bm25::{Language, SearchEngine, SearchEngineBuilder};
+use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
 use crate::catalog::{Catalog, ToolEntry};
 
-/// A BM25 index of a catalog's tools. Built once per agent (a few
-/// milliseconds for hundreds of tools; see BENCHMARKS.md), read by every
+/// Term-frequency saturation.
+const K1: f32 = 1.2;
+/// How much a long document's length discounts its matches.
+const B: f32 = 0.75;
+
+/// Words too common to tell tools apart.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "into",
+    "is", "it", "its", "me", "my", "of", "on", "or", "so", "that", "the", "their", "then", "this",
+    "to", "was", "were", "when", "which", "will", "with", "you", "your",
+];
+
+/// A BM25 index of a catalog's tools. Built once per agent, read by every
 /// search.
 pub struct ToolIndex {
-    engine: SearchEngine<u32>,
     tools: Vec<Indexed>,
+    /// Term → the tools holding it, with how often (in tool order).
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Each tool's document length, in terms.
+    lengths: Vec<u32>,
+    /// The mean document length.
+    average: f32,
+    stemmer: Stemmer,
 }
 
 struct Indexed {
@@ -49,6 +73,7 @@ impl std::fmt::Debug for ToolIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolIndex")
             .field("tools", &self.tools.len())
+            .field("terms", &self.postings.len())
             .finish_non_exhaustive()
     }
 }
@@ -61,8 +86,10 @@ impl ToolIndex {
 
     /// An index of `entries`, in their order (which breaks ties).
     pub(crate) fn of<'a>(entries: impl Iterator<Item = &'a ToolEntry>) -> ToolIndex {
+        let stemmer = Stemmer::create(Algorithm::English);
         let mut tools = Vec::new();
-        let mut documents = Vec::new();
+        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut lengths = Vec::new();
         for (id, entry) in (0u32..).zip(entries) {
             let definition = entry.definition();
             let namespace = entry.namespace().map(|namespace| namespace.into_owned());
@@ -79,16 +106,34 @@ impl ToolIndex {
             push_words(&mut text, definition.description());
             push_words(&mut text, definition.usage());
             parameter_words(definition.parameters(), &mut text, 0);
-            documents.push(bm25::Document::new(id, text));
+            let mut counts: HashMap<String, u32> = HashMap::new();
+            let mut length = 0u32;
+            for term in terms(&stemmer, &text) {
+                *counts.entry(term).or_default() += 1;
+                length += 1;
+            }
+            for (term, count) in counts {
+                postings.entry(term).or_default().push((id, count));
+            }
+            lengths.push(length);
             tools.push(Indexed {
                 name: definition.name().to_owned(),
                 namespace,
                 description: definition.description().to_owned(),
             });
         }
-        let engine =
-            SearchEngineBuilder::<u32>::with_documents(Language::English, documents).build();
-        ToolIndex { engine, tools }
+        let average = if lengths.is_empty() {
+            1.0
+        } else {
+            lengths.iter().map(|&length| length as f32).sum::<f32>() / lengths.len() as f32
+        };
+        ToolIndex {
+            tools,
+            postings,
+            lengths,
+            average: average.max(1.0),
+            stemmer,
+        }
     }
 
     /// How many tools it holds.
@@ -108,16 +153,36 @@ impl ToolIndex {
     pub fn search(&self, query: &str, namespace: Option<&str>, limit: usize) -> Vec<SearchHit<'_>> {
         let mut words = String::new();
         push_words(&mut words, query);
-        let mut hits: Vec<(u32, f32)> = self
-            .engine
-            .search(&words, None)
+        let mut asked: Vec<String> = terms(&self.stemmer, &words).collect();
+        asked.sort_unstable();
+        asked.dedup();
+        let total = self.tools.len() as f32;
+        let mut scores = vec![0f32; self.tools.len()];
+        for term in &asked {
+            let Some(holders) = self.postings.get(term) else {
+                continue;
+            };
+            let held = holders.len() as f32;
+            let idf = (1.0 + (total - held + 0.5) / (held + 0.5)).ln();
+            for &(id, count) in holders {
+                let Some(score) = scores.get_mut(id as usize) else {
+                    continue;
+                };
+                let length = self.lengths.get(id as usize).copied().unwrap_or(0) as f32;
+                let count = count as f32;
+                *score +=
+                    idf * count * (K1 + 1.0) / (count + K1 * (1.0 - B + B * length / self.average));
+            }
+        }
+        let mut hits: Vec<(usize, f32)> = scores
             .into_iter()
-            .map(|result| (result.document.id, result.score))
+            .enumerate()
             .filter(|(id, score)| {
                 *score > 0.0
                     && namespace.is_none_or(|wanted| {
-                        self.tool(*id)
-                            .and_then(|tool| tool.namespace.as_deref())
+                        self.tools[*id]
+                            .namespace
+                            .as_deref()
                             .is_some_and(|held| within(held, wanted))
                     })
             })
@@ -129,14 +194,14 @@ impl ToolIndex {
         });
         hits.into_iter()
             .take(limit)
-            .filter_map(|(id, score)| {
-                let tool = self.tool(id)?;
-                Some(SearchHit {
+            .map(|(id, score)| {
+                let tool = &self.tools[id];
+                SearchHit {
                     name: &tool.name,
                     namespace: tool.namespace.as_deref(),
                     summary: tool.description.lines().next().unwrap_or(""),
                     score,
-                })
+                }
             })
             .collect()
     }
@@ -158,10 +223,16 @@ impl ToolIndex {
         }
         counted
     }
+}
 
-    fn tool(&self, id: u32) -> Option<&Indexed> {
-        self.tools.get(usize::try_from(id).ok()?)
-    }
+/// The terms of `text` (already split by [`push_words`]): lower-cased,
+/// stop words out, stemmed.
+fn terms<'a>(stemmer: &'a Stemmer, text: &'a str) -> impl Iterator<Item = String> + 'a {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .filter(|word| !STOP_WORDS.contains(&word.as_str()))
+        .map(|word| stemmer.stem(&word).into_owned())
 }
 
 /// Whether the namespace `held` is `wanted` or lies under it.
@@ -173,9 +244,10 @@ fn within(held: &str, wanted: &str) -> bool {
             .is_some_and(|rest| rest.starts_with("::"))
 }
 
-/// Appends `text` to `out` as words: identifiers split at `_`, `-`, `.`,
-/// `:`, `/` and lower-to-upper case changes (`createIssue` → `create
-/// Issue`), so that a name's words match the same words in a query.
+/// Appends `text` to `out` as words: split at anything but letters and
+/// digits (`_`, `-`, `::`, punctuation) and at lower-to-upper case changes
+/// (`createIssue` → `create Issue`), so that a name's words match the same
+/// words in a query.
 fn push_words(out: &mut String, text: &str) {
     out.push(' ');
     let mut previous: Option<char> = None;
@@ -185,11 +257,8 @@ fn push_words(out: &mut String, text: &str) {
                 out.push(' ');
             }
             out.push(c);
-        } else if c.is_whitespace() || matches!(c, '_' | '-' | '.' | ':' | '/' | '\\') {
-            out.push(' ');
         } else {
-            // Punctuation the tokenizer handles itself.
-            out.push(c);
+            out.push(' ');
         }
         previous = Some(c);
     }
@@ -247,6 +316,15 @@ mod tests {
             out.split_whitespace().collect::<Vec<_>>(),
             ["github", "create", "Issue", "tools", "crm", "v2"]
         );
+    }
+
+    #[test]
+    fn terms_are_lower_cased_stemmed_and_without_stop_words() {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let mut text = String::new();
+        push_words(&mut text, "Lists the Invoices of a customer");
+        let found: Vec<String> = terms(&stemmer, &text).collect();
+        assert_eq!(found, ["list", "invoic", "custom"]);
     }
 
     #[test]
