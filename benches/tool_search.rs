@@ -5,9 +5,10 @@
 //! * building the catalog (every definition checked), lowering it to the
 //!   Anthropic dialect, and building the search index;
 //! * bytes of tool definitions per request (Anthropic's `tools` array, as
-//!   the adapter writes it): every tool, against the local search's
-//!   request (5 tools always offered + the search tool, then + 5 found),
-//!   and Anthropic's own search (every tool on the wire, deferred);
+//!   the adapter writes it): every tool, against the requests an agent
+//!   with the local search makes (5 tools always offered + the search
+//!   tool, then + the 5 one search found), and Anthropic's own search
+//!   (every tool on the wire, deferred);
 //! * search latency, p50 and p99 over the 50 queries, each run many times,
 //!   against the baseline of serializing the 500 definitions once (what
 //!   every request without search spends);
@@ -22,10 +23,16 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use aptix::model::anthropic::Anthropic;
 use aptix::model::{ChatRequest, DeferredTools, NativeToolSearch, ToolChoice, ToolSpec};
 use aptix::tool_search::ToolIndex;
-use aptix::{Catalog, Dialect, ToolEntry, ToolEntryBuilder};
+use aptix::{
+    Agent, Catalog, Conversation, Dialect, Input, ToolEntry, ToolEntryBuilder, ToolSearch,
+};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 const SERVICES: [(&str, &str, &str); 25] = [
@@ -332,50 +339,37 @@ fn main() {
             .cloned()
             .collect()
     };
-    let search_catalog = ok(
-        Catalog::builder()
-            .entries(builders())
-            .build()
-            .and_then(|catalog| {
-                catalog.with(ToolEntry::from_json_schema(
-                    "tool_search",
-                    "When no tool offered fits the task: search for one, then call what it found.",
-                    "Finds tools by what they do and loads them.",
-                    json!({
-                        "type": "object",
-                        "properties": {
-                            "query": { "type": "string", "description": "What the tool should do." },
-                            "namespace": { "type": "string", "description": "Only tools of this namespace." }
-                        },
-                        "required": ["query"],
-                        "additionalProperties": false
-                    }),
-                    |_arguments: Value, _context| async { Ok(Value::Null) },
-                ))
-            }),
-        "the catalog with a search tool",
-    );
-    let search_spec = ok(
-        ToolSpec::for_entry(
-            ok(
-                search_catalog.entry("tool_search").ok_or("no search tool"),
-                "search tool",
+    // The local search's requests, as an agent makes them: before a search,
+    // and after one that found 5 tools.
+    let model = Arc::new(
+        ScriptedModel::new([
+            ScriptedTurn::new().tool_call(
+                "s1",
+                "tool_search",
+                &json!({ "query": QUERIES[0].0 }).to_string(),
             ),
-            dialect,
-        ),
-        "the search tool's spec",
+            ScriptedTurn::new().text("Found."),
+        ])
+        .with_dialect(dialect),
     );
-    let mut before = pick(&always);
-    before.push(search_spec);
-    let local_before = tool_bytes(&adapter, before.clone(), None);
-    let found: Vec<&str> = index
-        .search(QUERIES[0].0, None, 5)
-        .iter()
-        .map(|hit| hit.name)
-        .collect();
-    let mut after = before.clone();
-    after.extend(pick(&found));
-    let local_after = tool_bytes(&adapter, after, None);
+    let agent = ok(
+        Agent::builder()
+            .shared_model(model.clone())
+            .catalog(catalog.clone())
+            .tool_search(ToolSearch::local().always_offer(always.iter().copied()))
+            .build(),
+        "the agent",
+    );
+    let mut conversation = Conversation::new("bytes");
+    let _: Vec<_> = aptix_testkit::block_on(
+        agent
+            .run(&mut conversation, Input::User("Open a bug.".into()))
+            .collect(),
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "the scripted run makes two requests");
+    let local_before = tool_bytes(&adapter, requests[0].tools.to_vec(), None);
+    let local_after = tool_bytes(&adapter, requests[1].tools.to_vec(), None);
     let deferred: Vec<ToolSpec> = specs
         .iter()
         .filter(|spec| !always.contains(&spec.name.as_str()))

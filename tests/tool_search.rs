@@ -178,16 +178,20 @@ fn done(events: &[AgentEvent]) -> &DoneReason {
     }
 }
 
-fn local_agent(runs: &Runs, model: ScriptedModel) -> Result<Agent, AgentError> {
+/// An agent over the test catalog, searching it as `search` says.
+fn agent(runs: &Runs, model: &Arc<ScriptedModel>, search: ToolSearch) -> Result<Agent, AgentError> {
     Agent::builder()
-        .model(model)
+        .shared_model(model.clone())
         .catalog(catalog(runs))
-        .tool_search(
-            ToolSearch::local()
-                .always_offer(["get_time"])
-                .max_results(2),
-        )
+        .tool_search(search)
         .build()
+}
+
+/// The search most tests use: `get_time` always offered, two tools a search.
+fn small_search() -> ToolSearch {
+    ToolSearch::local()
+        .always_offer(["get_time"])
+        .max_results(2)
 }
 
 #[test]
@@ -213,15 +217,7 @@ fn a_search_reveals_tools_for_the_rest_of_the_conversation() -> TestResult {
             ),
             ScriptedTurn::new().text("Found it."),
         ]));
-        let agent = Agent::builder()
-            .shared_model(model.clone())
-            .catalog(catalog(&runs))
-            .tool_search(
-                ToolSearch::local()
-                    .always_offer(["get_time"])
-                    .max_results(2),
-            )
-            .build()?;
+        let agent = agent(&runs, &model, small_search())?;
         let mut conversation = Conversation::new("search");
         let events = run(
             &agent,
@@ -288,11 +284,11 @@ fn a_call_of_a_tool_not_found_yet_is_refused_and_never_runs() -> TestResult {
             call("c1", "payments_charge", json!({ "customer": "cus_1" })),
             ScriptedTurn::new().text("Sorry."),
         ]));
-        let agent = Agent::builder()
-            .shared_model(model.clone())
-            .catalog(catalog(&runs))
-            .tool_search(ToolSearch::local().always_offer(["get_time"]))
-            .build()?;
+        let agent = agent(
+            &runs,
+            &model,
+            ToolSearch::local().always_offer(["get_time"]),
+        )?;
         let mut conversation = Conversation::new("guess");
         let events = run(
             &agent,
@@ -336,11 +332,7 @@ fn the_same_searches_offer_the_same_tools_in_the_same_order() -> TestResult {
         for _ in 0..3 {
             let runs = Runs::default();
             let model = Arc::new(ScriptedModel::new(script()));
-            let agent = Agent::builder()
-                .shared_model(model.clone())
-                .catalog(catalog(&runs))
-                .tool_search(ToolSearch::local().max_results(2))
-                .build()?;
+            let agent = agent(&runs, &model, ToolSearch::local().max_results(2))?;
             let mut conversation = Conversation::new("same");
             run(&agent, &mut conversation, Input::User("Meetings.".into())).await;
             let requests = model.requests();
@@ -386,11 +378,11 @@ fn a_stored_conversation_keeps_what_its_searches_found() -> TestResult {
         // The first process: a search, then a call that waits for approval.
         {
             let store = SqliteStore::open(&path).await?;
-            let model = ScriptedModel::new([
+            let model = Arc::new(ScriptedModel::new([
                 call("s1", SEARCH_TOOL, json!({ "query": "refund the payment" })),
                 call("r1", "payments_refund", json!({ "payment": "pay_7" })),
-            ]);
-            let agent = DurableAgent::builder(local_agent(&runs, model)?, store)
+            ]));
+            let agent = DurableAgent::builder(agent(&runs, &model, small_search())?, store)
                 .deadline_worker(None)
                 .build();
             let events: Vec<AgentEvent> = agent
@@ -406,21 +398,10 @@ fn a_stored_conversation_keeps_what_its_searches_found() -> TestResult {
         // A new process: a new agent and store over the same file.
         let store = SqliteStore::open(&path).await?;
         let model = Arc::new(ScriptedModel::new([ScriptedTurn::new().text("Refunded.")]));
-        let agent = DurableAgent::builder(
-            Agent::builder()
-                .shared_model(model.clone())
-                .catalog(catalog(&runs))
-                .tool_search(
-                    ToolSearch::local()
-                        .always_offer(["get_time"])
-                        .max_results(2),
-                )
-                .build()?,
-            store,
-        )
-        .deadline_worker(None)
-        .resume_on_resolve(false)
-        .build();
+        let agent = DurableAgent::builder(agent(&runs, &model, small_search())?, store)
+            .deadline_worker(None)
+            .resume_on_resolve(false)
+            .build();
         agent.resolve("refund", "r1", Resolution::Approve).await?;
         let events: Vec<AgentEvent> = agent.send("refund", Input::Continue).await?.collect().await;
         assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");

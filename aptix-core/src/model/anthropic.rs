@@ -175,22 +175,23 @@ impl Anthropic {
         body.insert("messages".into(), Value::Array(messages(&request.messages)));
         let deferred = request.deferred_tools.as_ref();
         if !request.tools.is_empty() || deferred.is_some() {
-            let mut tools: Vec<Tool<'_>> = request.tools.iter().map(Tool::from).collect();
             // The search tool first, never deferred (Anthropic refuses a
-            // request whose every tool is), then every tool it searches.
-            let search = deferred.map(|deferred| search_tool(deferred.search));
+            // request whose every tool is), the tools always loaded, then
+            // every tool it searches. Plain structs of strings and JSON
+            // values: serializing them cannot fail.
+            let mut tools: Vec<Value> = deferred
+                .map(|deferred| search_tool(deferred.search))
+                .into_iter()
+                .collect();
+            tools.extend(request.tools.iter().map(|spec| json!(Tool::from(spec))));
             if let Some(deferred) = deferred {
-                tools.extend(deferred.tools.iter().map(|spec| Tool {
-                    defer_loading: true,
-                    ..Tool::from(spec)
+                tools.extend(deferred.tools.iter().map(|spec| {
+                    json!(Tool {
+                        defer_loading: true,
+                        ..Tool::from(spec)
+                    })
                 }));
             }
-            let tools: Vec<Value> = search
-                .into_iter()
-                .chain(tools.iter().map(|tool| json!(tool)))
-                .collect();
-            // Plain structs of strings and JSON values: serializing them
-            // cannot fail.
             body.insert("tools".into(), Value::Array(tools));
             body.insert(
                 "tool_choice".into(),
