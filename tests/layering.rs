@@ -203,8 +203,11 @@ fn no_crate_depends_on_a_crate_whose_macros_are_unsafe() {
 /// table read through `slice::from_raw_parts` and `from_utf8_unchecked`) and
 /// `cached` (a proc macro for a 16-entry cache). Tool search ranks with its
 /// own BM25 instead (`aptix-core/src/tool_search/index.rs`), stemming with
-/// `rust-stemmers`, which is safe code.
-const REFUSED_UNSAFE_CRATES: &[&str] = &["bm25", "deunicode", "cached"];
+/// `rust-stemmers`, which is safe code. `process-wrap` (rmcp's
+/// `transport-child-process`) puts a stdio server in a process group through
+/// `pre_exec`, an `unsafe` call, and brings `nix`; `McpToolset::stdio` spawns
+/// with tokio's `Command` and `kill_on_drop` instead.
+const REFUSED_UNSAFE_CRATES: &[&str] = &["bm25", "deunicode", "cached", "process-wrap", "nix"];
 
 #[test]
 fn no_crate_depends_on_a_refused_crate_with_unsafe_code() {

@@ -13,8 +13,8 @@ use rmcp::model::{
     ClientRequest, JsonObject, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceError};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite};
 
@@ -147,6 +147,9 @@ impl StderrTail {
 /// One live connection.
 struct Session {
     service: RunningService<RoleClient, Events>,
+    /// The server's process, for a stdio server: killed when the session
+    /// is dropped (`kill_on_drop`).
+    _child: Option<tokio::process::Child>,
     /// Which connection of the link this is: a call that saw it die
     /// forgets this one only, not a newer one.
     generation: u64,
@@ -202,13 +205,14 @@ impl Link {
             tracing::warn!(server = %self.label, "the MCP server's connection closed; starting it again");
         }
         *session = None;
-        let service = self.start().await?;
+        let (service, child) = self.start().await?;
         let generation = self
             .generations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let peer = service.peer().clone();
         *session = Some(Session {
             service,
+            _child: child,
             generation,
         });
         Ok((peer, generation))
@@ -233,8 +237,17 @@ impl Link {
         }
     }
 
-    /// Connects and completes `initialize`.
-    async fn start(&self) -> Result<RunningService<RoleClient, Events>, McpClientError> {
+    /// Connects and completes `initialize`; a stdio server's process
+    /// comes along, to live as long as the connection.
+    async fn start(
+        &self,
+    ) -> Result<
+        (
+            RunningService<RoleClient, Events>,
+            Option<tokio::process::Child>,
+        ),
+        McpClientError,
+    > {
         let events = Events::new(self.hub.clone());
         let failed_init = |error: rmcp::service::ClientInitializeError, stderr: &StderrTail| {
             McpClientError::Initialize {
@@ -243,15 +256,29 @@ impl Link {
             }
         };
         match &self.endpoint {
+            // Spawned here rather than with rmcp's `TokioChildProcess`,
+            // whose `process-wrap` puts the child in a process group
+            // through an `unsafe` `pre_exec`: the server is the child
+            // itself (the CLI starts it with `exec`), and `kill_on_drop`
+            // ends it with the session.
             Endpoint::Stdio(command) => {
-                let (process, stderr) = TokioChildProcess::builder(tokio_command(command))
+                let mut child = tokio_command(command)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|error| McpClientError::Start {
                         server: self.label.clone(),
                         message: error.to_string(),
                     })?;
-                if let Some(stderr) = stderr {
+                let pipes = child.stdout.take().zip(child.stdin.take());
+                let Some((stdout, stdin)) = pipes else {
+                    return Err(McpClientError::Start {
+                        server: self.label.clone(),
+                        message: "the process's stdin and stdout could not be piped".into(),
+                    });
+                };
+                if let Some(stderr) = child.stderr.take() {
                     let tail = self.stderr.clone();
                     let label = self.label.clone();
                     tokio::spawn(async move {
@@ -262,10 +289,11 @@ impl Link {
                         }
                     });
                 }
-                events
-                    .serve(process)
+                let service = events
+                    .serve((stdout, stdin))
                     .await
-                    .map_err(|error| failed_init(error, &self.stderr))
+                    .map_err(|error| failed_init(error, &self.stderr))?;
+                Ok((service, Some(child)))
             }
             Endpoint::Http {
                 url,
@@ -293,6 +321,7 @@ impl Link {
                 events
                     .serve(transport)
                     .await
+                    .map(|service| (service, None))
                     .map_err(|error| failed_init(error, &self.stderr))
             }
             Endpoint::Connector(connect) => {
@@ -303,6 +332,7 @@ impl Link {
                 events
                     .serve(stream)
                     .await
+                    .map(|service| (service, None))
                     .map_err(|error| failed_init(error, &self.stderr))
             }
         }
