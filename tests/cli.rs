@@ -695,3 +695,57 @@ async fn chat_runs_an_approved_call_with_its_real_arguments_body() {
     assert_eq!(kept, ["s3cr3t-42"]);
     assert_eq!(tool_results(&model)[0]["ok"], true);
 }
+
+mod ask_name {
+    use aptix::live::{ElicitationAnswer, ElicitationRequest};
+    use aptix::prelude::*;
+    use serde_json::json;
+
+    /// Arguments of `ask_name`.
+    #[derive(Debug, Deserialize, JsonSchema)]
+    pub(crate) struct AskName {}
+
+    /// Asks the person for their name while it runs.
+    #[agent_tool(name = "ask_name", usage = "Call to learn the person's name.")]
+    pub(crate) async fn ask_name(_args: AskName, ctx: &ToolContext) -> Result<String, ToolError> {
+        let asked = ElicitationRequest::form(
+            "ask_name",
+            "What is your name?",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+        );
+        Ok(match ctx.elicit(asked).await {
+            ElicitationAnswer::Accept(answer) => format!("name: {}", answer["name"]),
+            ElicitationAnswer::Decline => "declined".to_owned(),
+            ElicitationAnswer::Cancel => "cancelled".to_owned(),
+        })
+    }
+}
+
+#[test]
+fn chat_asks_a_running_calls_question_at_the_prompt() {
+    aptix_testkit::block_on(async {
+        let catalog = aptix::tools![ask_name::AskNameTool]
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let model = Arc::new(ScriptedModel::new(vec![
+            ScriptedTurn::new().tool_call("call_ask", "ask_name", "{}"),
+            ScriptedTurn::new().text("Nice to meet you."),
+        ]));
+        let cli = Cli::new(catalog).shared_model(model.clone());
+        // A line that is not an object is asked again.
+        let run = invoke(
+            &cli,
+            &["chat", "--offline"],
+            "Who am I?\n[1]\n{\"name\":\"Ada\"}\n/quit\n",
+        )
+        .await;
+        assert_eq!(run.code(), ExitCode::SUCCESS, "{}", run.stdout);
+        let out = &run.stdout;
+        assert!(out.contains("? ask_name asks: What is your name?"), "{out}");
+        assert!(out.contains("not a JSON object"), "{out}");
+        assert!(out.contains("assistant> Nice to meet you."), "{out}");
+        let results = tool_results(&model);
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0]["result"], json!("name: \"Ada\""));
+    })
+}

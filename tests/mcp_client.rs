@@ -18,10 +18,12 @@ use aptix::mcp::{
     RequireApproval,
 };
 use aptix::prelude::*;
+use aptix::{Agent, AgentEvent, Conversation, Input};
 use aptix::{
     Approval, AwaitReason, CancellationToken, Catalog, Envelope, ErrorCode, Executor, ToolEntry,
 };
-use aptix_testkit::{assert_catalog_valid, block_on_threads};
+use aptix_testkit::{ScriptedModel, ScriptedTurn, assert_catalog_valid, block_on_threads};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 const PYTHON_ENV: &str = "APTIX_TEST_MCP_PYTHON";
@@ -475,29 +477,92 @@ fn elicitation_is_answered_by_the_toolsets_elicitor() {
         let asked = asked.lock().unwrap_or_else(|e| e.into_inner()).clone();
         assert_eq!(asked.len(), 1);
         assert_eq!(asked[0].message, "What is your name?");
-        assert_eq!(asked[0].server, "reference");
+        assert_eq!(asked[0].asked_by, "reference");
         let schema = asked[0].schema.clone().unwrap_or(Value::Null);
         assert_eq!(schema["properties"]["name"]["type"], "string", "{schema}");
 
-        // Without an elicitor the request is declined.
+        // Without an elicitor, and with nobody to ask (the executor alone),
+        // the request is cancelled.
         let plain = connected(stdio_toolset(&python, &record)).await;
         let catalog = catalog_of(&plain);
-        let declined = run(
+        let cancelled = run(
             &catalog,
             call("e2", "greet_person", json!({})),
             &ToolContext::new(),
         )
         .await;
-        let text = if declined.is_ok() {
-            result(&declined).to_string()
-        } else {
-            error_message(&declined)
-        };
-        assert!(
-            text.contains("decline") || text.contains("elicitation"),
-            "{text}"
+        assert_eq!(result(&cancelled), json!({"result": "no name (cancel)"}));
+
+        // In an agent run the person watching answers, through the event.
+        let agent = agent_over(
+            &catalog,
+            vec![
+                ScriptedTurn::new().tool_call("call_greet", "greet_person", "{}"),
+                ScriptedTurn::new().text("Greeted."),
+            ],
+        );
+        let (events, asked) = run_answering(&agent, |request| {
+            assert_eq!(request.message, "What is your name?");
+            ElicitationAnswer::Accept(json!({"name": "Grace"}))
+        })
+        .await;
+        assert_eq!(asked, ["call_greet"]);
+        assert_eq!(
+            result_of(&events, "call_greet"),
+            json!({"result": "Hello, Grace!"})
         );
     });
+}
+
+/// An agent over `catalog` whose model (Anthropic's dialect: remote
+/// schemas need not be closed objects) plays `turns`.
+fn agent_over(catalog: &Catalog, turns: Vec<ScriptedTurn>) -> Agent {
+    Agent::builder()
+        .shared_model(Arc::new(
+            ScriptedModel::new(turns).with_dialect(aptix::Dialect::Anthropic),
+        ))
+        .catalog(catalog.clone())
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `agent` once, answering every question with `answer`; the events,
+/// and the ids of the calls that asked.
+async fn run_answering(
+    agent: &Agent,
+    answer: impl Fn(&ElicitationRequest) -> ElicitationAnswer,
+) -> (Vec<AgentEvent>, Vec<String>) {
+    let mut conversation = Conversation::new("conv-mcp-client");
+    let mut stream = agent.run(&mut conversation, Input::User("Go.".into()));
+    let (mut events, mut asked) = (Vec::new(), Vec::new());
+    while let Some(event) = stream.next().await {
+        if let AgentEvent::Elicitation {
+            id, request, reply, ..
+        } = &event
+        {
+            asked.push(id.clone());
+            assert!(reply.answer(answer(request)), "the call no longer waits");
+        }
+        events.push(event);
+    }
+    (events, asked)
+}
+
+/// The result (the envelope's `result`) of call `id` among `events`.
+fn result_of(events: &[AgentEvent], id: &str) -> Value {
+    events
+        .iter()
+        .find_map(|event| match event {
+            AgentEvent::ToolCallResult {
+                id: done, envelope, ..
+            } if done == id => Some(envelope.clone()),
+            _ => None,
+        })
+        .map(|envelope| {
+            assert_eq!(envelope["ok"], true, "{envelope}");
+            envelope["result"].clone()
+        })
+        .unwrap_or_else(|| panic!("no result for {id} in {events:#?}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -826,5 +891,256 @@ fn a_remote_tool_with_a_secret_looking_field_shows_no_values() {
             redaction(&hidden, "add_numbers"),
             Some(aptix::Redaction::Allow(&[]))
         );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Against Aptix's own `mcp_conformance` example, a separate process over
+// Streamable HTTP
+
+/// The example's binary, built beside this test by `cargo test
+/// --all-targets` (the test script's command). Without it the test passes
+/// with a notice, and fails when `CI=true`.
+fn conformance_example() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    // target/<profile>/deps/mcp_client-<hash> → target/<profile>/examples/.
+    let binary = exe
+        .parent()?
+        .parent()?
+        .join("examples")
+        .join("mcp_conformance");
+    if binary.is_file() {
+        return Some(binary);
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "{} is missing: CI builds it with `cargo test --all-targets`",
+        binary.display()
+    );
+    eprintln!(
+        "note: {} is not built (`cargo build --example mcp_conformance`), so the test against it does not run",
+        binary.display()
+    );
+    None
+}
+
+/// The example server, killed when dropped.
+struct ExampleServer(std::process::Child);
+
+impl Drop for ExampleServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_conformance_example_as_a_remote_server() {
+    let Some(binary) = conformance_example() else {
+        return;
+    };
+    block_on_threads(2, async {
+        let port = free_port();
+        let _server = ExampleServer(
+            std::process::Command::new(&binary)
+                .arg(format!("127.0.0.1:{port}"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}: {e}", binary.display())),
+        );
+        wait_for_port(port).await;
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let sampler = Arc::new(ScriptedModel::new(vec![
+            ScriptedTurn::new().text("Paris is the capital of France."),
+        ]));
+        let tools = connected(
+            McpToolset::http(&url)
+                .label("conformance")
+                .sampling(sampler.clone()),
+        )
+        .await;
+        let names = tools.names();
+        for name in [
+            "test_simple_text",
+            "test_image_content",
+            "test_error_handling",
+            "test_tool_with_progress",
+            "test_sampling",
+            "test_elicitation",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+        }
+        let catalog = catalog_of(&tools);
+
+        // Plain calls, an isError result, an image, progress.
+        let text = run(
+            &catalog,
+            call("c1", "test_simple_text", json!({})),
+            &ToolContext::new(),
+        )
+        .await;
+        assert_eq!(
+            result(&text),
+            json!("This is a simple text response for testing.")
+        );
+        let failed = run(
+            &catalog,
+            call("c2", "test_error_handling", json!({})),
+            &ToolContext::new(),
+        )
+        .await;
+        assert!(
+            error_message(&failed).contains("This tool intentionally returns an error"),
+            "{}",
+            failed.to_json_string()
+        );
+        let image = run(
+            &catalog,
+            call("c3", "test_image_content", json!({})),
+            &ToolContext::new(),
+        )
+        .await;
+        assert!(image.is_ok(), "{}", image.to_json_string());
+        assert_eq!(image.attachments().len(), 1, "{}", image.to_json_string());
+        let progress = Arc::new(Progress::default());
+        let reported = run(
+            &catalog,
+            call("c4", "test_tool_with_progress", json!({})),
+            &ToolContext::new()
+                .with_tool_call_id("c4")
+                .with_live(progress.clone()),
+        )
+        .await;
+        assert!(reported.is_ok(), "{}", reported.to_json_string());
+        assert!(
+            !progress
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty(),
+            "no progress reached the call"
+        );
+
+        // Sampling: the server asks our model (the toolset's), which gets
+        // the server's prompt.
+        let sampled = run(
+            &catalog,
+            call(
+                "c5",
+                "test_sampling",
+                json!({"prompt": "What is the capital of France?"}),
+            ),
+            &ToolContext::new(),
+        )
+        .await;
+        assert_eq!(
+            result(&sampled),
+            json!("LLM response: Paris is the capital of France.")
+        );
+        let requests = sampler.requests();
+        assert_eq!(requests.len(), 1);
+        let asked = serde_json::to_string(&requests[0].messages).unwrap_or_default();
+        assert!(asked.contains("What is the capital of France?"), "{asked}");
+        assert!(requests[0].tools.is_empty());
+        assert_eq!(requests[0].max_tokens, Some(100));
+
+        // A human tool of the remote server: its form is asked through the
+        // agent, and the person's answer is the result.
+        let agent = agent_over(
+            &catalog,
+            vec![
+                ScriptedTurn::new().tool_call(
+                    "call_form",
+                    "test_elicitation",
+                    r#"{"message":"Who are you?"}"#,
+                ),
+                ScriptedTurn::new().text("Thanks."),
+            ],
+        );
+        let (events, asked) = run_answering(&agent, |request| {
+            let schema = request.schema.clone().unwrap_or(Value::Null);
+            assert_eq!(schema["properties"]["email"]["type"], "string", "{schema}");
+            ElicitationAnswer::Accept(json!({"username": "ada", "email": "ada@example.com"}))
+        })
+        .await;
+        assert_eq!(asked, ["call_form"]);
+        assert_eq!(
+            result_of(&events, "call_form"),
+            json!({"username": "ada", "email": "ada@example.com"})
+        );
+
+        // Without `.sampling`, the client does not offer it: the server's
+        // tool says so, and no model is asked.
+        let unsampled = connected(McpToolset::http(&url).label("conformance")).await;
+        let refused = run(
+            &catalog_of(&unsampled),
+            call("c6", "test_sampling", json!({"prompt": "Hi"})),
+            &ToolContext::new(),
+        )
+        .await;
+        assert!(
+            error_message(&refused).contains("cannot sample"),
+            "{}",
+            refused.to_json_string()
+        );
+    });
+}
+
+#[agent_tool(
+    name = "format_disk",
+    usage = "Only when the person asks to format the disk.",
+    approval = requires_approval,
+    destructive = true
+)]
+/// Formats the disk (it does nothing); its server asks for approval.
+async fn format_disk(args: WipeArgs) -> Result<String, ToolError> {
+    Ok(format!("formatted {}", args.disk))
+}
+
+#[test]
+fn a_remote_servers_approval_is_asked_through_the_agent() {
+    block_on_threads(2, async {
+        // Their server gates `format_disk` itself (this toolset asks for no
+        // approval): it asks our client with an elicitation, which the
+        // person watching the run answers.
+        let gated = McpServer::new(
+            aptix::tools![FormatDiskTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let tools = connected(McpToolset::in_process(gated, "theirs")).await;
+        let catalog = catalog_of(&tools);
+        let turns = || {
+            vec![
+                ScriptedTurn::new().tool_call("call_wipe", "format_disk", r#"{"disk":"sdb"}"#),
+                ScriptedTurn::new().text("Done."),
+            ]
+        };
+        let (events, asked) = run_answering(&agent_over(&catalog, turns()), |request| {
+            assert!(
+                request.message.contains("format_disk"),
+                "{}",
+                request.message
+            );
+            ElicitationAnswer::Accept(json!({"approve": true}))
+        })
+        .await;
+        assert_eq!(asked, ["call_wipe"]);
+        assert_eq!(result_of(&events, "call_wipe"), json!("formatted sdb"));
+
+        let (events, _) = run_answering(&agent_over(&catalog, turns()), |_| {
+            ElicitationAnswer::Accept(json!({"approve": false}))
+        })
+        .await;
+        let denied = events.iter().find_map(|event| match event {
+            AgentEvent::ToolCallResult { id, envelope, .. } if id == "call_wipe" => {
+                Some(envelope.clone())
+            }
+            _ => None,
+        });
+        let denied = denied.unwrap_or_else(|| panic!("no result in {events:#?}"));
+        assert_eq!(denied["ok"], false, "{denied}");
     });
 }

@@ -10,7 +10,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
-use crate::live::{LiveSink, ProgressUpdate};
+use crate::live::{
+    ElicitationAnswer, ElicitationReply, ElicitationRequest, LiveSink, ProgressUpdate,
+};
 
 /// The context handed to a tool function.
 ///
@@ -183,6 +185,26 @@ impl<P> ToolContext<P> {
             Err(error) => {
                 tracing::warn!(%error, "a partial result could not be serialized; it was dropped")
             }
+        }
+    }
+
+    /// Asks a person while the call runs, and waits for the answer: a form
+    /// to fill in, or a page to visit. In an agent run the question is the
+    /// event `AgentEvent::Elicitation`, answered through its reply; where
+    /// nobody can be asked (the executor alone, the MCP server) the answer
+    /// is [`ElicitationAnswer::Cancel`] at once. The wait counts against
+    /// the call's time limit, and ends with `Cancel` if the run is
+    /// cancelled. A remote MCP server's elicitation is asked through this.
+    pub async fn elicit(&self, request: ElicitationRequest) -> ElicitationAnswer {
+        let (Some(sink), Some(id)) = (&self.shared.live, &self.tool_call_id) else {
+            return ElicitationAnswer::Cancel;
+        };
+        let (reply, answer) = ElicitationReply::channel();
+        sink.elicit(id, request, reply);
+        let cancelled = Box::pin(self.shared.cancellation.cancelled());
+        match futures_util::future::select(answer, cancelled).await {
+            futures_util::future::Either::Left((Ok(answer), _)) => answer,
+            _ => ElicitationAnswer::Cancel,
         }
     }
 

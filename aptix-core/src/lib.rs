@@ -76,7 +76,7 @@ pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 pub use error::{ErrorCode, ToolError};
 pub use executor::{Awaiting, Execution, Executor, Outcome, ToolCall};
-pub use live::{LiveSink, ProgressUpdate};
+pub use live::{ElicitationAnswer, ElicitationReply, ElicitationRequest, LiveSink, ProgressUpdate};
 pub use meta::{
     Annotations, Approval, AwaitReason, ExecutorKind, Redaction, Route, ServerStep, SourceLocation,
     ToolMeta, route,

@@ -297,6 +297,26 @@ pub enum AgentEvent {
         /// The value, secrets redacted.
         value: Value,
     },
+    /// A running call asks a person something: an MCP server's elicitation
+    /// during a remote call, or a local tool's
+    /// [`ToolContext::elicit`](crate::ToolContext::elicit). The call waits
+    /// (within its time limit) until `reply` is answered; dropping every
+    /// copy of the event unanswered answers
+    /// [`ElicitationAnswer::Cancel`](crate::live::ElicitationAnswer::Cancel),
+    /// so a reader that ignores it never hangs the run. Never reaches the
+    /// model: the answer goes to the call.
+    Elicitation {
+        /// The asking call's id.
+        id: String,
+        /// The tool name.
+        name: String,
+        /// The tool's executor and approval.
+        kind: Option<ToolKind>,
+        /// The question.
+        request: crate::live::ElicitationRequest,
+        /// Where the answer goes.
+        reply: crate::live::ElicitationReply,
+    },
     /// The result of a call that finished; the envelope is redacted.
     ToolCallResult {
         /// The call's id.

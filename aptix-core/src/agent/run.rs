@@ -673,7 +673,7 @@ impl Agent {
         finished: &[&str],
     ) -> Option<AgentEvent> {
         let (id, _) = match &live {
-            Live::Progress(id, _) | Live::Partial(id, _) => (id, ()),
+            Live::Progress(id, _) | Live::Partial(id, _) | Live::Elicitation(id, _, _) => (id, ()),
         };
         if finished.contains(&id.as_str()) {
             return None;
@@ -700,6 +700,13 @@ impl Agent {
                     value,
                 }
             }
+            Live::Elicitation(id, request, reply) => AgentEvent::Elicitation {
+                kind: self.kind_of(&name),
+                id,
+                name,
+                request,
+                reply,
+            },
         })
     }
 

@@ -20,6 +20,7 @@ use crate::context::ToolContext;
 use crate::envelope::Envelope;
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall};
+use crate::live::{ElicitationAnswer, ElicitationRequest};
 use crate::meta::AwaitReason;
 use crate::meta::ServerStep;
 use crate::model::openai::OpenAiChat;
@@ -86,7 +87,7 @@ pub(super) async fn run(
         }
         let mut input = Input::User(line.to_owned());
         loop {
-            let (calls, run_failed) = turn(&agent, &mut conversation, input, stdout).await?;
+            let (calls, run_failed) = turn(&agent, &mut conversation, input, stdin, stdout).await?;
             failed = run_failed;
             if calls.is_empty() {
                 break;
@@ -160,6 +161,7 @@ async fn turn(
     agent: &Agent,
     conversation: &mut Conversation,
     input: Input,
+    stdin: &mut impl BufRead,
     stdout: &mut impl Write,
 ) -> Result<(Vec<SuspendedCall>, bool), CliError> {
     let mut events = agent.run(conversation, input);
@@ -208,6 +210,9 @@ async fn turn(
                 writeln!(stdout, "    … {done}{of}{what}")?;
             }
             AgentEvent::ToolPartial { value, .. } => writeln!(stdout, "    ⋯ {value}")?,
+            AgentEvent::Elicitation { request, reply, .. } => {
+                reply.answer(elicited(&request, stdin, stdout)?);
+            }
             // The whole call is printed once it is complete.
             AgentEvent::ToolCallOpened { .. } | AgentEvent::ToolCallDelta { .. } => {}
             AgentEvent::RetriesExhausted { name, retries, .. } => {
@@ -383,6 +388,39 @@ fn answer(
         }
         return Envelope::ok_value(envelope_ids(id, context), &value)
             .map_err(|error| CliError::Io(error.into()));
+    }
+}
+
+/// A person's answer, typed at the prompt, to a running call's question.
+fn elicited(
+    request: &ElicitationRequest,
+    stdin: &mut impl BufRead,
+    stdout: &mut impl Write,
+) -> Result<ElicitationAnswer, CliError> {
+    writeln!(stdout, "  ? {} asks: {}", request.asked_by, request.message)?;
+    if let Some(url) = &request.url {
+        writeln!(stdout, "    open {url}")?;
+        return Ok(if confirm(stdin, stdout, "  Done? [y/N] ")? {
+            ElicitationAnswer::Accept(Value::Object(serde_json::Map::new()))
+        } else {
+            ElicitationAnswer::Decline
+        });
+    }
+    if let Some(schema) = &request.schema {
+        writeln!(stdout, "    the answer's schema: {schema}")?;
+    }
+    loop {
+        write!(stdout, "  Answer as a JSON object (empty line: decline): ")?;
+        stdout.flush()?;
+        let line = read_line(stdin)?.unwrap_or_default();
+        if line.trim().is_empty() {
+            return Ok(ElicitationAnswer::Decline);
+        }
+        match serde_json::from_str::<Value>(&line) {
+            Ok(value @ Value::Object(_)) => return Ok(ElicitationAnswer::Accept(value)),
+            Ok(_) => writeln!(stdout, "  not a JSON object")?,
+            Err(error) => writeln!(stdout, "  not JSON: {error}")?,
+        }
     }
 }
 

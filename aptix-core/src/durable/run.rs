@@ -206,6 +206,14 @@ impl DurableAgent {
                         ..
                     }
                 );
+                // A background run has nobody to answer a call's question,
+                // and the broadcast channel keeps a copy of every event long
+                // after its subscribers read it: a reply sent along would
+                // stay open, and the call would wait out its time limit.
+                // Subscribers see the question, answered `Cancel`.
+                if let AgentEvent::Elicitation { reply, .. } = &event {
+                    reply.answer(crate::live::ElicitationAnswer::Cancel);
+                }
                 // Nobody listening is fine: the store has everything.
                 let _ = events.send(ConversationEvent {
                     conversation_id: conversation_id.clone(),

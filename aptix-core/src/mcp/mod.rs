@@ -78,8 +78,8 @@ use crate::executor::Executor;
 pub use crate::content::{Content, ResourceContents, ToolReturn};
 #[cfg(feature = "mcp-client")]
 pub use client::{
-    ElicitationAnswer, ElicitationRequest, Elicitor, McpClientError, McpLock, McpTools, McpToolset,
-    PinnedTool, RefusedTool, RequireApproval,
+    ElicitationAnswer, ElicitationReply, ElicitationRequest, Elicitor, McpClientError, McpLock,
+    McpTools, McpToolset, PinnedTool, RefusedTool, RequireApproval,
 };
 pub use handler::AptixMcpHandler;
 pub use http::HttpServer;

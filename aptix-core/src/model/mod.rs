@@ -196,6 +196,34 @@ pub enum NativeToolSearch {
     Regex,
 }
 
+/// A shared model is a model: one `Arc` serves the agent and, say, an MCP
+/// toolset's sampling (`McpToolset::sampling`).
+impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
+    fn dialect(&self) -> Dialect {
+        (**self).dialect()
+    }
+
+    fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
+        (**self).stream(request)
+    }
+
+    fn hosts_tool(&self, name: &str) -> bool {
+        (**self).hosts_tool(name)
+    }
+
+    fn native_tool_search(&self) -> bool {
+        (**self).native_tool_search()
+    }
+
+    fn calls_tools_natively(&self) -> bool {
+        (**self).calls_tools_natively()
+    }
+
+    fn model_name(&self) -> Option<&str> {
+        (**self).model_name()
+    }
+}
+
 // `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.

@@ -1,5 +1,5 @@
 //! What a server sends the client on its own: progress of a call, a
-//! changed tool list, elicitation requests.
+//! changed tool list, elicitation and sampling requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -13,36 +13,13 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::Shared;
+use super::sampling::Sampler;
 use crate::context::ToolContext;
+use crate::live::{ElicitationAnswer, ElicitationRequest};
 use crate::tool::BoxFuture;
 
-/// A form the server asks a person to fill in during a call.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ElicitationRequest {
-    /// The server's label.
-    pub server: String,
-    /// What the server says to the person.
-    pub message: String,
-    /// The JSON Schema of the answer (a flat object), or `None` for a URL
-    /// elicitation (the person is sent to `url`).
-    pub schema: Option<Value>,
-    /// The page a URL elicitation sends the person to.
-    pub url: Option<String>,
-}
-
-/// What the person answered.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ElicitationAnswer {
-    /// The answer, an object matching the schema.
-    Accept(Value),
-    /// The person said no.
-    Decline,
-    /// The person dismissed the form.
-    Cancel,
-}
-
-/// Answers a server's elicitation requests ([`super::McpToolset::elicitation`]).
+/// Answers a server's elicitation requests in place of the person watching
+/// the run ([`super::McpToolset::elicitation`]).
 /// A closure `Fn(ElicitationRequest) -> impl Future<Output = ElicitationAnswer>`
 /// is one.
 pub trait Elicitor: Send + Sync + 'static {
@@ -61,22 +38,47 @@ where
 }
 
 /// What the connection's handler shares with the toolset: where progress
-/// goes, who answers elicitations, whom to tell of a changed list.
+/// and questions go, who answers elicitations and samples, whom to tell of
+/// a changed list.
 pub(super) struct Hub {
     label: String,
     elicitor: Option<Arc<dyn Elicitor>>,
-    progress: Mutex<HashMap<ProgressToken, ToolContext>>,
+    sampler: Option<Sampler>,
+    /// The calls in flight, by progress token, with the order they started
+    /// in.
+    calls: Mutex<HashMap<ProgressToken, (u64, ToolContext)>>,
+    started: std::sync::atomic::AtomicU64,
     toolset: Mutex<Weak<Shared>>,
 }
 
 impl Hub {
-    pub(super) fn new(label: String, elicitor: Option<Arc<dyn Elicitor>>) -> Self {
+    pub(super) fn new(
+        label: String,
+        elicitor: Option<Arc<dyn Elicitor>>,
+        sampler: Option<Sampler>,
+    ) -> Self {
         Hub {
             label,
             elicitor,
-            progress: Mutex::new(HashMap::new()),
+            sampler,
+            calls: Mutex::new(HashMap::new()),
+            started: std::sync::atomic::AtomicU64::new(0),
             toolset: Mutex::new(Weak::new()),
         }
+    }
+
+    /// The context of the call a server request belongs to. MCP does not
+    /// say which call a request comes from (over stdio nothing carries
+    /// it), so with several calls in flight the earliest is taken: the
+    /// question then shows under that call, and the answer still goes to
+    /// the server that asked.
+    fn asking_call(&self) -> Option<ToolContext> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .min_by_key(|(started, _)| *started)
+            .map(|(_, ctx)| ctx.clone())
     }
 
     pub(super) fn watch_list(&self, toolset: Weak<Shared>) {
@@ -90,10 +92,13 @@ impl Hub {
         token: ProgressToken,
         ctx: &ToolContext,
     ) -> Route {
-        self.progress
+        let started = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(token.clone(), ctx.clone());
+            .insert(token.clone(), (started, ctx.clone()));
         Route {
             hub: Arc::downgrade(self),
             token,
@@ -110,7 +115,7 @@ pub(super) struct Route {
 impl Drop for Route {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.progress
+            hub.calls
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&self.token);
@@ -131,10 +136,16 @@ impl Events {
 
 impl ClientHandler for Events {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = if self.hub.elicitor.is_some() {
-            ClientCapabilities::builder().enable_elicitation().build()
+        // Elicitation is always offered: without an elicitor the person
+        // watching the run answers. Sampling only when enabled.
+        #[allow(deprecated)]
+        let capabilities = if self.hub.sampler.is_some() {
+            ClientCapabilities::builder()
+                .enable_elicitation()
+                .enable_sampling()
+                .build()
         } else {
-            ClientCapabilities::default()
+            ClientCapabilities::builder().enable_elicitation().build()
         };
         ClientConfig::new(
             capabilities,
@@ -149,11 +160,11 @@ impl ClientHandler for Events {
     ) {
         let ctx = self
             .hub
-            .progress
+            .calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&params.progress_token)
-            .cloned();
+            .map(|(_, ctx)| ctx.clone());
         if let Some(ctx) = ctx {
             ctx.progress(params.progress, params.total, params.message.as_deref());
         }
@@ -187,30 +198,29 @@ impl ClientHandler for Events {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let Some(elicitor) = self.hub.elicitor.clone() else {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
         let asked = match &request {
             ElicitRequestParams::FormElicitationParams {
                 message,
                 requested_schema,
                 ..
-            } => ElicitationRequest {
-                server: self.hub.label.clone(),
-                message: message.clone(),
-                schema: serde_json::to_value(requested_schema).ok(),
-                url: None,
-            },
-            ElicitRequestParams::UrlElicitationParams { message, url, .. } => ElicitationRequest {
-                server: self.hub.label.clone(),
-                message: message.clone(),
-                schema: None,
-                url: Some(url.clone()),
-            },
+            } => ElicitationRequest::form(
+                self.hub.label.clone(),
+                message.clone(),
+                serde_json::to_value(requested_schema).unwrap_or(Value::Null),
+            ),
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+                ElicitationRequest::url(self.hub.label.clone(), message.clone(), url.clone())
+            }
             // A kind of request this client does not know.
             _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
         };
-        Ok(match elicitor.answer(asked).await {
+        let answer = match (self.hub.elicitor.clone(), self.hub.asking_call()) {
+            (Some(elicitor), _) => elicitor.answer(asked).await,
+            (None, Some(ctx)) => ctx.elicit(asked).await,
+            // Nobody to ask: no call of this toolset is running.
+            (None, None) => ElicitationAnswer::Cancel,
+        };
+        Ok(match answer {
             ElicitationAnswer::Accept(Value::Object(content)) => {
                 ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
             }
@@ -223,5 +233,20 @@ impl ClientHandler for Events {
             ElicitationAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
             ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
         })
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        let Some(sampler) = &self.hub.sampler else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >());
+        };
+        let cancellation = self.hub.asking_call().map(|ctx| ctx.cancellation().clone());
+        sampler.sample(&self.hub.label, params, cancellation).await
     }
 }

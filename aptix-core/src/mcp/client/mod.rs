@@ -46,6 +46,7 @@ mod events;
 mod link;
 mod lock;
 mod remote;
+mod sampling;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -59,7 +60,8 @@ use crate::catalog::ToolEntry;
 use crate::meta::SourceLocation;
 use crate::schema::Dialect;
 
-pub use events::{ElicitationAnswer, ElicitationRequest, Elicitor};
+pub use crate::live::{ElicitationAnswer, ElicitationReply, ElicitationRequest};
+pub use events::Elicitor;
 pub use lock::{McpLock, PinnedTool};
 
 use events::Hub;
@@ -208,6 +210,8 @@ crate::safe_derive::enum_eq!(RefusedTool {
 pub struct McpToolset {
     endpoint: Endpoint,
     elicitor: Option<Arc<dyn Elicitor>>,
+    sampling_model: Option<Arc<dyn crate::model::ChatModel>>,
+    sampling_limit: u32,
     offer: Offer,
 }
 
@@ -279,6 +283,8 @@ impl McpToolset {
         McpToolset {
             endpoint,
             elicitor: None,
+            sampling_model: None,
+            sampling_limit: sampling::DEFAULT_SAMPLING_LIMIT,
             offer: Offer {
                 label,
                 prefix: None,
@@ -369,9 +375,36 @@ impl McpToolset {
     }
 
     /// Answers the server's elicitation requests (forms it asks a person
-    /// to fill in during a call). Without one they are declined.
+    /// to fill in during a call) with `elicitor` instead of the person
+    /// watching the run. Without one, a request is asked through the call
+    /// it arrives during ([`ToolContext::elicit`](crate::ToolContext::elicit)):
+    /// in an agent run, the event `AgentEvent::Elicitation`; where nobody
+    /// can be asked, or no call of this server is running, it is answered
+    /// `cancel`.
     pub fn elicitation(mut self, elicitor: impl Elicitor) -> Self {
         self.elicitor = Some(Arc::new(elicitor));
+        self
+    }
+
+    /// Answers the server's sampling requests (`sampling/createMessage`:
+    /// the server asks the client's LLM for a completion during a call)
+    /// with `model`, usually the agent's own (share it with an
+    /// `Arc`). Off unless called: without it the capability is not
+    /// offered and a request is refused. The model gets the server's
+    /// system prompt and text messages and no tools; the reply is its text,
+    /// at most the request's `maxTokens` (and at most `max_tokens`, see
+    /// [`McpToolset::sampling_limit`]). Images or audio in a request are
+    /// refused with an error naming them. The request is cancelled with
+    /// the run.
+    pub fn sampling(mut self, model: impl crate::model::ChatModel + 'static) -> Self {
+        self.sampling_model = Some(Arc::new(model));
+        self
+    }
+
+    /// The most tokens one sampling request may have the model produce,
+    /// whatever the server asks (default 4096).
+    pub fn sampling_limit(mut self, max_tokens: u32) -> Self {
+        self.sampling_limit = max_tokens;
         self
     }
 
@@ -380,7 +413,10 @@ impl McpToolset {
     /// every catalog holding one of its entries) is dropped.
     pub async fn connect(self) -> Result<McpTools, McpClientError> {
         let label = self.offer.label.clone();
-        let hub = Arc::new(Hub::new(label.clone(), self.elicitor));
+        let sampler = self
+            .sampling_model
+            .map(|model| sampling::Sampler::new(model, self.sampling_limit));
+        let hub = Arc::new(Hub::new(label.clone(), self.elicitor, sampler));
         let link = Arc::new(Link::new(self.endpoint, label, hub.clone()));
         let shared = Arc::new(Shared {
             link,
