@@ -16,6 +16,15 @@
 //! the order rmcp, aptix, aptix, rmcp. Medians and p99 per call, and the
 //! ratio of the medians, go to standard error; BENCHMARKS.md records them.
 //!
+//! Then what a server's requests to the client add to a mounted call, each
+//! against the plain mounted call (`aptix` above) in the same run:
+//!
+//! * **elicitation**: the server gates its tool and asks for the approval
+//!   with a form elicitation, answered by the toolset's elicitor (what the
+//!   agent's `AgentEvent::Elicitation` reply feeds too);
+//! * **sampling**: the tool asks the client's model for a completion,
+//!   answered through `McpToolset::sampling` by a scripted model.
+//!
 //! `cargo bench --bench mcp_client`. Run as a test (`cargo test
 //! --all-targets`) each side makes one call instead of measuring.
 
@@ -25,9 +34,14 @@ mod hello_world;
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use aptix::executor::ToolCall;
-use aptix::mcp::{McpServer, McpToolset};
-use aptix::{Catalog, Executor, ToolContext};
+use aptix::live::ElicitationAnswer;
+use aptix::mcp::{McpServer, McpToolset, Sampling};
+use aptix::prelude::*;
+use aptix::{Catalog, Executor};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
@@ -42,6 +56,58 @@ fn server() -> McpServer {
         aptix::tools![hello_world::HelloWorldTool].build(),
         "the catalog",
     ))
+}
+
+/// Arguments of the server-request tools.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Named {
+    /// Who.
+    name: String,
+}
+
+/// Greets, once a person approved it (the server asks by elicitation).
+#[agent_tool(
+    name = "approved_hello",
+    usage = "Bench tool.",
+    approval = requires_approval
+)]
+async fn approved_hello(args: Named) -> Result<String, ToolError> {
+    Ok(format!("Hello, {}!", args.name))
+}
+
+/// Greets with the client's model's words (the server asks by sampling).
+#[agent_tool(name = "sampled_hello", usage = "Bench tool.")]
+async fn sampled_hello(args: Named, ctx: &ToolContext) -> Result<String, ToolError> {
+    let llm = ctx
+        .state::<Sampling>()
+        .ok_or_else(|| ToolError::failed("the client cannot sample"))?;
+    llm.create_text_message(format!("Greet {}.", args.name), 50)
+        .await
+        .map_err(|error| ToolError::failed(error.to_string()))
+}
+
+fn asking_server() -> McpServer {
+    McpServer::new(ok(
+        aptix::tools![
+            hello_world::HelloWorldTool,
+            ApprovedHelloTool,
+            SampledHelloTool
+        ]
+        .build(),
+        "the asking catalog",
+    ))
+}
+
+/// Median and p99 of sorted times, printed with `label`.
+fn report(label: &str, sorted: &[Duration]) -> Duration {
+    let median = percentile(sorted, 0.5);
+    eprintln!(
+        "{label:<18} {:>8} calls, median {:>9.1?}, p99 {:>9.1?}",
+        sorted.len(),
+        median,
+        percentile(sorted, 0.99)
+    );
+    median
 }
 
 async fn rmcp_client() -> RunningService<RoleClient, ()> {
@@ -154,5 +220,60 @@ fn main() {
             aptix_median.as_secs_f64() / rmcp_median.as_secs_f64().max(f64::MIN_POSITIVE)
         );
         mounted.close().await;
+
+        // What a server's request to the client adds to a call.
+        let model = Arc::new(
+            ScriptedModel::new(vec![ScriptedTurn::new().text("Hello, Ada Lovelace!")]).repeating(),
+        );
+        let asking = ok(
+            McpToolset::in_process(asking_server(), "bench-asking")
+                .elicitation(|_request| async {
+                    ElicitationAnswer::Accept(json!({"approve": true}))
+                })
+                .sampling(model)
+                .connect()
+                .await,
+            "the asking McpToolset",
+        );
+        let executor = Executor::new(ok(
+            Catalog::builder().entries(asking.entries()).build(),
+            "the asking catalog",
+        ));
+        let calls = [
+            ToolCall::new("b1", "agent_hello_world", r#"{"name":"Ada Lovelace"}"#),
+            ToolCall::new("b2", "approved_hello", r#"{"name":"Ada Lovelace"}"#),
+            ToolCall::new("b3", "sampled_hello", r#"{"name":"Ada Lovelace"}"#),
+        ];
+        let one = |index: usize| {
+            let (executor, ctx, call) = (&executor, &ctx, &calls[index]);
+            async move {
+                let envelope = executor.execute(call, ctx).await.into_envelope();
+                let envelope = envelope.unwrap_or_else(|| panic!("{}: no envelope", call.name));
+                assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+            }
+        };
+        let mut times: [Vec<Duration>; 3] = Default::default();
+        if bench {
+            for index in 0..3 {
+                measure(Some(Duration::from_millis(500)), || one(index)).await;
+            }
+        }
+        for index in [0, 1, 2, 2, 1, 0] {
+            times[index].extend(measure(half, || one(index)).await);
+        }
+        for series in &mut times {
+            series.sort();
+        }
+        let plain = report("plain call:", &times[0]);
+        let elicited = report("+ elicitation:", &times[1]);
+        let sampled = report("+ sampling:", &times[2]);
+        let ratio =
+            |other: Duration| other.as_secs_f64() / plain.as_secs_f64().max(f64::MIN_POSITIVE);
+        eprintln!(
+            "ratios of medians to the plain call: elicitation {:.2}×, sampling {:.2}×",
+            ratio(elicited),
+            ratio(sampled)
+        );
+        asking.close().await;
     });
 }
