@@ -64,6 +64,10 @@ step "MCP Python client (PyPI mcp, pinned in tests/mcp_python/requirements.txt; 
 APTIX_TEST_MCP_PYTHON="$(./scripts/mcp-python.sh)"
 export APTIX_TEST_MCP_PYTHON
 
+step "the mcp_conformance example, run by tests/mcp_client.rs as a remote MCP server"
+# `cargo test --all-targets` builds examples as test harnesses only.
+cargo build --example mcp_conformance --locked
+
 step "cargo test (unit, integration, trybuild UI, examples, benches in test mode)"
 cargo test --workspace --all-targets --locked
 

@@ -898,9 +898,10 @@ fn a_remote_tool_with_a_secret_looking_field_shows_no_values() {
 // Against Aptix's own `mcp_conformance` example, a separate process over
 // Streamable HTTP
 
-/// The example's binary, built beside this test by `cargo test
-/// --all-targets` (the test script's command). Without it the test passes
-/// with a notice, and fails when `CI=true`.
+/// The example's binary (`cargo build --example mcp_conformance`, which the
+/// test script runs before `cargo test`: `cargo test --all-targets` builds
+/// examples as test harnesses only). Without it the test passes with a
+/// notice, and fails when `CI=true`.
 fn conformance_example() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     // target/<profile>/deps/mcp_client-<hash> → target/<profile>/examples/.
@@ -915,7 +916,7 @@ fn conformance_example() -> Option<PathBuf> {
     assert_ne!(
         std::env::var("CI").as_deref(),
         Ok("true"),
-        "{} is missing: CI builds it with `cargo test --all-targets`",
+        "{} is missing: the test script builds it (`cargo build --example mcp_conformance`) before `cargo test`",
         binary.display()
     );
     eprintln!(
