@@ -202,19 +202,8 @@ fn main() {
         rmcp.extend(measure(half, rmcp_call).await);
         rmcp.sort();
         aptix.sort();
-        let (rmcp_median, aptix_median) = (percentile(&rmcp, 0.5), percentile(&aptix, 0.5));
-        eprintln!(
-            "rmcp client:       {:>8} calls, median {:>9.1?}, p99 {:>9.1?}",
-            rmcp.len(),
-            rmcp_median,
-            percentile(&rmcp, 0.99)
-        );
-        eprintln!(
-            "aptix McpToolset:  {:>8} calls, median {:>9.1?}, p99 {:>9.1?}",
-            aptix.len(),
-            aptix_median,
-            percentile(&aptix, 0.99)
-        );
+        let rmcp_median = report("rmcp client:", &rmcp);
+        let aptix_median = report("aptix McpToolset:", &aptix);
         eprintln!(
             "ratio of medians (aptix / rmcp): {:.2}×",
             aptix_median.as_secs_f64() / rmcp_median.as_secs_f64().max(f64::MIN_POSITIVE)

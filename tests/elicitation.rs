@@ -54,15 +54,7 @@ fn agent() -> Agent {
 
 /// The result of `call_1` among `events`.
 fn result_of(events: &[AgentEvent]) -> Value {
-    events
-        .iter()
-        .find_map(|event| match event {
-            AgentEvent::ToolCallResult { id, envelope, .. } if id == "call_1" => {
-                Some(envelope["result"].clone())
-            }
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no result for call_1 in {events:#?}"))
+    aptix_testkit::call_envelope(events, "call_1")["result"].clone()
 }
 
 #[test]
@@ -247,15 +239,7 @@ fn a_background_runs_question_held_by_subscribers_does_not_wait_out_the_time_lim
                 break;
             }
         }
-        let envelope = events
-            .iter()
-            .find_map(|event| match event {
-                AgentEvent::ToolCallResult { id, envelope, .. } if id == "call_1" => {
-                    Some(envelope.clone())
-                }
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no result for call_1 in {events:#?}"));
+        let envelope = aptix_testkit::call_envelope(&events, "call_1");
         assert_eq!(envelope["result"], json!("cancelled"), "{envelope}");
     })
 }

@@ -550,19 +550,9 @@ async fn run_answering(
 
 /// The result (the envelope's `result`) of call `id` among `events`.
 fn result_of(events: &[AgentEvent], id: &str) -> Value {
-    events
-        .iter()
-        .find_map(|event| match event {
-            AgentEvent::ToolCallResult {
-                id: done, envelope, ..
-            } if done == id => Some(envelope.clone()),
-            _ => None,
-        })
-        .map(|envelope| {
-            assert_eq!(envelope["ok"], true, "{envelope}");
-            envelope["result"].clone()
-        })
-        .unwrap_or_else(|| panic!("no result for {id} in {events:#?}"))
+    let envelope = aptix_testkit::call_envelope(events, id);
+    assert_eq!(envelope["ok"], true, "{envelope}");
+    envelope["result"].clone()
 }
 
 // ---------------------------------------------------------------------------
@@ -1135,13 +1125,7 @@ fn a_remote_servers_approval_is_asked_through_the_agent() {
             ElicitationAnswer::Accept(json!({"approve": false}))
         })
         .await;
-        let denied = events.iter().find_map(|event| match event {
-            AgentEvent::ToolCallResult { id, envelope, .. } if id == "call_wipe" => {
-                Some(envelope.clone())
-            }
-            _ => None,
-        });
-        let denied = denied.unwrap_or_else(|| panic!("no result in {events:#?}"));
+        let denied = aptix_testkit::call_envelope(&events, "call_wipe");
         assert_eq!(denied["ok"], false, "{denied}");
     });
 }

@@ -205,6 +205,23 @@ pub fn tool_results(messages: &[aptix_core::transcript::Message]) -> Vec<Value> 
         .collect()
 }
 
+/// The envelope (redacted, as events show it) of the call `id` among a
+/// run's `events`, from its `ToolCallResult`.
+///
+/// # Panics
+/// When no such event is among `events`, naming the events.
+pub fn call_envelope(events: &[aptix_core::agent::AgentEvent], id: &str) -> Value {
+    events
+        .iter()
+        .find_map(|event| match event {
+            aptix_core::agent::AgentEvent::ToolCallResult {
+                id: done, envelope, ..
+            } if done == id => Some(envelope.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result for the call `{id}` in {events:#?}"))
+}
+
 /// Every tool result in `messages`, in order, with its call id: the
 /// envelope as JSON, `null` for a result that is no JSON.
 pub fn tool_results_by_id(messages: &[aptix_core::transcript::Message]) -> Vec<(String, Value)> {

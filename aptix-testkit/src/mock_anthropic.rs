@@ -36,7 +36,10 @@ pub const MOCK_MODEL: &str = "claude-sonnet-4-5";
 #[derive(Debug, Clone)]
 enum Block {
     Text(Vec<String>),
+    /// A `tool_use` block, or (`server`) a `server_tool_use` block, which
+    /// the provider runs itself; the input streams the same way.
     ToolUse {
+        server: bool,
         id: String,
         name: String,
         chunks: Vec<String>,
@@ -46,12 +49,6 @@ enum Block {
         signature: String,
     },
     RedactedThinking(String),
-    /// A `server_tool_use` block: its input streams like a tool_use's.
-    ServerToolUse {
-        id: String,
-        name: String,
-        chunks: Vec<String>,
-    },
     /// A server tool's result block, whole in `content_block_start`.
     ServerResult(Value),
 }
@@ -122,22 +119,19 @@ impl AnthropicTurn {
     /// chunk of `partial_json`. Like Anthropic, the block starts with
     /// `input: {}` and an empty first `partial_json`; an empty `partial_json`
     /// list is how a tool without parameters streams.
-    pub fn tool_use(mut self, id: &str, name: &str, partial_json: &[&str]) -> Self {
-        self.blocks.push(Block::ToolUse {
-            id: id.into(),
-            name: name.into(),
-            chunks: partial_json
-                .iter()
-                .map(|chunk| (*chunk).to_owned())
-                .collect(),
-        });
-        self
+    pub fn tool_use(self, id: &str, name: &str, partial_json: &[&str]) -> Self {
+        self.any_tool_use(false, id, name, partial_json)
     }
 
     /// A `server_tool_use` block (a tool the provider runs, e.g. its tool
     /// search), its input streamed as `input_json_delta`s.
-    pub fn server_tool_use(mut self, id: &str, name: &str, partial_json: &[&str]) -> Self {
-        self.blocks.push(Block::ServerToolUse {
+    pub fn server_tool_use(self, id: &str, name: &str, partial_json: &[&str]) -> Self {
+        self.any_tool_use(true, id, name, partial_json)
+    }
+
+    fn any_tool_use(mut self, server: bool, id: &str, name: &str, partial_json: &[&str]) -> Self {
+        self.blocks.push(Block::ToolUse {
+            server,
             id: id.into(),
             name: name.into(),
             chunks: partial_json
@@ -203,7 +197,7 @@ impl AnthropicTurn {
             let calls = self
                 .blocks
                 .iter()
-                .any(|block| matches!(block, Block::ToolUse { .. }));
+                .any(|block| matches!(block, Block::ToolUse { server: false, .. }));
             if calls { "tool_use" } else { "end_turn" }.to_owned()
         })
     }
@@ -242,19 +236,32 @@ impl AnthropicTurn {
                         ));
                     }
                 }
-                Block::ToolUse { id, name, chunks } => {
+                Block::ToolUse {
+                    server,
+                    id,
+                    name,
+                    chunks,
+                } => {
+                    let kind = if *server {
+                        "server_tool_use"
+                    } else {
+                        "tool_use"
+                    };
                     frames.push(frame(
                         "content_block_start",
                         &format!(
-                            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"tool_use","id":{},"name":{},"input":{{}}}}}}"#,
+                            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"{kind}","id":{},"name":{},"input":{{}}}}}}"#,
                             string(id),
                             string(name)
                         ),
                     ));
-                    if index == 0 && self.ping {
+                    // What Anthropic sends around a client `tool_use`: a
+                    // ping after the first block's start, an empty first
+                    // delta.
+                    if !server && index == 0 && self.ping {
                         frames.push(ping_frame());
                     }
-                    if !chunks.is_empty() {
+                    if !server && !chunks.is_empty() {
                         frames.push(input_json_delta(index, ""));
                     }
                     for chunk in chunks {
@@ -287,19 +294,6 @@ impl AnthropicTurn {
                             string(signature)
                         ),
                     ));
-                }
-                Block::ServerToolUse { id, name, chunks } => {
-                    frames.push(frame(
-                        "content_block_start",
-                        &format!(
-                            r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"server_tool_use","id":{},"name":{},"input":{{}}}}}}"#,
-                            string(id),
-                            string(name)
-                        ),
-                    ));
-                    for chunk in chunks {
-                        frames.push(input_json_delta(index, chunk));
-                    }
                 }
                 Block::ServerResult(block) => {
                     frames.push(frame(

@@ -492,7 +492,7 @@ impl Agent {
     ) -> Option<crate::catalog::Catalog> {
         match (&self.inner.search, offered) {
             (Some(search), Some(offered)) => {
-                Some(search.widen(&offered, turn, self.inner.executor.catalog()))
+                Some(search.widen(offered, turn, self.inner.executor.catalog()))
             }
             (_, offered) => offered,
         }

@@ -129,13 +129,13 @@ impl Searching {
     /// `offered` and the tools the provider's search found in `turn`,
     /// which the model may call in that same turn. Aptix's own search
     /// reveals tools for the next turn only.
-    pub(crate) fn widen(&self, offered: &Catalog, turn: &Message, catalog: &Catalog) -> Catalog {
+    pub(crate) fn widen(&self, offered: Catalog, turn: &Message, catalog: &Catalog) -> Catalog {
         if self.native.is_none() {
-            return offered.clone();
+            return offered;
         }
         let found = self.found(std::slice::from_ref(turn));
         if found.is_empty() {
-            return offered.clone();
+            return offered;
         }
         let names = offered
             .names()
