@@ -302,7 +302,7 @@ impl Waiters {
     }
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Sample {}
 
 /// The timings of one round trip.

@@ -49,7 +49,7 @@ use rmcp::{Json, Peer, RoleClient, ServerHandler, ServiceExt, tool, tool_handler
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Windows {}
 
 /// How long the phases run.
@@ -140,7 +140,7 @@ fn catalog() -> Catalog {
 // ---------------------------------------------------------------------------
 // Servers and transports.
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Server {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +165,7 @@ impl Server {
     }
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Transport {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]

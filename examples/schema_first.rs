@@ -36,7 +36,7 @@ pub struct Feeling {
     pub confidence: f64,
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Label {}
 
 /// A sentiment label.

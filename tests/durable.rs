@@ -135,7 +135,7 @@ pub struct ReadClipboard {
     pub reason: String,
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Backend {}
 
 #[derive(Clone, Debug)]

@@ -488,7 +488,7 @@ impl Store for FaultyStore {
 // ---------------------------------------------------------------------------
 // Helpers
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Backend {}
 
 #[derive(Clone, Debug)]

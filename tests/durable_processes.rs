@@ -229,7 +229,7 @@ fn side_pids(events: &[SideEvent], tool_call_id: &str, event: &str) -> Vec<u32> 
 // ---------------------------------------------------------------------------
 // Stores, agents, helpers
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Backend {}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -621,7 +621,7 @@ fn is_child() -> bool {
 // ---------------------------------------------------------------------------
 // 1. Racing resolutions across processes
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Kind {}
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -180,7 +180,7 @@ pub struct AskHuman {
     pub n: u32,
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Kind {}
 
 /// The tools a model turn can call.
@@ -302,7 +302,7 @@ impl ChatModel for QueueModel {
 
 // ---------------------------------------------------------------- operations
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for CallSpec {}
 
 /// A call the model makes: which tool, which id from a pool of three (so
@@ -325,7 +325,7 @@ impl std::fmt::Debug for CallSpec {
     }
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for How {}
 
 /// How a resolution answers the pending call it picks.
@@ -341,7 +341,7 @@ enum How {
     Stray(u8),
 }
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for FaultSpec {}
 
 /// A store failure to arm.
@@ -484,7 +484,7 @@ fn capture_logs() {
 
 // ---------------------------------------------------------------- harness
 
-// `Copy` by hand: the derive adds an `unsafe impl` (TrivialClone).
+// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Backend {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]

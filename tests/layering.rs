@@ -232,7 +232,7 @@ fn no_crate_depends_on_a_refused_crate_with_unsafe_code() {
 /// `select!`, `join!`, `try_join!` and `pin!`, `futures`' `select!`, `join!`
 /// and `pin_mut!`, `async-stream`'s `stream!` and `try_stream!`,
 /// `pin-project`'s `pin_project!`, and `std::pin::pin!` too (since Rust 1.88
-/// it is `super let` + `unsafe { Pin::new_unchecked(..) }`).
+/// it is `super let` + `Pin::new_unchecked(..)` in an unsafe block).
 /// `forbid(unsafe_code)` does not see them, for the same reason as above.
 /// Written without their `!`, so that this list is not a call.
 const UNSAFE_MACROS: &[&str] = &[
@@ -320,8 +320,8 @@ fn project_files() -> Vec<PathBuf> {
 
 #[test]
 fn no_crate_derives_copy() {
-    // `#[derive(Clone, Copy)]` adds `unsafe impl ::core::clone::TrivialClone`
-    // to the crate; `Copy` is implemented by hand instead. Tests, benches
+    // `#[derive(Clone, Copy)]` adds an impl of `::core::clone::TrivialClone`,
+    // an unsafe marker trait, to the crate; `Copy` is implemented by hand instead. Tests, benches
     // and examples too: each is a crate, and the rule is for all code.
     // (`scripts/no-unsafe.sh` checks the expanded code whole.)
     let files = project_files();
@@ -346,7 +346,7 @@ fn no_crate_derives_copy() {
 #[test]
 fn no_test_runs_under_the_tokio_test_attribute() {
     // `#[tokio::test]` pins the test's future with
-    // `unsafe { Pin::new_unchecked(&mut body) }` in the test's own crate;
+    // `Pin::new_unchecked(&mut body)` in an unsafe block in the test's own crate;
     // `aptix_testkit::block_on` runs it on a runtime instead (the future
     // moved into `Runtime::block_on`, as `#[tokio::main]` does).
     let attribute = ["#[tokio", "::test"].concat();

@@ -203,7 +203,7 @@ where
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for ErrorCode {}

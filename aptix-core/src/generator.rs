@@ -4,7 +4,7 @@
 //! Why not a crate: `async-stream`'s `stream!` expands to `unsafe` code in the
 //! crate that calls it (raw pointers into the generator), which
 //! `forbid(unsafe_code)` does not see, and the macro-free crates of the field
-//! rest on `unsafe impl Send` over an `UnsafeCell`. This is the same contract
+//! rest on an unsafe `Send` impl over an `UnsafeCell`. This is the same contract
 //! with a lock instead: the body hands an item over and stays suspended until
 //! the stream has handed it out, so the body never runs ahead of its reader,
 //! and dropping the stream drops the body where it stands.

@@ -400,7 +400,7 @@ impl std::fmt::Display for SourceLocation {
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for ToolMeta {}

@@ -2,7 +2,7 @@
 //!
 //! Why not `#[derive(PartialEq)]`: on an enum whose every variant holds
 //! data, rustc's derive compares the discriminants first and ends the match
-//! with `_ => unsafe { ::core::intrinsics::unreachable() }`, so the derive
+//! with a `_ =>` arm calling `::core::intrinsics::unreachable()` in an unsafe block, so the derive
 //! puts `unsafe` code into this crate, which compiles none. [`enum_eq!`]
 //! writes the same comparison with a `_ => false` arm. It is checked by the
 //! compiler like the derive: every variant must be listed (the match on

@@ -229,7 +229,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 #vis struct #struct_ident;
 
                 // `Copy` by hand: derived next to `Clone` it adds an
-                // `unsafe impl` of a compiler marker to the user's crate.
+                // impl of an unsafe compiler marker to the user's crate.
                 #[automatically_derived]
                 impl ::core::marker::Copy for #struct_ident {}
 

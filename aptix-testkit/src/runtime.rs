@@ -1,5 +1,5 @@
 //! Async tests without `#[tokio::test]`, which pins the test's future with
-//! `unsafe { Pin::new_unchecked(..) }` in the test's own crate. Here the
+//! `Pin::new_unchecked(..)` in an unsafe block in the test's own crate. Here the
 //! future moves into `Runtime::block_on`, as `#[tokio::main]` does, so a
 //! crate of tests compiles no `unsafe` code:
 //!

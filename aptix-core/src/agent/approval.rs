@@ -92,7 +92,7 @@ pub(crate) fn arguments_hash(payload: &str) -> String {
     crate::digest::sha256_hex(canonical.as_bytes())
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl<'a> Copy for ApprovalCall<'a> {}

@@ -291,7 +291,7 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
     json!({ "message": content, "calls": calls }).to_string()
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for CallMode {}

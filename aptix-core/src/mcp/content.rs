@@ -97,7 +97,7 @@ pub(crate) fn blocks(shape: Shape, result: &JsonText) -> Option<Vec<ContentBlock
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for Shape {}

@@ -224,7 +224,7 @@ impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for NativeToolSearch {}
@@ -392,7 +392,7 @@ pub trait ChatModel: Send + Sync {
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an `unsafe impl` of a
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for Usage {}

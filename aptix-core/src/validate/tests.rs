@@ -136,7 +136,7 @@ enum Target {
     Labels(std::collections::BTreeMap<String, String>),
 }
 
-// Not derived: the derive ends with `unsafe { unreachable() }` here.
+// Not derived: the derive ends with an unreachable intrinsic in an unsafe block here.
 crate::safe_derive::enum_eq!(Target {
     File { path },
     Labels(_),
@@ -239,7 +239,7 @@ enum Shape {
     },
 }
 
-// Not derived: the derive ends with `unsafe { unreachable() }` here.
+// Not derived: the derive ends with an unreachable intrinsic in an unsafe block here.
 crate::safe_derive::enum_eq!(Shape {
     Circle(_),
     Square { side },
