@@ -25,6 +25,12 @@
 //! * **sampling**: the tool asks the client's model for a completion,
 //!   answered through `McpToolset::sampling` by a scripted model.
 //!
+//! Last, what connecting costs: `McpToolset::connect` to a well-behaved
+//! server of 500 tools (start, `initialize`, every page of `tools/list`,
+//! each tool checked and made an entry), against rmcp's own client
+//! connecting and listing the same server (`list_all_tools`) in the same
+//! run, each on a fresh in-process connection.
+//!
 //! `cargo bench --bench mcp_client`. Run as a test (`cargo test
 //! --all-targets`) each side makes one call instead of measuring.
 
@@ -40,7 +46,7 @@ use aptix::executor::ToolCall;
 use aptix::live::ElicitationAnswer;
 use aptix::mcp::{McpServer, McpToolset, Sampling};
 use aptix::prelude::*;
-use aptix::{Catalog, Executor};
+use aptix::{Catalog, Executor, ToolEntry, ToolEntryBuilder};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -95,6 +101,39 @@ fn asking_server() -> McpServer {
         ]
         .build(),
         "the asking catalog",
+    ))
+}
+
+/// A server of `count` tools made at run time, each with a schema of three
+/// described fields, as a typical server lists them.
+fn many_tools_server(count: usize) -> McpServer {
+    let entries: Vec<ToolEntryBuilder> = (0..count)
+        .map(|index| {
+            ToolEntry::from_json_schema(
+                format!("tool_{index:03}"),
+                "When the bench calls it.",
+                format!("Tool number {index} of the bench server: looks a record up."),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "id": { "type": "string", "description": "The record's id." },
+                        "limit": { "type": "integer", "minimum": 1, "description": "At most this many." },
+                        "fields": {
+                            "type": "array",
+                            "items": { "type": "string" },
+                            "description": "The fields to return."
+                        }
+                    },
+                    "required": ["id"],
+                    "additionalProperties": false
+                }),
+                |_arguments, _context| async { Ok(serde_json::Value::Null) },
+            )
+        })
+        .collect();
+    McpServer::new(ok(
+        Catalog::builder().entries(entries).build(),
+        "the catalog of many tools",
     ))
 }
 
@@ -264,5 +303,46 @@ fn main() {
             ratio(sampled)
         );
         asking.close().await;
+
+        // What connecting to a server of 500 tools costs.
+        let many = many_tools_server(500);
+        let rmcp_connect = || {
+            let many = many.clone();
+            async move {
+                let (ours, theirs) = tokio::io::duplex(1 << 20);
+                tokio::spawn(many.serve_io(theirs));
+                let client = ok(().serve(ours).await, "rmcp client of many tools");
+                let tools = ok(client.list_all_tools().await, "rmcp listing");
+                assert_eq!(tools.len(), 500);
+                let _ = client.cancel().await;
+            }
+        };
+        let aptix_connect = || {
+            let many = many.clone();
+            async move {
+                let tools = ok(
+                    McpToolset::in_process(many, "bench-many").connect().await,
+                    "McpToolset of many tools",
+                );
+                assert_eq!(tools.names().len(), 500);
+                tools.close().await;
+            }
+        };
+        if bench {
+            measure(Some(Duration::from_millis(500)), rmcp_connect).await;
+            measure(Some(Duration::from_millis(500)), aptix_connect).await;
+        }
+        let mut rmcp = measure(half, rmcp_connect).await;
+        let mut aptix = measure(half, aptix_connect).await;
+        aptix.extend(measure(half, aptix_connect).await);
+        rmcp.extend(measure(half, rmcp_connect).await);
+        rmcp.sort();
+        aptix.sort();
+        let rmcp_median = report("rmcp list 500:", &rmcp);
+        let aptix_median = report("aptix connect 500:", &aptix);
+        eprintln!(
+            "ratio of medians (aptix connect / rmcp connect and list): {:.2}×",
+            aptix_median.as_secs_f64() / rmcp_median.as_secs_f64().max(f64::MIN_POSITIVE)
+        );
     });
 }
