@@ -480,6 +480,7 @@ fn big_turn(n: usize, reversed: bool) -> Vec<Message> {
     let mut messages = vec![
         Message::user("go"),
         Message::Assistant {
+            runnable: None,
             content: String::new(),
             tool_calls: calls,
             thinking: Vec::new(),

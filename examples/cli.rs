@@ -34,10 +34,8 @@ fn main() -> ExitCode {
     // Logs go to standard error, so they never mix with the JSON on
     // standard output (nor with the MCP protocol on stdio).
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        // RUST_LOG, without the MCP SDK's lines that quote whole messages.
+        .with_env_filter(aptix::mcp::log_filter("warn"))
         .with_writer(std::io::stderr)
         .init();
     let catalog = match aptix::tools![

@@ -47,10 +47,8 @@ fn python() -> Result<PathBuf, Box<dyn std::error::Error>> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        // RUST_LOG, without the MCP SDK's lines that quote whole messages.
+        .with_env_filter(aptix::mcp::log_filter("warn"))
         .with_writer(std::io::stderr)
         .init();
 

@@ -414,7 +414,8 @@ pub async fn reconnection(_args: NoArgs) -> Result<String, ToolError> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        // RUST_LOG, without the MCP SDK's lines that quote whole messages.
+        .with_env_filter(aptix::mcp::log_filter("error"))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

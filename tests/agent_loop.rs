@@ -366,6 +366,7 @@ async fn a_dangling_call_is_repaired_before_the_next_request_body() {
     let mut conversation = Conversation::new("conv-7");
     conversation.messages.push(Message::user("hi"));
     conversation.messages.push(Message::Assistant {
+        runnable: None,
         content: String::new(),
         tool_calls: vec![aptix::transcript::AssistantToolCall {
             id: "lost".into(),
@@ -670,6 +671,7 @@ async fn colliding_tool_call_ids_each_get_their_own_result_body() {
     assert_eq!(conversation.messages, {
         let mut expected = last.messages.clone();
         expected.push(Message::Assistant {
+            runnable: None,
             content: "Sent three.".into(),
             tool_calls: vec![],
             thinking: Vec::new(),
@@ -858,6 +860,90 @@ async fn prepare_step_removes_a_tool_after_its_first_use_body() {
     assert_eq!(offered(1), ["agent_hello_world"]);
     assert_eq!(requests[1].tool_choice, aptix::model::ToolChoice::Auto);
     assert_eq!(requests[2].tool_choice, aptix::model::ToolChoice::None);
+}
+
+/// Review 2026-11-26, N16: a step's tool choice was a hint only. With
+/// `ToolChoice::None` no call runs; with `ToolChoice::Tool(x)` only `x`
+/// does, natively and in composed mode (whose schema then has no `calls`).
+#[test]
+fn a_steps_tool_choice_bounds_what_its_calls_run() {
+    aptix_testkit::block_on(a_steps_tool_choice_bounds_what_its_calls_run_body())
+}
+
+async fn a_steps_tool_choice_bounds_what_its_calls_run_body() {
+    for mode in [
+        aptix::agent::CallMode::Native,
+        aptix::agent::CallMode::Composed,
+    ] {
+        let composed = mode == aptix::agent::CallMode::Composed;
+        let turn = |id: &str, name: &str, arguments: &str| {
+            if composed {
+                let mut call: Value = serde_json::from_str(arguments).unwrap_or_default();
+                call["_tool"] = json!(name);
+                ScriptedTurn::new().text(&json!({ "message": "", "calls": [call] }).to_string())
+            } else {
+                ScriptedTurn::new().tool_call(id, name, arguments)
+            }
+        };
+        let model = std::sync::Arc::new(ScriptedModel::new(vec![
+            // The choice is None: the model calls a tool anyway.
+            turn("call_1", "nap", r#"{"millis":0}"#),
+            // The choice is `nap`: the model calls another tool.
+            turn("call_2", "agent_hello_world", r#"{"name":"Ada"}"#),
+            ScriptedTurn::new().text(if composed {
+                r#"{"message":"Done."}"#
+            } else {
+                "Done."
+            }),
+        ]));
+        let agent = Agent::builder()
+            .shared_model(model.clone())
+            .catalog(
+                aptix::tools![NapTool, hello_world::HelloWorldTool]
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .call_mode(mode)
+            .prepare_step(|step| match step.iteration {
+                0 => aptix::PreparedStep::all().tool_choice(aptix::model::ToolChoice::None),
+                _ => aptix::PreparedStep::all()
+                    .tool_choice(aptix::model::ToolChoice::Tool("nap".into())),
+            })
+            .max_iterations(4)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut conversation = Conversation::new("conv-choice");
+        let events = run(&agent, &mut conversation, Input::User("Nap.".into())).await;
+        assert!(
+            matches!(done(&events), DoneReason::Completed),
+            "{mode:?}: {events:?}"
+        );
+        let results = results(&events);
+        assert_eq!(results.len(), 2, "{mode:?}: {results:?}");
+        for (_, envelope) in &results {
+            assert_eq!(
+                envelope["error"]["code"],
+                json!("unknown_tool"),
+                "{mode:?}: {envelope}"
+            );
+        }
+        let message = |index: usize| {
+            results[index].1["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(
+            message(0).contains("No tool may be called at this step"),
+            "{}",
+            message(0)
+        );
+        assert!(
+            message(1).contains("Only `nap` may be called"),
+            "{}",
+            message(1)
+        );
+    }
 }
 
 fn summary(events: &[AgentEvent]) -> &aptix::RunSummary {

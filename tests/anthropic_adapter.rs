@@ -581,6 +581,7 @@ async fn request_shape_body() -> TestResult {
             Message::user("Weather in Paris and Oslo, and write a note?"),
             Message::system("Use metric units."),
             Message::Assistant {
+                runnable: None,
                 content: "Checking.".into(),
                 tool_calls: vec![
                     AssistantToolCall {
@@ -615,12 +616,14 @@ async fn request_shape_body() -> TestResult {
             Message::user("Also Oslo, please."),
             // Nothing to send: skipped rather than sent empty.
             Message::Assistant {
+                runnable: None,
                 content: String::new(),
                 tool_calls: vec![],
                 thinking: Vec::new(),
                 server_blocks: Vec::new(),
             },
             Message::Assistant {
+                runnable: None,
                 content: String::new(),
                 tool_calls: vec![AssistantToolCall {
                     id: "toolu_c".into(),

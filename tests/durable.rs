@@ -976,6 +976,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
         (&risky_call, "charge", r#"{"cents":12}"#, true),
     ] {
         let record = |step, state, outcome: Option<&str>| CallRecord {
+            requested: None,
             conversation_id: id.clone(),
             tool_call_id: call.clone(),
             step,
@@ -1343,6 +1344,7 @@ async fn ran_and_recorded(
     let now = now_ms();
     store
         .insert_call(&CallRecord {
+            requested: None,
             conversation_id: conversation_id.into(),
             tool_call_id: tool_call_id.into(),
             step: Step::Execution,
@@ -1379,6 +1381,7 @@ async fn left_by_a_dead_process(
     let mut conversation = Conversation::new(id);
     conversation.messages.push(Message::user(user));
     conversation.messages.push(Message::Assistant {
+        runnable: None,
         content: String::new(),
         tool_calls: calls
             .iter()

@@ -765,6 +765,7 @@ async fn colliding_turn(
     let mut conversation = Conversation::new(id);
     conversation.messages.push(Message::user("go"));
     conversation.messages.push(Message::Assistant {
+        runnable: None,
         content: String::new(),
         tool_calls: calls
             .iter()
@@ -802,6 +803,7 @@ async fn colliding_turn(
         .unwrap_or_else(|e| panic!("{e}"));
     let inserted = store
         .insert_call(&CallRecord {
+            requested: None,
             conversation_id: id.into(),
             tool_call_id: "x".into(),
             step: Step::Approval,
@@ -910,6 +912,7 @@ async fn ledger_refuses_an_approval_of_other_arguments(backend: Backend) {
     let mut conversation = Conversation::new(&id);
     conversation.messages.push(Message::user("charge"));
     conversation.messages.push(Message::Assistant {
+        runnable: None,
         content: String::new(),
         tool_calls: vec![aptix::transcript::AssistantToolCall {
             id: "c1".into(),
@@ -928,6 +931,7 @@ async fn ledger_refuses_an_approval_of_other_arguments(backend: Backend) {
     let now = now_ms();
     store
         .insert_call(&CallRecord {
+            requested: None,
             conversation_id: id.clone(),
             tool_call_id: "c1".into(),
             step: Step::Approval,

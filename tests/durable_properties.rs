@@ -13,7 +13,11 @@
 //!   and a conversation with nothing pending and unanswered calls is
 //!   resumed (by the resolution that said so, or by `ensure_started`);
 //! - secrets: no declared secret appears in any event (`Debug` and JSON) or
-//!   any log line (TRACE).
+//!   any log line (TRACE);
+//! - refused: a call the live run refused never runs, before or after a
+//!   crash: `unoffered_op` (which `prepare_step` never offers), `hidden_op`
+//!   (which no tool search revealed: the agent searches, and the model
+//!   never does) and every call past the turn's third (`max_calls_per_turn`).
 //!
 //! `PROPTEST_CASES` sets the number of cases per store (default 64);
 //! `APTIX_PROPS_SKIP=secrets,truthful,...` turns invariants off, to look
@@ -171,6 +175,25 @@ pub struct GatedClientOp {
     pub n: u32,
 }
 
+/// Server tool that `prepare_step` never offers.
+#[agent_tool(name = "unoffered_op", usage = "Test tool.")]
+async fn unoffered_op(args: Nonce, ctx: &ToolContext) -> Result<u32, ToolError> {
+    ran("unoffered_op", ctx, json!({"n": args.n})).await;
+    Ok(args.n)
+}
+
+/// Server tool that tool search only offers once a search found it (none
+/// ever does).
+#[agent_tool(name = "hidden_op", usage = "Test tool.")]
+async fn hidden_op(args: Nonce, ctx: &ToolContext) -> Result<u32, ToolError> {
+    ran("hidden_op", ctx, json!({"n": args.n})).await;
+    Ok(args.n)
+}
+
+/// The most calls that run per turn (`max_calls_per_turn`); turns make up
+/// to one more.
+const CALLS_PER_TURN: usize = 3;
+
 /// Human tool.
 #[agent_tool(name = "ask_human", usage = "Test tool.", executor = human, output = Reply)]
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -193,10 +216,12 @@ enum Kind {
     Client,
     GatedClient,
     Human,
+    Unoffered,
+    Hidden,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 9] = [
         Kind::Gated,
         Kind::Auto,
         Kind::Idem,
@@ -204,6 +229,8 @@ impl Kind {
         Kind::Client,
         Kind::GatedClient,
         Kind::Human,
+        Kind::Unoffered,
+        Kind::Hidden,
     ];
 
     fn name(self) -> &'static str {
@@ -215,6 +242,8 @@ impl Kind {
             Kind::Client => "client_op",
             Kind::GatedClient => "gated_client_op",
             Kind::Human => "ask_human",
+            Kind::Unoffered => "unoffered_op",
+            Kind::Hidden => "hidden_op",
         }
     }
 }
@@ -236,8 +265,19 @@ fn catalog() -> Catalog {
         .tool::<ClientOp>()
         .tool::<GatedClientOp>()
         .tool::<AskHuman>()
+        .tool::<UnofferedOpTool>()
+        .tool::<HiddenOpTool>()
         .build()
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every tool but `hidden_op`, which only a search would reveal.
+fn always_offered() -> Vec<&'static str> {
+    Kind::ALL
+        .iter()
+        .map(|kind| kind.name())
+        .filter(|name| *name != "hidden_op")
+        .collect()
 }
 
 // ---------------------------------------------------------------- model
@@ -433,7 +473,7 @@ fn fault_spec() -> impl Strategy<Value = FaultSpec> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        5 => proptest::collection::vec(call_spec(), 1..=3).prop_map(Op::Turn),
+        5 => proptest::collection::vec(call_spec(), 1..=CALLS_PER_TURN + 1).prop_map(Op::Turn),
         5 => any::<bool>().prop_map(|inline| Op::Send { inline }),
         6 => (0usize..4, how()).prop_map(|(pick, how)| Op::Resolve { pick, how }),
         2 => fault_spec().prop_map(Op::Fail),
@@ -546,6 +586,8 @@ struct Harness {
     approvals: Vec<(String, Value)>,
     /// Number an `ApproveWithArgs` gave a call → the model's number.
     renumbered: HashMap<u32, u32>,
+    /// The numbers of the calls made past their turn's limit.
+    over_the_limit: HashSet<u32>,
     /// Store failures injected by earlier processes.
     injected_before: u64,
     /// A resolution (or revival, or sweep) said the conversation would
@@ -589,6 +631,7 @@ impl Harness {
             next_nonce: 1,
             approvals: Vec::new(),
             renumbered: HashMap::new(),
+            over_the_limit: HashSet::new(),
             injected_before: 0,
             promised: None,
             excused: false,
@@ -618,6 +661,11 @@ impl Harness {
             Agent::builder()
                 .shared_model(self.model.clone())
                 .catalog(catalog())
+                .prepare_step(|step| {
+                    aptix::PreparedStep::all().tools(step.catalog.without("unoffered_op"))
+                })
+                .tool_search(aptix::tool_search::ToolSearch::local().always_offer(always_offered()))
+                .max_calls_per_turn(CALLS_PER_TURN)
                 .build()
                 .map_err(|e| e.to_string())?,
             store.clone(),
@@ -697,10 +745,19 @@ impl Harness {
             Op::Turn(calls) => {
                 let turn = calls
                     .iter()
-                    .map(|spec| ScriptedCall {
-                        id: format!("call_{}", spec.id),
-                        name: spec.kind.name(),
-                        arguments: self.arguments(spec.kind, spec.bad_secret).to_string(),
+                    .enumerate()
+                    .map(|(position, spec)| {
+                        let arguments = self.arguments(spec.kind, spec.bad_secret);
+                        if position >= CALLS_PER_TURN
+                            && let Some(n) = arguments.get("n").and_then(Value::as_u64)
+                        {
+                            self.over_the_limit.insert(n as u32);
+                        }
+                        ScriptedCall {
+                            id: format!("call_{}", spec.id),
+                            name: spec.kind.name(),
+                            arguments: arguments.to_string(),
+                        }
                     })
                     .collect();
                 lock(&self.model.turns).push_back(turn);
@@ -1118,6 +1175,25 @@ impl Harness {
                         record.state,
                         arguments,
                         self.approvals
+                    ));
+                }
+            }
+        }
+        if checked("refused") {
+            for run in &runs {
+                let n = run.args.get("n").and_then(Value::as_u64).unwrap_or(0) as u32;
+                let refused = match run.tool {
+                    "unoffered_op" => Some("prepare_step never offers it"),
+                    "hidden_op" => Some("no search revealed it"),
+                    _ if self.over_the_limit.contains(&n) => {
+                        Some("it came past the turn's limit of calls")
+                    }
+                    _ => None,
+                };
+                if let Some(why) = refused {
+                    return fail(format!(
+                        "[refused] {} ran (id {}, n={n}) although {why}",
+                        run.tool, run.id
                     ));
                 }
             }

@@ -758,8 +758,11 @@ fn a_server_that_cannot_start_is_an_error_naming_it() {
             .err()
             .unwrap_or_else(|| panic!("a missing program must not connect"));
         let text = error.to_string();
+        // The label is the program's file name; the error names its path.
         assert!(
-            text.starts_with("could not start the MCP server `/nonexistent/mcp-server`"),
+            text.starts_with(
+                "could not start the MCP server `mcp-server`: `/nonexistent/mcp-server`"
+            ),
             "{text}"
         );
     });

@@ -639,6 +639,7 @@ fn transcript() -> Vec<Message> {
         Message::system("Be brief."),
         Message::user("Weather in Zürich?"),
         Message::Assistant {
+            runnable: None,
             content: String::new(),
             tool_calls: vec![AssistantToolCall {
                 id: "call_1".into(),
@@ -656,6 +657,7 @@ fn transcript() -> Vec<Message> {
             attachments: Vec::new(),
         },
         Message::Assistant {
+            runnable: None,
             content: "It is sunny.".into(),
             tool_calls: Vec::new(),
             thinking: Vec::new(),

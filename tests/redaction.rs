@@ -731,3 +731,471 @@ async fn a_refused_client_result_does_not_quote_a_secret_body() {
     assert!(refused, "expected the result to be refused: {second:?}");
     assert_never_shown(&second, &captured.text(), &[secret]);
 }
+
+/// What `open_session` returns: a token beside the session's id.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Session {
+    /// The session's id.
+    pub id: String,
+    /// The session's credential.
+    pub session_token: String,
+}
+
+/// What `open_session` reports as it goes.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Opening {
+    /// The key it signs with.
+    pub api_key: String,
+}
+
+/// Arguments of `open_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OpenSession {
+    /// The account.
+    pub account: String,
+    /// Its password.
+    pub password: String,
+}
+
+/// Opens a session; its `redact` names the password only.
+#[agent_tool(
+    name = "open_session",
+    usage = "Test tool.",
+    redact = ["/password"],
+    progressive = true,
+    partial = Opening
+)]
+async fn open_session(
+    _args: OpenSession,
+    _ctx: &ToolContext<Opening>,
+) -> Result<Session, ToolError> {
+    Ok(Session {
+        id: "s1".into(),
+        session_token: "SESSION-TOKEN-NOT-HIDDEN".into(),
+    })
+}
+
+/// A view whose `log_fields` show a parent of a secret.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Profile {
+    /// Its name.
+    pub name: String,
+    /// Its password.
+    pub password: String,
+}
+
+/// Arguments of `show_account`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ShowAccount {
+    /// The account, shown whole by `log_fields`.
+    pub account: Profile,
+}
+
+/// Shows an account; `log_fields` lists the whole account.
+#[agent_tool(name = "show_account", usage = "Test tool.", log_fields = ["/account"])]
+async fn show_account(args: ShowAccount) -> Result<String, ToolError> {
+    Ok(args.account.name)
+}
+
+/// Review 2026-11-26, N14: one `redact` pointer waived the check for every
+/// other field, so a `session_token` output and an `api_key` partial were
+/// shown. Each secret-looking field must be at or under a `redact`
+/// pointer; a `log_fields` entry may not show one through its parent;
+/// `redact = []` stays the explicit "nothing here is secret".
+#[test]
+fn a_redact_pointer_covers_only_the_fields_under_it() {
+    use aptix::Tool;
+    let definition = OpenSessionTool::definition().unwrap_or_else(|e| panic!("{e}"));
+    let found: Vec<(&str, String)> = aptix::secrets::undeclared_secrets(definition)
+        .into_iter()
+        .map(|problem| (problem.side, problem.pointer))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("output", "/session_token".to_owned()),
+            ("partial", "/api_key".to_owned())
+        ]
+    );
+    let error = match Catalog::builder().tool::<OpenSessionTool>().build() {
+        Ok(catalog) => panic!("expected an error, got {catalog:?}"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("output field `/session_token` looks like a secret")
+            && error.contains("`redact = [\"/password\"]` does not cover it"),
+        "{error}"
+    );
+
+    let definition = ShowAccountTool::definition().unwrap_or_else(|e| panic!("{e}"));
+    let found: Vec<String> = aptix::secrets::undeclared_secrets(definition)
+        .into_iter()
+        .map(|problem| problem.to_string())
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("`/account/password`") && found[0].contains("through a parent"),
+        "{found:?}"
+    );
+}
+
+/// Arguments of `unlock`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Unlock {
+    /// The vault.
+    pub vault: String,
+    /// Its password.
+    pub password: String,
+}
+
+/// What `unlock` returns.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Unlocked {
+    /// The session it opened.
+    pub session_token: String,
+}
+
+/// Unlocks a vault (served over MCP in the test below).
+#[agent_tool(name = "unlock", usage = "Test tool.", redact = ["/password", "/session_token"])]
+async fn unlock(args: Unlock) -> Result<Unlocked, ToolError> {
+    Ok(Unlocked {
+        session_token: format!("RESULT-TOKEN-SECRET-2-{}", args.vault),
+    })
+}
+
+/// Asks the person for the vault's PIN (served over MCP: the server asks
+/// with an elicitation form, which the client answers).
+#[agent_tool(
+    name = "enter_pin",
+    usage = "Test tool.",
+    executor = human,
+    output = Pin,
+    redact = ["/pin"]
+)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct EnterPin {
+    /// What to ask.
+    pub question: String,
+}
+
+/// The person's answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Pin {
+    /// The PIN.
+    pub pin: String,
+}
+
+/// Review 2026-11-26, N6: rmcp logs every message it sends and receives
+/// (arguments, results, elicitation answers) at DEBUG and TRACE, as server
+/// and as client. With the log set-up the README recommends, no declared
+/// secret of an MCP call reaches a log line at any level.
+#[test]
+fn mcp_calls_log_no_declared_secret_at_any_level() {
+    aptix_testkit::block_on(mcp_calls_log_no_declared_secret_at_any_level_body())
+}
+
+async fn mcp_calls_log_no_declared_secret_at_any_level_body() {
+    const SECRETS: [&str; 3] = [
+        "SRV-SIDE-PASSWORD-1",
+        "RESULT-TOKEN-SECRET-2",
+        "ELICITED-PIN-4242",
+    ];
+    /// Calls both tools through a mounted in-process Aptix server, with
+    /// `filter` and a TRACE-level subscriber; what was logged.
+    async fn logged_with(filter: tracing_subscriber::EnvFilter) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let server = aptix::mcp::McpServer::new(
+            aptix::tools![UnlockTool, EnterPin]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let mounted = aptix::mcp::McpToolset::in_process(server, "vaults")
+            .elicitation(|_request| async {
+                aptix::mcp::ElicitationAnswer::Accept(json!({ "pin": "ELICITED-PIN-4242" }))
+            })
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let executor = aptix::Executor::new(
+            Catalog::builder()
+                .entries(mounted.entries())
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let context = ToolContext::new();
+        for (name, arguments) in [
+            (
+                "unlock",
+                r#"{"vault":"v1","password":"SRV-SIDE-PASSWORD-1"}"#,
+            ),
+            ("enter_pin", r#"{"question":"Your PIN?"}"#),
+        ] {
+            let call = aptix::executor::ToolCall::new("m1", name, arguments);
+            let envelope = executor
+                .execute(&call, &context)
+                .await
+                .into_envelope()
+                .unwrap_or_else(|| panic!("{name}: no envelope"));
+            assert!(envelope.is_ok(), "{name}: {}", envelope.to_json_string());
+        }
+        mounted.close().await;
+        captured.text()
+    }
+    // Without a filter, rmcp's own lines carry them: the capture sees them.
+    let unfiltered = logged_with(tracing_subscriber::EnvFilter::new("trace")).await;
+    assert!(
+        SECRETS.iter().all(|secret| unfiltered.contains(secret)),
+        "the control run should see rmcp's payload lines"
+    );
+    // The set-up the README recommends, at its most verbose, even when
+    // asked for the SDK's own lines.
+    let recommended = logged_with(aptix::mcp::hide_sdk_payloads(
+        tracing_subscriber::EnvFilter::new("trace,rmcp=trace"),
+    ))
+    .await;
+    for secret in SECRETS {
+        assert!(
+            !recommended.contains(secret),
+            "{secret} is in the log:\n{}",
+            recommended
+                .lines()
+                .filter(|line| line.contains(secret))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
+
+/// Arguments of `reset_password`, a latent tool: the model writes its
+/// result (the new password) under `_output`.
+#[agent_tool(
+    name = "reset_password",
+    usage = "Test tool.",
+    output = NewPassword,
+    redact = ["/password"]
+)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct ResetPassword {
+    /// The account.
+    pub account: String,
+}
+
+/// What `reset_password` returns.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct NewPassword {
+    /// The new password.
+    #[schemars(length(min = 12))]
+    pub password: String,
+}
+
+/// `reset_password`, gated.
+#[agent_tool(
+    name = "reset_password_gated",
+    usage = "Test tool.",
+    output = NewPassword,
+    approval = requires_approval,
+    redact = ["/password"]
+)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct ResetPasswordGated {
+    /// The account.
+    pub account: String,
+}
+
+/// Review 2026-11-26, N5: a latent tool's declared secret is in its
+/// result, which the model writes into the call under `_output`; the
+/// tool's pointers hid it in the result but not there, so it showed in
+/// `ToolCallStart`, in `invalid_arguments` errors and in `Done {
+/// Suspended }` payloads, natively and composed.
+#[test]
+fn a_latent_tools_secret_under_output_is_hidden() {
+    aptix_testkit::block_on(a_latent_tools_secret_under_output_is_hidden_body())
+}
+
+async fn a_latent_tools_secret_under_output_is_hidden_body() {
+    const SECRETS: [&str; 3] = ["Tr0ub4dor-LATENT-1", "SHORTPW9", "Gated-Reset-PW-77"];
+    let native = vec![
+        ScriptedTurn::new()
+            .tool_call(
+                "c1",
+                "reset_password",
+                r#"{"account":"ada","_output":{"password":"Tr0ub4dor-LATENT-1"}}"#,
+            )
+            .tool_call(
+                "c2",
+                "reset_password",
+                r#"{"account":"bob","_output":{"password":"SHORTPW9"}}"#,
+            )
+            .tool_call(
+                "c3",
+                "reset_password_gated",
+                r#"{"account":"eve","_output":{"password":"Gated-Reset-PW-77"}}"#,
+            ),
+        ScriptedTurn::new().text("never asked"),
+    ];
+    let composed = vec![
+        ScriptedTurn::new().text(
+            &json!({ "message": "", "calls": [
+                { "_tool": "reset_password", "account": "ada", "_output": { "password": "Tr0ub4dor-LATENT-1" } },
+                { "_tool": "reset_password", "account": "bob", "_output": { "password": "SHORTPW9" } },
+                { "_tool": "reset_password_gated", "account": "eve", "_output": { "password": "Gated-Reset-PW-77" } }
+            ] })
+            .to_string(),
+        ),
+        ScriptedTurn::new().text(r#"{"message":"never asked"}"#),
+    ];
+    for (mode, turns) in [
+        (aptix::agent::CallMode::Native, native),
+        (aptix::agent::CallMode::Composed, composed),
+    ] {
+        let agent = Agent::builder()
+            .model(ScriptedModel::new(turns))
+            .catalog(
+                aptix::tools![ResetPassword, ResetPasswordGated]
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .call_mode(mode)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut conversation = Conversation::new("conv-latent");
+        let events: Vec<AgentEvent> = agent
+            .run(&mut conversation, Input::User("reset them".into()))
+            .collect()
+            .await;
+        assert!(
+            matches!(
+                events.last(),
+                Some(AgentEvent::Done {
+                    reason: DoneReason::Suspended(_),
+                    ..
+                })
+            ),
+            "{mode:?}: {events:?}"
+        );
+        let mut leaks = Vec::new();
+        for event in &events {
+            for (place, text) in shown(event) {
+                for secret in SECRETS {
+                    if text.contains(secret) {
+                        leaks.push(format!("{mode:?} {place}: {text}"));
+                    }
+                }
+            }
+        }
+        assert!(leaks.is_empty(), "{}", leaks.join("\n"));
+        // The short password was refused, at its path.
+        let refused = events.iter().any(|event| {
+            matches!(
+                event,
+                AgentEvent::ToolCallResult { envelope, .. }
+                    if envelope["error"]["code"] == json!("invalid_arguments")
+                        && envelope.to_string().contains("/_output/password")
+            )
+        });
+        assert!(refused, "{mode:?}: {events:?}");
+    }
+}
+
+/// Changes a password, once a person approved it.
+#[agent_tool(
+    name = "change_password",
+    usage = "Test tool.",
+    approval = requires_approval,
+    redact = ["/password"]
+)]
+async fn change_password(args: Login) -> Result<String, ToolError> {
+    Ok(format!("changed for {}", args.user))
+}
+
+/// Review 2026-11-26, N15: a durable `resolve` that refuses a client's
+/// result or an approver's arguments quoted the declared secret in its
+/// error (validation messages quote the values they refuse).
+#[test]
+fn a_refused_resolution_does_not_quote_a_secret() {
+    aptix_testkit::block_on(a_refused_resolution_does_not_quote_a_secret_body())
+}
+
+async fn a_refused_resolution_does_not_quote_a_secret_body() {
+    use aptix::durable::Resolution;
+    use aptix::store::MemoryStore;
+
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                ScriptedTurn::new()
+                    .tool_call(
+                        "k1",
+                        "client_sign_in",
+                        r#"{"account":"ada","otp":"otp-554433"}"#,
+                    )
+                    .tool_call(
+                        "k2",
+                        "change_password",
+                        r#"{"user":"eve","password":"Long-Enough-PW-1"}"#,
+                    ),
+                ScriptedTurn::new().text("never asked"),
+            ]))
+            .catalog(
+                aptix::tools![ClientSignIn, ChangePasswordTool]
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        MemoryStore::new(),
+    )
+    .build();
+    let _: Vec<AgentEvent> = agent
+        .send("conv-refusals", Input::User("sign in".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .collect()
+        .await;
+    // A client result that breaks the output: `session` is a number.
+    let refused = agent
+        .resolve(
+            "conv-refusals",
+            "k1",
+            Resolution::Result(json!({ "session": 4111, "extra": "CARD-TYPO-SECRET-4111" })),
+        )
+        .await;
+    let text = match refused {
+        Ok(resolved) => panic!("a bad result was accepted: {resolved:?}"),
+        Err(error) => format!("{error} {error:?}"),
+    };
+    assert!(
+        !text.contains("CARD-TYPO-SECRET-4111") && !text.contains("4111"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/session") || text.contains("/extra"),
+        "the refusal names the paths: {text}"
+    );
+    // An approver's arguments that break the schema.
+    let refused = agent
+        .resolve(
+            "conv-refusals",
+            "k2",
+            Resolution::ApproveWithArgs(json!({ "user": "eve", "password": "SHORT-PW-9" })),
+        )
+        .await;
+    let text = match refused {
+        Ok(resolved) => panic!("bad arguments were accepted: {resolved:?}"),
+        Err(error) => format!("{error} {error:?}"),
+    };
+    assert!(!text.contains("SHORT-PW-9"), "{text}");
+    assert!(
+        text.contains("/password"),
+        "the refusal names the path: {text}"
+    );
+}

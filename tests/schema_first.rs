@@ -1124,3 +1124,46 @@ async fn a_run_time_entry_names_its_activity_body() {
     let paged = harness.call_named("page_ops", r#"{"subject":"x"}"#).await;
     assert_eq!(paged.ok::<Value>(), json!({"sent": true}));
 }
+
+/// Review 2026-11-26, N17: a member repeated in a call's arguments is
+/// refused, as the README says, also when the call carries
+/// `_reasoningForCall` or comes in composed mode: taking the meta fields
+/// out used to keep only the last of the repeats, so the validator never
+/// saw them.
+#[test]
+fn a_repeated_member_is_refused_beside_meta_fields() {
+    aptix_testkit::block_on(a_repeated_member_is_refused_beside_meta_fields_body())
+}
+
+async fn a_repeated_member_is_refused_beside_meta_fields_body() {
+    let repeated = r#""to":"ada@example.com","subject":"Hi","to":"mallory@example.com""#;
+    for (mode, turn) in [
+        (
+            CallMode::Native,
+            ScriptedTurn::new().tool_call(
+                "c1",
+                "send_email",
+                &format!(r#"{{{repeated},"_reasoningForCall":"The user asked."}}"#),
+            ),
+        ),
+        (
+            CallMode::Composed,
+            ScriptedTurn::new().text(&format!(
+                r#"{{"message":"","calls":[{{"_tool":"send_email","_activity":"send_email",{repeated}}}]}}"#
+            )),
+        ),
+    ] {
+        let model = std::sync::Arc::new(ScriptedModel::new(vec![
+            turn,
+            ScriptedTurn::new().text(r#"{"message":"Stopped."}"#),
+        ]));
+        let agent = composed_agent(model, mode, true);
+        let (events, _) = run_agent(&agent, "Tell Ada.").await;
+        let results = results_of(&events);
+        assert_eq!(results.len(), 1, "{mode:?}: {results:?}");
+        let envelope = &results[0].1;
+        assert_eq!(envelope["ok"], json!(false), "{mode:?}: a repeated `to` ran: {envelope}");
+        let message = envelope["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("more than once"), "{mode:?}: {envelope}");
+    }
+}

@@ -237,6 +237,7 @@ async fn sqlite_data_survives_reopening_body() {
     let mut conversation = Conversation::new("conv-1").with_session_id("session-ü");
     conversation.messages = store_suite::awkward_transcript();
     let call = CallRecord {
+        requested: None,
         conversation_id: "conv-1".to_owned(),
         tool_call_id: "call_1".to_owned(),
         step: Step::Approval,
@@ -544,6 +545,7 @@ async fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing_body() {
 
     let conversation = Conversation::new("conv-mid");
     let fine = CallRecord {
+        requested: None,
         conversation_id: "conv-mid".to_owned(),
         tool_call_id: "call_1".to_owned(),
         step: Step::Approval,

@@ -181,6 +181,7 @@ fn race(backend: Backend, target: &str) {
                     .expect("create")
             );
             let record = CallRecord {
+                requested: None,
                 conversation_id: ledger.clone(),
                 tool_call_id: call_id(round),
                 step: Step::Approval,

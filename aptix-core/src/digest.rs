@@ -10,8 +10,6 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The SHA-256 of `parts`, each prefixed by its length, so that no two
 /// different lists of parts hash alike (`["ab", "c"]` and `["a", "bc"]`).
-// Only the MCP server binds answers this way.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn sha256_hex_of_parts<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
     let mut hash = Sha256::new();
     for part in parts {

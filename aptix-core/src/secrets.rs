@@ -11,12 +11,13 @@
 use serde_json::Value;
 
 use crate::definition::ToolDefinition;
-use crate::meta::SourceLocation;
+use crate::meta::{Redaction, SourceLocation};
 
-/// A field whose name looks secret in a tool that declares no redaction.
+/// A field whose name looks secret that the tool's redaction does not hide.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "tool `{tool}` ({source_location}): {side} field `{pointer}` looks like a secret, and the tool declares neither `redact` nor `log_fields`, so its value would be shown in agent events; add `redact = [\"{pointer}\"]` to #[agent_tool] to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret"
+    "tool `{tool}` ({source_location}): {side} field `{pointer}` looks like a secret, and {}, so its value would be shown in agent events; add `redact = [\"{pointer}\"]` to #[agent_tool] to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret",
+    self.why()
 )]
 pub struct UndeclaredSecret {
     /// The tool's name.
@@ -24,24 +25,57 @@ pub struct UndeclaredSecret {
     /// `argument`, `output` or `partial` (the declared `partial = T` type).
     pub side: &'static str,
     /// Where the field is: a JSON pointer to it, or to the array it is in
-    /// (a pointer names one element; hiding the array hides them all).
+    /// (a pointer names one element; hiding the array hides them all), or
+    /// to where a recursive type refers to itself (its every level is
+    /// under that pointer).
     pub pointer: String,
     /// Where the tool was declared.
     pub source_location: String,
+    /// The tool's `redact` pointers (none: it declares neither `redact`
+    /// nor `log_fields`), or its `log_fields` pointers with `shown` set.
+    pub declared: Vec<String>,
+    /// Whether `declared` are `log_fields` (and one of them shows the
+    /// field through a parent) rather than `redact` pointers.
+    pub shown: bool,
+}
+
+impl UndeclaredSecret {
+    fn why(&self) -> String {
+        match (self.declared.is_empty(), self.shown) {
+            (true, false) => "the tool declares neither `redact` nor `log_fields`".to_owned(),
+            (_, false) => format!(
+                "the tool's `redact = {:?}` does not cover it",
+                self.declared
+            ),
+            (_, true) => format!(
+                "the tool's `log_fields = {:?}` shows it through a parent; list the parent's other fields instead",
+                self.declared
+            ),
+        }
+    }
 }
 
 /// The argument and output fields of `definition` whose names look secret
-/// (see [`looks_secret`]) when the tool declares neither `redact` nor
-/// `log_fields`; empty otherwise. Nested fields are included (through
-/// `$defs` and `$ref`), boolean fields are not (a flag holds no secret).
+/// (see [`looks_secret`]) and whose values its redaction would show:
+/// every one when the tool declares neither `redact` nor `log_fields`;
+/// under `redact = [...]`, those at or under none of its pointers
+/// (`redact = []` declares that nothing is secret); under `log_fields =
+/// [...]`, those shown only because a parent of theirs is listed. Nested
+/// fields are included (through `$defs` and `$ref`), boolean fields are
+/// not (a flag holds no secret).
 ///
 /// The macro reports the top-level fields of a struct-form tool at compile
 /// time; this covers what it cannot see: the arguments type of the
 /// function form, nested types, and output types.
 pub fn undeclared_secrets(definition: &ToolDefinition) -> Vec<UndeclaredSecret> {
-    if definition.redaction().is_declared() {
-        return Vec::new();
-    }
+    let redaction = definition.redaction();
+    let (declared, shown): (&[&str], bool) = match redaction {
+        // An explicit "nothing here is secret".
+        Redaction::Deny([]) => return Vec::new(),
+        Redaction::Undeclared => (&[], false),
+        Redaction::Deny(pointers) => (pointers, false),
+        Redaction::Allow(pointers) => (pointers, true),
+    };
     let source: SourceLocation = definition.source();
     let mut found = Vec::new();
     let sides = [
@@ -51,14 +85,25 @@ pub fn undeclared_secrets(definition: &ToolDefinition) -> Vec<UndeclaredSecret> 
     ];
     for (side, schema) in sides {
         let Some(schema) = schema else { continue };
-        let mut pointers = Vec::new();
-        secret_fields(schema, schema, &mut String::new(), None, 0, &mut pointers);
-        for pointer in pointers {
+        for pointer in secret_fields(schema) {
+            let hidden = match redaction {
+                Redaction::Undeclared => false,
+                Redaction::Deny(pointers) => covered(&pointer, pointers),
+                // Shown only when listed itself, or under a listed secret.
+                Redaction::Allow(pointers) => {
+                    !covered(&pointer, pointers) || listed(&pointer, pointers)
+                }
+            };
+            if hidden {
+                continue;
+            }
             let problem = UndeclaredSecret {
                 tool: definition.name().to_owned(),
                 side,
                 pointer,
                 source_location: source.to_string(),
+                declared: declared.iter().map(|p| (*p).to_owned()).collect(),
+                shown,
             };
             if !found.contains(&problem) {
                 found.push(problem);
@@ -68,86 +113,291 @@ pub fn undeclared_secrets(definition: &ToolDefinition) -> Vec<UndeclaredSecret> 
     found
 }
 
+/// Whether `pointer` is at or under one of `pointers`.
+fn covered(pointer: &str, pointers: &[&str]) -> bool {
+    let pointer = tokens(pointer);
+    pointers
+        .iter()
+        .any(|cover| pointer.starts_with(&tokens(cover)))
+}
+
+/// Whether `pointer` is itself one of `pointers`.
+fn listed(pointer: &str, pointers: &[&str]) -> bool {
+    let pointer = tokens(pointer);
+    pointers.iter().any(|listed| tokens(listed) == pointer)
+}
+
+/// `/a~1b/0` → `["a/b", "0"]`; the empty pointer → `[]`.
+fn tokens(pointer: &str) -> Vec<String> {
+    if pointer.is_empty() {
+        return Vec::new();
+    }
+    pointer
+        .strip_prefix('/')
+        .unwrap_or(pointer)
+        .split('/')
+        .map(|token| token.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
 /// Whether any field of `schema` looks secret (the rule of
 /// [`undeclared_secrets`], whatever the tool declares): another MCP
 /// server's tool, whose fields nobody here can declare, then shows no values.
 #[cfg(feature = "mcp-client")]
 pub(crate) fn has_secret_field(schema: &Value) -> bool {
-    let mut found = Vec::new();
-    secret_fields(schema, schema, &mut String::new(), None, 0, &mut found);
-    !found.is_empty()
+    !secret_fields(schema).is_empty()
 }
 
-/// Walks `schema` (resolving local `$ref`s against `root`), pushing the
-/// pointer of every secret-looking field; `array` is the pointer of the
-/// innermost enclosing array, reported instead of an element's field.
-fn secret_fields(
-    schema: &Value,
-    root: &Value,
-    path: &mut String,
-    array: Option<&str>,
-    depth: usize,
-    found: &mut Vec<String>,
-) {
-    // Recursive types refer back to themselves; their fields repeat.
-    if depth > 16 {
-        return;
-    }
-    let Value::Object(schema) = schema else {
-        return;
+/// Most secret-looking places one schema is searched for: past it the
+/// whole value (`""`) is reported, which hiding hides everything.
+const MAX_FOUND: usize = 256;
+
+/// Most `$ref`s followed one inside another; deeper, the whole value is
+/// reported, as past [`MAX_FOUND`].
+const MAX_REF_DEPTH: usize = 64;
+
+/// The pointers of `schema`'s secret-looking fields (see
+/// [`Walk`]): linear in the schema, whatever its `$ref`s.
+fn secret_fields(schema: &Value) -> Vec<String> {
+    let mut walk = Walk {
+        root: schema,
+        memo: std::collections::HashMap::new(),
+        in_progress: Vec::new(),
+        overflow: false,
     };
-    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
-        let target = if reference == "#" {
-            Some(root)
-        } else {
-            reference
-                .strip_prefix("#/$defs/")
-                .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))
+    let mut found = Vec::new();
+    walk.node(schema, &mut String::new(), false, 0, &mut found);
+    if walk.overflow {
+        return vec![String::new()];
+    }
+    // A reference back into a type being walked is reported where it
+    // stands when that type holds a secret: every level of it is there.
+    let mut pointers: Vec<String> = Vec::new();
+    for finding in found {
+        let pointer = match finding {
+            Found::Field(pointer) => pointer,
+            Found::Cycle(pointer, target) if walk.holds_secret(&target) => pointer,
+            Found::Cycle(..) => continue,
         };
-        if let Some(target) = target {
-            secret_fields(target, root, path, array, depth + 1, found);
+        if !pointers.contains(&pointer) {
+            pointers.push(pointer);
         }
     }
-    if let Some(Value::Object(properties)) = schema.get("properties") {
-        for (name, property) in properties {
+    pointers
+}
+
+/// A place a secret-looking value is found, relative to where the walk of
+/// a schema started.
+#[derive(Debug, Clone)]
+enum Found {
+    /// A secret-looking field, or the array it is in.
+    Field(String),
+    /// A reference back into the definition named, which was being walked
+    /// (a recursive type): secret when that definition holds a secret.
+    Cycle(String, String),
+}
+
+impl Found {
+    fn under(&self, prefix: &str) -> Found {
+        match self {
+            Found::Field(pointer) => Found::Field(format!("{prefix}{pointer}")),
+            Found::Cycle(pointer, target) => {
+                Found::Cycle(format!("{prefix}{pointer}"), target.clone())
+            }
+        }
+    }
+}
+
+/// One search of a schema for secret-looking fields. Each `$defs` entry is
+/// walked once, and what it holds (relative to it) is remembered and
+/// placed under every `$ref` to it, so a schema whose references fan out
+/// costs what its text does, not what its paths do.
+struct Walk<'a> {
+    root: &'a Value,
+    /// What each definition holds, by name and by whether it is met inside
+    /// an array (where a find is reported as the array).
+    memo: std::collections::HashMap<String, Vec<Found>>,
+    /// The definitions being walked, innermost last.
+    in_progress: Vec<String>,
+    /// Too much found, or references too deep: report the whole value.
+    overflow: bool,
+}
+
+impl Walk<'_> {
+    /// Walks `schema` at `path`; `in_array` when an enclosing array is
+    /// reported instead of what is found inside it (the caller does).
+    fn node(
+        &mut self,
+        schema: &Value,
+        path: &mut String,
+        in_array: bool,
+        depth: usize,
+        found: &mut Vec<Found>,
+    ) {
+        if self.overflow {
+            return;
+        }
+        if found.len() > MAX_FOUND || depth > MAX_REF_DEPTH {
+            self.overflow = true;
+            return;
+        }
+        let Value::Object(schema) = schema else {
+            return;
+        };
+        if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+            self.reference(reference, path, in_array, depth, found);
+        }
+        if let Some(Value::Object(properties)) = schema.get("properties") {
+            for (name, property) in properties {
+                let before = path.len();
+                path.push('/');
+                if name.contains(['~', '/']) {
+                    path.push_str(&name.replace('~', "~0").replace('/', "~1"));
+                } else {
+                    path.push_str(name);
+                }
+                if looks_secret(name) && !is_boolean(property, self.root) {
+                    found.push(Found::Field(path.clone()));
+                }
+                self.node(property, path, in_array, depth, found);
+                path.truncate(before);
+            }
+        }
+        for key in ["anyOf", "oneOf", "allOf"] {
+            if let Some(Value::Array(branches)) = schema.get(key) {
+                for branch in branches {
+                    self.node(branch, path, in_array, depth, found);
+                }
+            }
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(inner) = schema.get(key) {
+                self.element(inner, path, "/0", key == "items" || in_array, depth, found);
+            }
+        }
+        if let Some(Value::Array(items)) = schema.get("prefixItems") {
+            for (index, item) in items.iter().enumerate() {
+                self.element(item, path, &format!("/{index}"), true, depth, found);
+            }
+        }
+    }
+
+    /// An element of an array (or a value of a map) at `path` + `step`:
+    /// inside an array, whatever is found is reported as the array itself
+    /// (hiding the array hides every element).
+    fn element(
+        &mut self,
+        inner: &Value,
+        path: &mut String,
+        step: &str,
+        array: bool,
+        depth: usize,
+        found: &mut Vec<Found>,
+    ) {
+        if !array {
             let before = path.len();
-            path.push('/');
-            if name.contains(['~', '/']) {
-                path.push_str(&name.replace('~', "~0").replace('/', "~1"));
-            } else {
-                path.push_str(name);
-            }
-            if looks_secret(name) && !is_boolean(property, root) {
-                found.push(array.map_or_else(|| path.clone(), str::to_owned));
-            }
-            secret_fields(property, root, path, array, depth + 1, found);
+            path.push_str(step);
+            self.node(inner, path, false, depth, found);
             path.truncate(before);
+            return;
         }
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(branches)) = schema.get(key) {
-            for branch in branches {
-                secret_fields(branch, root, path, array, depth + 1, found);
+        let mut inside = Vec::new();
+        self.node(inner, &mut String::new(), true, depth, &mut inside);
+        if inside
+            .iter()
+            .any(|finding| matches!(finding, Found::Field(_)))
+        {
+            found.push(Found::Field(path.clone()));
+            return;
+        }
+        // Only references back into types being walked: the array is
+        // secret if one of them is.
+        let mut targets: Vec<String> = Vec::new();
+        for finding in inside {
+            if let Found::Cycle(_, target) = finding
+                && !targets.contains(&target)
+            {
+                targets.push(target);
             }
         }
+        found.extend(
+            targets
+                .into_iter()
+                .map(|target| Found::Cycle(path.clone(), target)),
+        );
     }
-    for key in ["items", "additionalProperties"] {
-        if let Some(inner) = schema.get(key) {
-            let here = path.clone();
-            let array = if key == "items" {
-                Some(array.unwrap_or(here.as_str()))
-            } else {
-                array
-            };
-            let mut inner_path = format!("{here}/0");
-            secret_fields(inner, root, &mut inner_path, array, depth + 1, found);
+
+    /// A `$ref` at `path`: what its target holds, walked once.
+    fn reference(
+        &mut self,
+        reference: &str,
+        path: &str,
+        in_array: bool,
+        depth: usize,
+        found: &mut Vec<Found>,
+    ) {
+        let name = if reference == "#" {
+            "#".to_owned()
+        } else {
+            match reference.strip_prefix("#/$defs/") {
+                Some(name) => name.to_owned(),
+                None => return,
+            }
+        };
+        if self.in_progress.contains(&name) {
+            found.push(Found::Cycle(path.to_owned(), name));
+            return;
+        }
+        let inside = match self.memo.get(&name) {
+            Some(inside) => inside.clone(),
+            None => {
+                let root = self.root;
+                let target = if name == "#" {
+                    Some(root)
+                } else {
+                    root.get("$defs").and_then(|defs| defs.get(&name))
+                };
+                let Some(target) = target else { return };
+                self.in_progress.push(name.clone());
+                let mut inside = Vec::new();
+                self.node(target, &mut String::new(), false, depth + 1, &mut inside);
+                self.in_progress.pop();
+                self.memo.insert(name.clone(), inside.clone());
+                inside
+            }
+        };
+        if in_array {
+            // The caller reports the array: where inside it does not matter.
+            found.extend(inside);
+            if found.len() > MAX_FOUND {
+                self.overflow = true;
+            }
+            return;
+        }
+        found.extend(inside.iter().map(|finding| finding.under(path)));
+        if found.len() > MAX_FOUND {
+            self.overflow = true;
         }
     }
-    if let Some(Value::Array(items)) = schema.get("prefixItems") {
-        for (index, item) in items.iter().enumerate() {
-            let mut inner_path = format!("{path}/{index}");
-            secret_fields(item, root, &mut inner_path, array, depth + 1, found);
+
+    /// Whether the definition `name` holds a secret-looking field, itself
+    /// or through the definitions it refers back to.
+    fn holds_secret(&self, name: &str) -> bool {
+        let mut seen = vec![name.to_owned()];
+        let mut next = vec![name.to_owned()];
+        while let Some(name) = next.pop() {
+            for finding in self.memo.get(&name).into_iter().flatten() {
+                match finding {
+                    Found::Field(_) => return true,
+                    Found::Cycle(_, target) if !seen.contains(target) => {
+                        seen.push(target.clone());
+                        next.push(target.clone());
+                    }
+                    Found::Cycle(..) => {}
+                }
+            }
         }
+        false
     }
 }
 
@@ -361,6 +611,93 @@ mod macro_rule;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// Review 2026-11-26, N2: `$defs` levels whose properties all refer to
+    /// the next level name `fan_out^levels` paths in a few kilobytes; the
+    /// walk that followed each path ran for ever. Each definition is walked
+    /// once now, and what it holds is placed under each reference to it,
+    /// up to a bound past which the whole value counts as secret.
+    #[test]
+    fn a_schema_whose_references_fan_out_is_walked_once_per_definition() {
+        let bomb = |levels: usize, fan_out: usize, leaf: Value| {
+            let mut defs = serde_json::Map::new();
+            for level in 0..levels {
+                let properties: serde_json::Map<String, Value> = (0..fan_out)
+                    .map(|index| {
+                        let target = if level + 1 < levels {
+                            json!({ "$ref": format!("#/$defs/l{}", level + 1) })
+                        } else {
+                            leaf.clone()
+                        };
+                        (format!("p{index}"), target)
+                    })
+                    .collect();
+                defs.insert(
+                    format!("l{level}"),
+                    json!({ "type": "object", "properties": properties }),
+                );
+            }
+            json!({ "type": "object", "properties": { "root": { "$ref": "#/$defs/l0" } }, "$defs": defs })
+        };
+        // 40^8 paths, no secret: nothing found, at once.
+        assert!(secret_fields(&bomb(8, 40, json!({ "type": "string" }))).is_empty());
+        // 40^8 paths to a secret: more than can be listed, so the whole
+        // value is reported.
+        let secret_leaf =
+            json!({ "type": "object", "properties": { "api_key": { "type": "string" } } });
+        assert_eq!(secret_fields(&bomb(8, 40, secret_leaf.clone())), [""]);
+        // A few paths are listed each.
+        assert_eq!(
+            secret_fields(&bomb(2, 2, secret_leaf)),
+            [
+                "/root/p0/p0/api_key",
+                "/root/p0/p1/api_key",
+                "/root/p1/p0/api_key",
+                "/root/p1/p1/api_key"
+            ]
+        );
+        // A chain of references deeper than can be followed is secret.
+        let mut defs = serde_json::Map::new();
+        for level in 0..200 {
+            defs.insert(
+                format!("l{level}"),
+                json!({ "$ref": format!("#/$defs/l{}", level + 1) }),
+            );
+        }
+        defs.insert("l200".into(), json!({ "type": "string" }));
+        let chain = json!({ "type": "object", "properties": { "x": { "$ref": "#/$defs/l0" } }, "$defs": defs });
+        assert_eq!(secret_fields(&chain), [""]);
+    }
+
+    #[test]
+    fn a_recursive_type_is_secret_where_it_refers_to_itself() {
+        // `Node { password, next: Option<Box<Node>> }`: every level's
+        // password is under `/next`.
+        let node = json!({
+            "$ref": "#/$defs/Node",
+            "$defs": { "Node": { "type": "object", "properties": {
+                "password": { "type": "string" },
+                "next": { "anyOf": [{ "$ref": "#/$defs/Node" }, { "type": "null" }] }
+            } } }
+        });
+        assert_eq!(secret_fields(&node), ["/next", "/password"]);
+        // `Tree { name, children: Vec<Tree> }`: nothing secret anywhere.
+        let tree = json!({
+            "$ref": "#/$defs/Tree",
+            "$defs": { "Tree": { "type": "object", "properties": {
+                "name": { "type": "string" },
+                "children": { "type": "array", "items": { "$ref": "#/$defs/Tree" } }
+            } } }
+        });
+        assert!(secret_fields(&tree).is_empty());
+        // An array of secrets is reported as the array.
+        let keys = json!({ "type": "object", "properties": { "keys": {
+            "type": "array",
+            "items": { "type": "object", "properties": { "api_key": { "type": "string" } } }
+        } } });
+        assert_eq!(secret_fields(&keys), ["/keys"]);
+    }
 
     /// Every word a rule matches holds a stem of the filter, so a word added
     /// to a rule without a stem fails here, not silently in the filter.

@@ -10,6 +10,9 @@
 //! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
 //!   every provider dialect, so a schema change shows up as a reviewable diff.
 //!
+//! - [`hostile_mcp::HostileMcpServer`]: an MCP server that misbehaves on
+//!   purpose (schema bombs, endless pages, floods, huge results, silence),
+//!   to test what mounting a server you do not control costs.
 //! - [`block_on`], [`block_on_threads`]: async tests without
 //!   `#[tokio::test]`, whose expansion holds `unsafe` code.
 //! - [`tool_results`], [`tool_results_by_id`]: the envelopes of a
@@ -22,6 +25,7 @@
 
 pub mod fake_activity;
 pub mod faulty_store;
+pub mod hostile_mcp;
 pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod mock_server;

@@ -145,6 +145,7 @@ fn record(
     deadline: Option<i64>,
 ) -> CallRecord {
     CallRecord {
+        requested: None,
         conversation_id: conversation_id.to_owned(),
         tool_call_id: tool_call_id.to_owned(),
         step,
@@ -923,6 +924,7 @@ pub async fn call_and_calls_order(store: &dyn Store, prefix: &str) {
 pub async fn call_record_round_trip(store: &dyn Store, prefix: &str) {
     let conversation_id = format!("{prefix}-ünïcödé-会话-🚀");
     let full = CallRecord {
+        requested: None,
         conversation_id: conversation_id.clone(),
         tool_call_id: "toolu_01✓".to_owned(),
         step: Step::Human,
@@ -1520,6 +1522,7 @@ pub fn awkward_transcript() -> Vec<Message> {
         Message::system(format!("You are a careful assistant. {awkward}")),
         Message::user(awkward),
         Message::Assistant {
+            runnable: None,
             content: String::new(),
             tool_calls: vec![
                 AssistantToolCall {
@@ -1552,6 +1555,7 @@ pub fn awkward_transcript() -> Vec<Message> {
             attachments: Vec::new(),
         },
         Message::Assistant {
+            runnable: None,
             content: format!("Done. {awkward}"),
             tool_calls: Vec::new(),
             thinking: Vec::new(),

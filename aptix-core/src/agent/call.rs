@@ -8,6 +8,7 @@ use futures_util::future::Either;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::members::Members;
 use super::steer::{Before, PolicyGate};
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
@@ -17,6 +18,7 @@ use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
+use crate::model::ToolChoice;
 use crate::model::assembly::{AssembledCall, CallStatus};
 use crate::schema::meta_fields::REASONING;
 use crate::transcript::Message;
@@ -94,6 +96,89 @@ impl ResultText {
 }
 
 impl Agent {
+    /// Why a call of a turn may not run, decided before any call of the
+    /// turn runs, so that a durable run stores the decision with the turn
+    /// and a revival reads it back instead of deciding again: past the
+    /// turn's limit (`over` is `(calls made, calls allowed)`), or a tool of
+    /// the agent that `runnable` (the step's offer and tool choice) leaves
+    /// out. `None`: the call goes on to the hooks, the approval policy and
+    /// the executor (an unknown name is theirs to answer or repair).
+    pub(super) fn refusal(
+        &self,
+        call: &AssembledCall,
+        over: Option<(usize, usize)>,
+        runnable: Option<&Catalog>,
+        choice: &ToolChoice,
+        ids: EnvelopeIds,
+    ) -> Option<Envelope> {
+        if let Some((made, allowed)) = over {
+            return Some(Envelope::error(
+                ids,
+                ErrorCode::Failed,
+                format!(
+                    "This turn made {made} tool calls and at most {allowed} run per turn, so this call was not run. Make it again in a later turn if it is still needed."
+                ),
+            ));
+        }
+        let runnable = runnable?;
+        if runnable.entry(&call.name).is_some()
+            || self.inner.executor.catalog().entry(&call.name).is_none()
+        {
+            return None;
+        }
+        let available: Vec<&str> = runnable.names().collect();
+        let available_text = if available.is_empty() {
+            "none".to_owned()
+        } else {
+            available.join(", ")
+        };
+        let message = match choice {
+            ToolChoice::None => format!(
+                "No tool may be called at this step, so this call to `{}` was not run. Answer without calling a tool.",
+                call.name
+            ),
+            ToolChoice::Tool(only) => format!(
+                "Only `{only}` may be called at this step, so this call to `{}` was not run.",
+                call.name
+            ),
+            _ if self.searches_tools() => format!(
+                "The tool `{}` is not loaded yet, so this call was not run. Search for the tools you need first; the tools you may call now: {available_text}.",
+                call.name,
+            ),
+            _ => format!(
+                "The tool `{}` is not available at this step, so this call was not run. The tools you may call now: {available_text}.",
+                call.name,
+            ),
+        };
+        Some(Envelope::error_with(
+            ids,
+            EnvelopeError {
+                code: ErrorCode::UnknownTool,
+                message,
+                details: Some(serde_json::json!({ "available": available })),
+            },
+        ))
+    }
+
+    /// [`Agent::refusal`] for a call of a stored turn that was never
+    /// recorded (a revival after a crash): a tool of the agent that the
+    /// turn's kept `runnable` leaves out. Its step's tool choice is not
+    /// kept, so the message is the one for a tool not offered.
+    pub(crate) fn refusal_of_stored(
+        &self,
+        name: &str,
+        runnable: Option<&Catalog>,
+        ids: EnvelopeIds,
+    ) -> Option<Envelope> {
+        let call = AssembledCall {
+            id: ids.tool_call_id.to_string(),
+            name: name.to_owned(),
+            arguments: String::new(),
+            status: CallStatus::Complete,
+        };
+        self.refusal(&call, None, runnable, &ToolChoice::Auto, ids)
+    }
+
     /// Runs one call of a turn in a task of its own, so that a tool that
     /// blocks its thread (sync I/O, a CPU loop) stalls neither the other
     /// calls of the turn nor this call's time limit: the limit is kept here,
@@ -102,15 +187,18 @@ impl Agent {
     /// The limit counts only while the executor runs the call (each try of
     /// an idempotent call's transient retries, and the waits between them):
     /// hooks and the approval policy, before and after, take what they take.
-    /// `over` is `(calls made, calls allowed)` for a call past the turn's
-    /// limit, which is answered without running. `transcript` is the
-    /// conversation so far, for the approval policy (`None` without one).
+    /// `refused` is the call's [`Agent::refusal`], answered without running;
+    /// `runnable` the tools a hook may rename it into; `requested` its
+    /// identity in the transcript ([`requested`]), recorded with it.
+    /// `transcript` is the conversation so far, for the approval policy
+    /// (`None` without one).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn execute_in_task(
         &self,
         call: AssembledCall,
-        over: Option<(usize, usize)>,
-        offered: Option<&Catalog>,
+        refused: Option<Envelope>,
+        runnable: Option<&Catalog>,
+        requested: String,
         context: &ToolContext,
         conversation_id: &str,
         journal: Option<Arc<dyn Journal>>,
@@ -128,53 +216,16 @@ impl Agent {
             model_text: None,
             halt: None,
         };
-        if let Some((made, allowed)) = over {
-            let envelope = Envelope::error(
-                ids(&call.id),
-                ErrorCode::Failed,
-                format!(
-                    "This turn made {made} tool calls and at most {allowed} run per turn, so this call was not run. Make it again in a later turn if it is still needed."
-                ),
-            );
+        if let Some(envelope) = refused {
             return finished(call.id, call.name, envelope);
         }
-        // A tool of the agent this step did not offer (`prepare_step`).
-        if let Some(offered) = offered
-            && offered.entry(&call.name).is_none()
-            && self.inner.executor.catalog().entry(&call.name).is_some()
-        {
-            let available: Vec<&str> = offered.names().collect();
-            let available_text = if available.is_empty() {
-                "none".to_owned()
-            } else {
-                available.join(", ")
-            };
-            let message = if self.searches_tools() {
-                format!(
-                    "The tool `{}` is not loaded yet, so this call was not run. Search for the tools you need first; the tools you may call now: {available_text}.",
-                    call.name,
-                )
-            } else {
-                format!(
-                    "The tool `{}` is not available at this step, so this call was not run. The tools you may call now: {available_text}.",
-                    call.name,
-                )
-            };
-            let envelope = Envelope::error_with(
-                ids(&call.id),
-                EnvelopeError {
-                    code: ErrorCode::UnknownTool,
-                    message,
-                    details: Some(serde_json::json!({ "available": available })),
-                },
-            );
-            return finished(call.id, call.name, envelope);
-        }
+        let offered = runnable;
         if call.status != CallStatus::Complete || tokio::runtime::Handle::try_current().is_err() {
             // Nothing runs (or there is no runtime to spawn on): inline.
             return self
                 .execute(
                     call,
+                    &requested,
                     context,
                     conversation_id,
                     journal.as_deref(),
@@ -203,6 +254,7 @@ impl Agent {
                 agent
                     .execute(
                         call,
+                        &requested,
                         &context,
                         &conversation_id,
                         journal.as_deref(),
@@ -271,6 +323,7 @@ impl Agent {
     async fn execute(
         &self,
         call: AssembledCall,
+        requested: &str,
         context: &ToolContext,
         conversation_id: &str,
         journal: Option<&dyn Journal>,
@@ -367,7 +420,7 @@ impl Agent {
                     since: tokio::time::Instant::now(),
                 });
                 let (result, ran) = if let Some(journal) = journal {
-                    match journal.execute(&tool_call, context, ask).await {
+                    match journal.execute(&tool_call, requested, context, ask).await {
                         Ok(result) => (result, true),
                         Err(error) => {
                             tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
@@ -436,22 +489,40 @@ impl Agent {
 
 /// Takes `_reasoningForCall` out of a call's arguments: the model's reason
 /// for the call, which is no argument of the tool. Arguments that do not
-/// name it, or are no JSON object, are left as they are (and validated as
-/// they are).
+/// name it once, or are no JSON object, are left as they are (and validated
+/// as they are: a repeated member is refused there).
 pub(super) fn take_reasoning(call: &mut AssembledCall) -> Option<String> {
-    if !call.arguments.contains(REASONING) {
+    let (arguments, reasoning) = split_reasoning(&call.arguments)?;
+    call.arguments = arguments;
+    reasoning
+}
+
+/// `arguments` without `_reasoningForCall`, and the reason it held; `None`
+/// when the text does not name it exactly once in one JSON object. The
+/// other members are kept as they were written, repeats included (see
+/// [`Members`]): what the validator sees is what the model sent, less its
+/// reason.
+pub(crate) fn split_reasoning(arguments: &str) -> Option<(String, Option<String>)> {
+    if !arguments.contains(REASONING) {
         return None;
     }
-    let Ok(Value::Object(mut members)) = serde_json::from_str::<Value>(&call.arguments) else {
-        return None;
+    let mut members = Members::parse(arguments)?;
+    let reasoning = members.take_one(REASONING)?;
+    let reason = match serde_json::from_str::<Value>(reasoning.get()) {
+        Ok(Value::String(text)) => Some(text),
+        Ok(Value::Null) | Err(_) => None,
+        Ok(other) => Some(other.to_string()),
     };
-    let reasoning = members.remove(REASONING)?;
-    call.arguments = Value::Object(members).to_string();
-    match reasoning {
-        Value::String(text) => Some(text),
-        Value::Null => None,
-        other => Some(other.to_string()),
-    }
+    Some((members.to_text(), reason))
+}
+
+/// The identity of a call as the model made it (its tool name and argument
+/// text in the transcript), recorded with every ledger row of the call: a
+/// hook may rename or rewrite it and `_reasoningForCall` is taken out
+/// before it is recorded, so the row's tool and arguments need not be the
+/// transcript's, and this is what ties the two together.
+pub(crate) fn requested(name: &str, arguments: &str) -> String {
+    crate::digest::sha256_hex_of_parts([name.as_bytes(), arguments.as_bytes()])
 }
 
 /// How much longer than a call's time limit the loop waits for its task

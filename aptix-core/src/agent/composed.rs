@@ -18,8 +18,10 @@
 //! model answers in: its own turns as the composed object, results as a
 //! user message.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use super::members::Members;
 use crate::catalog::Catalog;
 use crate::model::assembly::{AssembledCall, CallStatus};
 use crate::model::{ResponseFormat, ToolChoice, ToolSpec};
@@ -152,27 +154,37 @@ pub(crate) struct ComposedTurn {
 }
 
 /// Reads the model's answer text as a composed object. `None` when it is
-/// not one (a model or server that ignored the response format): the text
-/// is then the answer, as it would be without tools. `turn` numbers the
-/// ids, which are stable: `composed-<turn>-<index>`.
+/// not one (a model or server that ignored the response format, or an
+/// object that names `message` or `calls` twice): the text is then the
+/// answer, as it would be without tools. `turn` numbers the ids, which are
+/// stable: `composed-<turn>-<index>`.
+///
+/// Read member by member ([`Members`]): each call's arguments are its
+/// members less `_tool` and `_activity`, as the model wrote them, so a
+/// repeated member reaches the validator (which refuses it) instead of
+/// being merged into its last copy.
 pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
-    let Ok(Value::Object(mut answer)) = serde_json::from_str::<Value>(text.trim()) else {
+    let mut answer = Members::parse(text.trim())?;
+    if answer.count("message") > 1 || answer.count("calls") > 1 {
         return None;
-    };
-    let message = match answer.remove("message") {
-        Some(Value::String(message)) => message,
-        None | Some(Value::Null) => String::new(),
+    }
+    let message = match answer
+        .take_one("message")
+        .map(|raw| serde_json::from_str::<Value>(raw.get()))
+    {
+        Some(Ok(Value::String(message))) => message,
+        None | Some(Ok(Value::Null)) => String::new(),
         Some(_) => return None,
     };
-    let calls = match answer.remove("calls") {
-        Some(Value::Array(calls)) => calls,
-        None | Some(Value::Null) => Vec::new(),
-        Some(_) => return None,
+    let calls = match answer.take_one("calls") {
+        None => Vec::new(),
+        Some(raw) if raw.get() == "null" => Vec::new(),
+        Some(raw) => serde_json::from_str::<Vec<Box<RawValue>>>(raw.get()).ok()?,
     };
     let calls = calls
         .into_iter()
         .enumerate()
-        .map(|(index, call)| to_call(call, turn, index))
+        .map(|(index, call)| to_call(&call, turn, index))
         .collect();
     Some(ComposedTurn { message, calls })
 }
@@ -180,23 +192,28 @@ pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
 /// One element of `calls` as a call: `_tool` names it and `_activity` is
 /// dropped (the catalog decides what runs); everything else is the
 /// arguments, `_reasoningForCall` and a latent tool's `_output` included,
-/// which the executor's path takes apart as for a native call.
-fn to_call(call: Value, turn: usize, index: usize) -> AssembledCall {
+/// which the executor's path takes apart as for a native call. An element
+/// that names its tool twice names none.
+fn to_call(call: &RawValue, turn: usize, index: usize) -> AssembledCall {
     let id = format!("composed-{turn}-{index}");
-    let Value::Object(mut members) = call else {
+    let Some(mut members) = Members::parse(call.get()) else {
         // Not an object: no tool is named, and the model is told so.
         return AssembledCall {
             id,
             name: String::new(),
-            arguments: call.to_string(),
+            arguments: call.get().to_owned(),
             status: CallStatus::Unnamed,
         };
     };
-    let name = match members.remove(TOOL) {
-        Some(Value::String(name)) if !name.is_empty() => name,
+    let name = match members
+        .take_one(TOOL)
+        .map(|raw| serde_json::from_str::<Value>(raw.get()))
+    {
+        Some(Ok(Value::String(name))) if !name.is_empty() && members.count(TOOL) == 0 => name,
         _ => String::new(),
     };
-    members.remove(ACTIVITY);
+    // Dropped however often it appears: the catalog decides what runs.
+    members.0.retain(|(key, _)| key != ACTIVITY);
     let status = if name.is_empty() {
         CallStatus::Unnamed
     } else {
@@ -205,7 +222,7 @@ fn to_call(call: Value, turn: usize, index: usize) -> AssembledCall {
     AssembledCall {
         id,
         name,
-        arguments: Value::Object(members).to_string(),
+        arguments: members.to_text(),
         status,
     }
 }
@@ -253,6 +270,7 @@ pub(crate) fn render(messages: &[Message], catalog: &Catalog) -> Vec<Message> {
                     tool_calls: Vec::new(),
                     thinking: Vec::new(),
                     server_blocks: Vec::new(),
+                    runnable: None,
                 });
             }
             other => {

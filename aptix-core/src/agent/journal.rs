@@ -27,12 +27,14 @@ pub(crate) trait Journal: Send + Sync + 'static {
         conversation: &'a Conversation,
     ) -> JournalFuture<'a, Result<(), String>>;
 
-    /// Runs one call of the model's turn, recorded; `ask` when the
+    /// Runs one call of the model's turn, recorded with `requested` (the
+    /// call as the model made it, see [`super::requested`]); `ask` when the
     /// approval policy asks for an approval the tool does not declare. An
     /// `Err` means it was not recorded and so did not run.
     fn execute<'a>(
         &'a self,
         call: &'a ToolCall,
+        requested: &'a str,
         context: &'a ToolContext,
         ask: bool,
     ) -> JournalFuture<'a, Result<CallResult, String>>;

@@ -36,6 +36,7 @@ mod composed;
 mod hook;
 mod journal;
 mod live_feed;
+mod members;
 pub mod redact;
 mod retention;
 mod run;
@@ -48,13 +49,14 @@ mod summary;
 pub(crate) use approval::arguments_hash;
 pub use approval::{ApprovalCall, ApprovalDecision, ApprovalPolicy};
 pub use builder::{AgentBuilder, AgentError};
-pub(crate) use call::{CallResult, ResultText};
+pub(crate) use call::{CallResult, ResultText, requested, split_reasoning};
 pub use composed::{CallMode, composed_schema, composed_schema_in};
 pub use hook::{
     AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
 };
 pub(crate) use journal::{Journal, JournalFuture};
 pub(crate) use steer::{After, Before, PolicyGate};
+pub(crate) use step::kept_runnable;
 pub use step::{PreparedStep, Step};
 pub use summary::{RunSummary, ToolCallStats};
 

@@ -21,6 +21,11 @@ pub const REDACTED: &str = "[redacted]";
 /// the values at the pointers become `"[redacted]"` (pointers that lead
 /// nowhere are ignored: a field that is absent has nothing to hide); under
 /// `Allow` every value not at or under a listed pointer does.
+///
+/// A tool's pointers name its result's fields as well as its arguments',
+/// and a latent tool's result is written by the model into the call's
+/// arguments, under `_output`: the pointers apply there too (so
+/// `redact = ["/password"]` hides `/_output/password`).
 pub fn redact(value: &mut Value, redaction: Redaction) {
     match redaction {
         Redaction::Undeclared => {}
@@ -29,13 +34,34 @@ pub fn redact(value: &mut Value, redaction: Redaction) {
                 if let Some(target) = value.pointer_mut(pointer) {
                     *target = Value::String(REDACTED.to_owned());
                 }
+                if let Some(target) = value
+                    .get_mut(OUTPUT)
+                    .and_then(|output| output.pointer_mut(pointer))
+                {
+                    *target = Value::String(REDACTED.to_owned());
+                }
             }
         }
         Redaction::Allow(pointers) => {
-            let allowed: Vec<Vec<String>> = pointers.iter().map(|p| tokens(p)).collect();
-            keep_allowed(value, &mut Vec::new(), &allowed);
+            keep_allowed(value, &mut Vec::new(), &pointer_tokens(pointers));
         }
     }
+}
+
+/// The meta field a latent tool's result travels under in its call.
+const OUTPUT: &str = crate::schema::meta_fields::OUTPUT;
+
+/// Each pointer as tokens, and each again under `_output`.
+fn pointer_tokens(pointers: &[&str]) -> Vec<Vec<String>> {
+    pointers
+        .iter()
+        .flat_map(|pointer| {
+            let tokens = tokens(pointer);
+            let mut under_output = vec![OUTPUT.to_owned()];
+            under_output.extend(tokens.iter().cloned());
+            [tokens, under_output]
+        })
+        .collect()
 }
 
 /// The arguments text as a value for events: parsed and redacted when it is
@@ -181,22 +207,22 @@ fn details_paths(error: &Map<String, Value>) -> Vec<String> {
 }
 
 /// Whether a violation at `path` may be quoted: under `Deny`, when it is
-/// neither at, under nor above a hidden pointer; under `Allow`, when it is
-/// at or under a shown one. A path with an unknown segment is never shown.
-fn shows_path(path: &str, redaction: Redaction) -> bool {
+/// neither at, under nor above a hidden pointer (nor one under `_output`,
+/// where a latent tool's result is); under `Allow`, when it is at or under
+/// a shown one. A path with an unknown segment is never shown.
+pub(crate) fn shows_path(path: &str, redaction: Redaction) -> bool {
     let path = tokens(path);
     if path.iter().any(|segment| segment == "?") {
         return false;
     }
     match redaction {
         Redaction::Undeclared => true,
-        Redaction::Deny(pointers) => pointers.iter().all(|pointer| {
-            let pointer = tokens(pointer);
-            !pointer.starts_with(&path) && !path.starts_with(&pointer)
-        }),
-        Redaction::Allow(pointers) => pointers
+        Redaction::Deny(pointers) => pointer_tokens(pointers)
             .iter()
-            .any(|pointer| path.starts_with(&tokens(pointer))),
+            .all(|pointer| !pointer.starts_with(&path) && !path.starts_with(pointer)),
+        Redaction::Allow(pointers) => pointer_tokens(pointers)
+            .iter()
+            .any(|pointer| path.starts_with(pointer)),
     }
 }
 

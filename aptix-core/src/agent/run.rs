@@ -151,6 +151,9 @@ impl Agent {
                     }
                     None => None,
                 };
+                // The step's tool choice, which also bounds what its calls
+                // may run (see `step::runnable`).
+                let step_choice = offered.tool_choice.clone();
                 // Old results stubbed by the tools' retention and the budget.
                 let messages = inner
                     .retainer
@@ -347,6 +350,7 @@ impl Agent {
                         .collect(),
                     thinking: std::mem::take(&mut turn.thinking),
                     server_blocks: std::mem::take(&mut turn.server_blocks),
+                    runnable: None,
                 });
                 // The provider's own tool search may have found tools this
                 // very turn calls.
@@ -357,14 +361,52 @@ impl Agent {
                     reason = DoneReason::Completed;
                     break;
                 }
-                let turn_end = conversation.messages.len();
-                // The calls are in the store before any of them runs, so a
-                // crash from here on is noticed and recovered.
-                if let Some(journal) = &journal
-                    && let Err(error) = journal.checkpoint(conversation).await
+                // What the turn's calls may run, kept with the turn: a call
+                // revived after a crash is held to it.
+                let runnable = step::runnable(offered.narrowed.as_ref(), &step_choice, catalog);
+                if let (Some(runnable), Some(Message::Assistant { runnable: kept, .. })) =
+                    (&runnable, conversation.messages.last_mut())
                 {
-                    reason = DoneReason::StoreFailed(error);
-                    break;
+                    *kept = Some(runnable.names().map(str::to_owned).collect());
+                }
+                let turn_end = conversation.messages.len();
+                let made = turn.tool_calls.len();
+                let allowed = inner.settings.max_calls_per_turn;
+                // Decided before anything runs, and stored with the turn.
+                let refusals: Vec<Option<Envelope>> = turn
+                    .tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(position, call)| {
+                        self.refusal(
+                            call,
+                            (position >= allowed).then_some((made, allowed)),
+                            runnable.as_ref(),
+                            &step_choice,
+                            EnvelopeIds {
+                                tool_call_id: call.id.as_str().into(),
+                                conversation_id: Some(conversation.id.as_str().into()),
+                                session_id: context.session_id().map(Into::into),
+                            },
+                        )
+                    })
+                    .collect();
+                // Each call as the model made it, before its reason is taken out.
+                let requested: Vec<String> = turn
+                    .tool_calls
+                    .iter()
+                    .map(|call| call::requested(&call.name, &call.arguments))
+                    .collect();
+                // The calls are in the store before any of them runs, so a
+                // crash from here on is noticed and recovered; the calls
+                // refused above go with their results, so that a revival
+                // reads the refusal back instead of running them.
+                if let Some(journal) = &journal {
+                    let saved = with_refusals(conversation, &turn.tool_calls, &refusals);
+                    if let Err(error) = journal.checkpoint(&saved).await {
+                        reason = DoneReason::StoreFailed(error);
+                        break;
+                    }
                 }
                 // Why the model made each call: kept in the transcript
                 // above, shown in events, and never validated as an argument.
@@ -386,8 +428,6 @@ impl Agent {
                     })
                     .await;
                 }
-                let made = turn.tool_calls.len();
-                let allowed = inner.settings.max_calls_per_turn;
                 if made > allowed {
                     tracing::warn!(
                         made,
@@ -407,27 +447,28 @@ impl Agent {
                 let transcript: Option<Arc<[Message]>> = self
                     .has_approval_policy()
                     .then(|| conversation.messages.as_slice().into());
-                let mut executed =
-                    futures_util::stream::iter(turn.tool_calls.into_iter().enumerate())
-                        .map(|(position, call)| {
-                            let over = (position >= allowed).then_some((made, allowed));
-                            let execution = self.execute_in_task(
-                                call,
-                                over,
-                                offered.narrowed.as_ref(),
-                                &context,
-                                conversation.id.as_str(),
-                                journal.clone(),
-                                transcript.clone(),
-                            );
-                            // Timed from its first poll, when it starts.
-                            async move {
-                                let started = Instant::now();
-                                let done = execution.await;
-                                (done, started.elapsed())
-                            }
-                        })
-                        .buffered(inner.settings.tool_concurrency);
+                let mut executed = futures_util::stream::iter(
+                    turn.tool_calls.into_iter().zip(refusals).zip(requested),
+                )
+                .map(|((call, refused), requested)| {
+                    let execution = self.execute_in_task(
+                        call,
+                        refused,
+                        runnable.as_ref(),
+                        requested,
+                        &context,
+                        conversation.id.as_str(),
+                        journal.clone(),
+                        transcript.clone(),
+                    );
+                    // Timed from its first poll, when it starts.
+                    async move {
+                        let started = Instant::now();
+                        let done = execution.await;
+                        (done, started.elapsed())
+                    }
+                })
+                .buffered(inner.settings.tool_concurrency);
                 let mut suspended = Vec::new();
                 let mut halted = None;
                 // `buffered` keeps the calls' order: the n-th result is the n-th call's.
@@ -783,6 +824,32 @@ async fn model_deadline(limit: Option<Duration>) {
         Some(limit) => tokio::time::sleep(limit).await,
         None => std::future::pending().await,
     }
+}
+
+/// `conversation` as a durable run stores it after the model's turn: with
+/// the results of the calls refused before anything ran, when there are
+/// any (a copy; the live transcript gets them in call order later).
+fn with_refusals<'c>(
+    conversation: &'c Conversation,
+    calls: &[crate::model::assembly::AssembledCall],
+    refusals: &[Option<Envelope>],
+) -> std::borrow::Cow<'c, Conversation> {
+    if refusals.iter().all(Option::is_none) {
+        return std::borrow::Cow::Borrowed(conversation);
+    }
+    let mut saved = conversation.clone();
+    for (call, refusal) in calls.iter().zip(refusals) {
+        if let Some(envelope) = refusal {
+            saved.messages.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: envelope.to_json_string(),
+                is_error: true,
+                attachments: Vec::new(),
+            });
+        }
+    }
+    std::borrow::Cow::Owned(saved)
 }
 
 /// The tool name of the call `tool_call_id`, latest turn first.

@@ -96,6 +96,43 @@ pub(crate) struct Offered {
     pub(crate) tool_choice: ToolChoice,
 }
 
+/// The tools the calls of a turn may run: those the step offered (`None`:
+/// every tool of the agent), within its tool choice: none under
+/// [`ToolChoice::None`], only the named one under [`ToolChoice::Tool`]. A
+/// call of any other tool of the agent is refused before it runs.
+pub(crate) fn runnable(
+    narrowed: Option<&Catalog>,
+    choice: &ToolChoice,
+    catalog: &Catalog,
+) -> Option<Catalog> {
+    let offered = narrowed.unwrap_or(catalog);
+    match choice {
+        ToolChoice::Auto | ToolChoice::Required => narrowed.cloned(),
+        ToolChoice::None => offered.only([]).ok(),
+        ToolChoice::Tool(name) => offered
+            .only([name.as_str()])
+            .or_else(|_| offered.only([]))
+            .ok(),
+    }
+}
+
+/// The catalog of the tools a stored turn kept as its runnable ones (see
+/// `Message::Assistant::runnable`); names the agent no longer holds are
+/// left out. `None` when the turn kept none: every tool may run.
+pub(crate) fn kept_runnable(kept: Option<&[String]>, catalog: &Catalog) -> Option<Catalog> {
+    let kept = kept?;
+    let known = kept
+        .iter()
+        .map(String::as_str)
+        .filter(|name| catalog.entry(name).is_some());
+    // Every name was checked against the catalog; were it to fail, no tool
+    // may run, not every tool.
+    match catalog.only(known) {
+        Ok(runnable) => Some(runnable),
+        Err(_) => catalog.only([]).ok(),
+    }
+}
+
 /// The agent's lowered tools narrowed to `prepared`'s.
 pub(crate) fn offered(
     all: &Arc<[ToolSpec]>,

@@ -38,10 +38,22 @@ impl Mounts {
             None => None,
         };
         let mut toolsets = Vec::new();
+        let mut labels: Vec<String> = Vec::new();
         for line in &self.stdio {
             let mut command = std::process::Command::new("sh");
             command.arg("-c").arg(format!("exec {line}"));
-            toolsets.push(McpToolset::stdio(command).label(line.clone()));
+            // The program's name, never the line: its arguments may hold a
+            // key, and the label is in every tool's usage text. Two servers
+            // of one program are told apart by their order.
+            let program = program_of(line);
+            let mut label = program.clone();
+            let mut nth = 1;
+            while labels.contains(&label) {
+                nth += 1;
+                label = format!("{program}-{nth}");
+            }
+            labels.push(label.clone());
+            toolsets.push(McpToolset::stdio(command).label(label));
         }
         for url in &self.http {
             let mut toolset = McpToolset::http(url.clone());
@@ -66,6 +78,20 @@ impl Mounts {
         }
         Ok(mounted)
     }
+}
+
+/// The file name of the program a shell command line runs: its first word
+/// that is not a variable assignment (`KEY=value cmd` sets `KEY` for `cmd`).
+fn program_of(line: &str) -> String {
+    let program = line
+        .split_whitespace()
+        .find(|word| {
+            !word.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        })
+        .unwrap_or("mcp-server");
+    crate::mcp::client_program_label(std::ffi::OsStr::new(program))
 }
 
 /// The program's catalog with the mounted tools.
@@ -94,4 +120,20 @@ pub(super) fn write_lock(
         out.display()
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program_of;
+
+    #[test]
+    fn a_mounts_label_is_its_programs_name_without_arguments() {
+        assert_eq!(program_of("python3 server.py --api-key=sk-1"), "python3");
+        assert_eq!(
+            program_of("GITHUB_TOKEN=ghp_1 /opt/bin/github-mcp stdio"),
+            "github-mcp"
+        );
+        assert_eq!(program_of("  npx -y @modelcontextprotocol/server-x"), "npx");
+        assert_eq!(program_of(""), "mcp-server");
+    }
 }

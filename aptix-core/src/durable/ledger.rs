@@ -15,8 +15,10 @@ use super::clients::Clients;
 use super::lease::{millis, now_ms};
 use super::resolve::Resolution;
 use crate::agent::{
-    After, Agent, AgentEvent, Before, CallResult, PolicyGate, ResultText, SuspendedCall, redact,
+    After, Agent, AgentEvent, Before, CallResult, PolicyGate, ResultText, SuspendedCall,
+    kept_runnable, redact, requested, split_reasoning,
 };
+use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
@@ -168,6 +170,11 @@ impl Ledger {
         if unanswered.is_empty() {
             return Ok(settlement);
         }
+        // What the live run held the turn's calls to.
+        let runnable = kept_runnable(
+            last_turn_runnable(conversation),
+            self.agent.executor().catalog(),
+        );
         let Settlement {
             events,
             waiting,
@@ -175,17 +182,27 @@ impl Ledger {
         } = &mut settlement;
         for call in unanswered {
             // Read for every call: settling an earlier call of the turn
-            // changes the ledger. Only rows of this call's tool count: an
-            // id the model gave two calls must never let one call's row
-            // (an approval above all) settle the other.
+            // changes the ledger. Only rows of this very call count: an id
+            // the model gave two calls must never let one call's row (an
+            // approval above all) settle the other.
+            let requested = requested(&call.name, &call.arguments);
             let records = self.store.calls(&conversation.id).await?;
             let of_call: Vec<&CallRecord> = records
                 .iter()
-                .filter(|record| record.tool_call_id == call.id && record.tool == call.name)
+                .filter(|record| {
+                    record.tool_call_id == call.id && is_for(record, &call, &requested)
+                })
                 .collect();
             let mut steering = Steering::default();
             let settled = self
-                .settle_call(conversation, context, &call, &of_call, &mut steering)
+                .settle_call(
+                    conversation,
+                    context,
+                    (&call, &requested),
+                    runnable.as_ref(),
+                    &of_call,
+                    &mut steering,
+                )
                 .await?;
             match settled {
                 CallResult::Finished(result) => {
@@ -287,11 +304,15 @@ impl Ledger {
         }
     }
 
+    /// The result of one unanswered call of the last turn, from `records`
+    /// (the ledger rows of that very call): `requested` is its identity
+    /// ([`requested`]), `runnable` what the live run held the turn to.
     async fn settle_call(
         &self,
         conversation: &Conversation,
         context: &ToolContext,
-        call: &AssistantToolCall,
+        (call, requested): (&AssistantToolCall, &str),
+        runnable: Option<&Catalog>,
         records: &[&CallRecord],
         steering: &mut Steering,
     ) -> Result<CallResult, StoreError> {
@@ -304,8 +325,11 @@ impl Ledger {
                 message,
             )))
         };
-        let tool_call =
-            |arguments: String| ToolCall::new(call.id.as_str(), call.name.as_str(), arguments);
+        // The tool the call was recorded as: a hook may have renamed it.
+        let ran_as = records
+            .first()
+            .map_or(call.name.as_str(), |record| record.tool.as_str());
+        let tool_call = |arguments: String| ToolCall::new(call.id.as_str(), ran_as, arguments);
 
         if let Some(execution) = find(Step::Execution) {
             match (execution.state, &execution.outcome) {
@@ -356,7 +380,11 @@ impl Ledger {
             }
         }
         if let Some(approval) = approval {
-            if !same_arguments(&approval.arguments, &call.arguments) {
+            // A row written before rows named their call: it must hold the
+            // call's own arguments. (A row that names it is this call's,
+            // whatever a hook or the loop made of its arguments.)
+            if approval.requested.is_none() && !same_arguments(&approval.arguments, &call.arguments)
+            {
                 // Shown to the approver with other arguments than the call
                 // carries: the approval is not for this call.
                 tracing::error!(tool = %call.name, tool_call_id = %call.id, "an approval recorded for other arguments than the call's; the call is not run");
@@ -387,7 +415,7 @@ impl Ledger {
             };
             let call_now = tool_call(arguments);
             let next = self
-                .route_of(&call.name, Gate::Asked)
+                .route_of(ran_as, Gate::Asked)
                 .and_then(|route| route.after(AwaitReason::Approval));
             let Some(next) = next else {
                 // Approved, and nobody else is awaited: run the server step
@@ -397,7 +425,7 @@ impl Ledger {
                 };
                 steering.ran = Some(call_now.clone());
                 return self
-                    .execute_recorded_as(&call_now, context, gate, None)
+                    .execute_recorded_as(&call_now, context, gate, None, Some(requested))
                     .await;
             };
             // Approved, and the client acts next: with the payload its
@@ -421,20 +449,24 @@ impl Ledger {
                 })
             };
             return self
-                .record_outcome(&call_now, &conversation.id, outcome, None)
+                .record_outcome(&call_now, &conversation.id, outcome, None, Some(requested))
                 .await;
         }
         // Never recorded: the run stopped between saving the model's turn
-        // and executing it. Nothing ran, so run it now, through the hooks
-        // and the approval policy as the stopped run would have: a call a
-        // hook denies must not run, one the policy holds must wait.
+        // and executing it. Nothing ran, so run it now as the stopped run
+        // would have: its reason taken out, held to the tools the turn
+        // could run, through the hooks and the approval policy (a call a
+        // hook denies must not run, one the policy holds must wait).
         let ids = || ids_for(conversation, &call.id);
+        let arguments = split_reasoning(&call.arguments)
+            .map_or_else(|| call.arguments.clone(), |(arguments, _)| arguments);
+        if let Some(refusal) = self.agent.refusal_of_stored(&call.name, runnable, ids()) {
+            return Ok(CallResult::Finished(ResultText::from_envelope(refusal)));
+        }
         let (name, arguments, validated) = if self.agent.has_hooks() {
             match self
                 .agent
-                // What a step offered is not stored: a revived call may be
-                // renamed to any tool of the agent.
-                .before_run(&call.id, &call.name, &call.arguments, context, None, &ids)
+                .before_run(&call.id, &call.name, &arguments, context, runnable, &ids)
                 .await
             {
                 Before::Done(envelope) => {
@@ -455,7 +487,7 @@ impl Ledger {
                 } => (name, arguments, validated),
             }
         } else {
-            (call.name.clone(), call.arguments.clone(), None)
+            (call.name.clone(), arguments, None)
         };
         let mut gate = Gate::Model;
         if self.agent.has_approval_policy() {
@@ -481,7 +513,7 @@ impl Ledger {
         }
         let call_now = ToolCall::new(call.id.as_str(), name, arguments);
         steering.ran = Some(call_now.clone());
-        self.execute_recorded_as(&call_now, context, gate, None)
+        self.execute_recorded_as(&call_now, context, gate, None, Some(requested))
             .await
     }
 
@@ -583,24 +615,25 @@ impl Ledger {
         steering: &mut Steering,
     ) -> Result<CallResult, StoreError> {
         let store = &self.store;
+        // The tool it was recorded as (a hook may have renamed the call).
+        let tool = execution.tool.as_str();
+        let row_requested = execution.requested.as_deref();
         let idempotent = self
             .agent
             .executor()
             .catalog()
-            .get(&call.name)
+            .get(tool)
             .is_some_and(|definition| definition.idempotent());
         if idempotent {
-            tracing::warn!(tool = %call.name, tool_call_id = %call.id, "re-running an idempotent call a crash interrupted, with the same tool_call_id");
-            let tool_call = ToolCall::new(
-                call.id.as_str(),
-                call.name.as_str(),
-                execution.arguments.clone(),
-            );
+            tracing::warn!(tool, tool_call_id = %call.id, "re-running an idempotent call a crash interrupted, with the same tool_call_id");
+            let tool_call = ToolCall::new(call.id.as_str(), tool, execution.arguments.clone());
             let approval = store
                 .call(&conversation.id, &call.id, Step::Approval)
                 .await?
                 .filter(|approval| {
-                    approval.tool == call.name && approval.state == CallState::Resolved
+                    approval.tool == tool
+                        && approval.requested == execution.requested
+                        && approval.state == CallState::Resolved
                 });
             let resolution = approval
                 .and_then(|approval| approval.outcome)
@@ -611,7 +644,7 @@ impl Ledger {
             // is passed: by the approval on record, or, without one, by an
             // earlier `ApproveAlways`.
             let gated = self
-                .route_of(&call.name, Gate::Model)
+                .route_of(tool, Gate::Model)
                 .is_some_and(|route| route.awaits == Some(AwaitReason::Approval));
             let gate = match resolution {
                 Some(Resolution::ApproveWithArgs(_)) => Gate::Approved { changed: true },
@@ -631,7 +664,7 @@ impl Ledger {
             };
             let outcome = gate.mark(&tool_call, execution.outcome);
             let finished = self
-                .finish_execution(&tool_call, &conversation.id, outcome, None)
+                .finish_execution(&tool_call, &conversation.id, outcome, None, row_requested)
                 .await;
             steering.ran = Some(tool_call);
             return finished;
@@ -665,15 +698,18 @@ impl Ledger {
     /// An `Err` means the call did not run (it could not be recorded
     /// first); once the tool ran, its result is returned even when the
     /// store fails afterwards (the ledger row is closed later).
+    /// `requested` names the call of the transcript the rows are for
+    /// ([`requested`]).
     pub(crate) async fn execute_recorded(
         &self,
         call: &ToolCall,
+        requested: &str,
         context: &ToolContext,
         checkpoint: &Checkpoint,
         ask: bool,
     ) -> Result<CallResult, StoreError> {
         let gate = if ask { Gate::Asked } else { Gate::Model };
-        self.execute_recorded_as(call, context, gate, Some(checkpoint))
+        self.execute_recorded_as(call, context, gate, Some(checkpoint), Some(requested))
             .await
     }
 
@@ -683,6 +719,7 @@ impl Ledger {
         context: &ToolContext,
         gate: Gate,
         checkpoint: Option<&Checkpoint>,
+        requested: Option<&str>,
     ) -> Result<CallResult, StoreError> {
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
@@ -721,6 +758,7 @@ impl Ledger {
                 deadline: None,
                 created_at: now,
                 updated_at: now,
+                requested: requested.map(str::to_owned),
             };
             if !insert_or_confirm(store, &record, checkpoint).await? {
                 // Recorded before: the model reused an id, or another
@@ -775,10 +813,10 @@ impl Ledger {
         };
         let outcome = gate.mark(call, execution.outcome);
         if runs_code {
-            self.finish_execution(call, conversation_id, outcome, checkpoint)
+            self.finish_execution(call, conversation_id, outcome, checkpoint, requested)
                 .await
         } else {
-            self.record_outcome(call, conversation_id, outcome, checkpoint)
+            self.record_outcome(call, conversation_id, outcome, checkpoint, requested)
                 .await
         }
     }
@@ -790,6 +828,7 @@ impl Ledger {
         conversation_id: &str,
         outcome: Outcome,
         checkpoint: Option<&Checkpoint>,
+        requested: Option<&str>,
     ) -> Result<CallResult, StoreError> {
         let envelope = match &outcome {
             Outcome::Final(envelope) => Some(envelope.to_stored_json()),
@@ -838,7 +877,7 @@ impl Ledger {
                 );
             }
         }
-        self.record_outcome(call, conversation_id, outcome, checkpoint)
+        self.record_outcome(call, conversation_id, outcome, checkpoint, requested)
             .await
     }
 
@@ -850,6 +889,7 @@ impl Ledger {
         conversation_id: &str,
         outcome: Outcome,
         checkpoint: Option<&Checkpoint>,
+        requested: Option<&str>,
     ) -> Result<CallResult, StoreError> {
         match outcome {
             Outcome::Final(envelope) => {
@@ -885,6 +925,7 @@ impl Ledger {
                     deadline: Some(now.saturating_add(millis(wait))),
                     created_at: now,
                     updated_at: now,
+                    requested: requested.map(str::to_owned),
                 };
                 if !insert_or_confirm(&self.store, &record, checkpoint).await? {
                     // Another call of the conversation holds this id's wait:
@@ -1173,6 +1214,28 @@ fn interrupted_message(tool: &str) -> String {
     format!(
         "The call to `{tool}` was interrupted (the process running it stopped) and was not run again, because the tool is not declared idempotent. It may or may not have taken effect; check before calling it again."
     )
+}
+
+/// Whether `record` is a row of `call` (whose identity is `requested`): a
+/// row that names its call must name this one; a row written before rows
+/// named their call must hold this call's tool.
+fn is_for(record: &CallRecord, call: &AssistantToolCall, requested: &str) -> bool {
+    match &record.requested {
+        Some(named) => named == requested,
+        None => record.tool == call.name,
+    }
+}
+
+/// What the last assistant turn kept as the tools its calls could run.
+fn last_turn_runnable(conversation: &Conversation) -> Option<&[String]> {
+    conversation
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message {
+            Message::Assistant { runnable, .. } => Some(runnable.as_deref()),
+            _ => None,
+        })?
 }
 
 /// Whether calls of the last assistant turn have no result yet.

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::DurableAgent;
 use super::lease::now_ms;
-use crate::agent::arguments_hash;
+use crate::agent::{arguments_hash, redact};
 use crate::store::{
     Applied, Batch, CallRecord, CallState, ConversationStatus, Step, StoreError, Write,
 };
@@ -429,10 +429,10 @@ impl DurableAgent {
                 let definition = definition.ok_or_else(|| {
                     invalid(format!("the tool `{}` is not in the catalog", target.tool))
                 })?;
-                let validated: Value = definition
-                    .validator()
-                    .parse(&text)
-                    .map_err(|rejection| invalid(rejection.message))?;
+                let validated: Value =
+                    definition.validator().parse(&text).map_err(|rejection| {
+                        invalid(shown_rejection(rejection, definition.redaction()))
+                    })?;
                 Ok(Resolution::ApproveWithArgs(validated))
             }
             Resolution::ApproveExactly {
@@ -456,17 +456,73 @@ impl DurableAgent {
                     tool_call_id: target.tool_call_id.clone(),
                     message: format!("the tool `{}` is not in the catalog", target.tool),
                 })?;
-                definition
-                    .check_output(&value)
-                    .map_err(|message| ResolveError::InvalidResult {
+                let violations = definition.output_violations(&value).map_err(|message| {
+                    ResolveError::InvalidResult {
                         tool_call_id: target.tool_call_id.clone(),
                         message,
-                    })?;
+                    }
+                })?;
+                if !violations.is_empty() {
+                    return Err(ResolveError::InvalidResult {
+                        tool_call_id: target.tool_call_id.clone(),
+                        message: shown_violations(violations, definition.redaction()),
+                    });
+                }
                 Ok(Resolution::Result(value))
             }
             other => Ok(other),
         }
     }
+}
+
+/// A validator's refusal of an approver's arguments, as a refusal may show
+/// it: the refusal travels to whoever resolved and into logs, and
+/// violations quote the values they refuse, so a value the tool hides is
+/// replaced as in events (see [`redact::redacted_envelope`]).
+fn shown_rejection(
+    rejection: crate::validate::Rejection,
+    redaction: crate::meta::Redaction,
+) -> String {
+    if !redaction.hides_anything() {
+        return rejection.message;
+    }
+    let envelope = serde_json::json!({
+        "ok": false,
+        "error": {
+            "code": rejection.code.as_str(),
+            "message": rejection.message,
+            "details": rejection.details,
+        }
+    });
+    let shown = redact::redacted_envelope(envelope, redaction);
+    shown["error"]["message"]
+        .as_str()
+        .map_or_else(|| redact::REDACTED.to_owned(), str::to_owned)
+}
+
+/// Where (and, for what the tool does not hide, how) a result breaks the
+/// tool's output, as a refusal may show it.
+fn shown_violations(
+    violations: Vec<(String, String)>,
+    redaction: crate::meta::Redaction,
+) -> String {
+    violations
+        .into_iter()
+        .map(|(path, problem)| {
+            let shown = if redact::shows_path(&path, redaction) {
+                problem
+            } else {
+                redact::REDACTED.to_owned()
+            };
+            let path = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
+            format!("{path}: {shown}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The refusal for a resolution that arrives after its wait ended.

@@ -42,12 +42,13 @@ impl Journal for RunJournal {
     fn execute<'a>(
         &'a self,
         call: &'a ToolCall,
+        requested: &'a str,
         context: &'a ToolContext,
         ask: bool,
     ) -> JournalFuture<'a, Result<CallResult, String>> {
         Box::pin(async move {
             self.ledger
-                .execute_recorded(call, context, &self.checkpoint, ask)
+                .execute_recorded(call, requested, context, &self.checkpoint, ask)
                 .await
                 .map_err(|error| error.to_string())
         })

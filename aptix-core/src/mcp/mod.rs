@@ -52,6 +52,10 @@
 //! * **Sampling**: when the client declared `sampling`, a tool finds a
 //!   [`Sampling`] in its context state to ask the client's LLM
 //!   (`sampling/createMessage`).
+//!
+//! rmcp logs every message whole (arguments, results, answers) at DEBUG and
+//! TRACE: give the program [`log_filter`], or declared secrets of MCP calls
+//! reach the log.
 
 #[cfg(feature = "mcp-client")]
 mod client;
@@ -60,6 +64,7 @@ mod elicit;
 mod handler;
 mod http;
 mod list;
+mod log_filter;
 mod logging;
 mod progress;
 mod sampling;
@@ -76,13 +81,16 @@ use crate::context::ToolContext;
 use crate::executor::Executor;
 
 pub use crate::content::{Content, ResourceContents, ToolReturn};
+#[cfg(all(feature = "mcp-client", feature = "cli"))]
+pub(crate) use client::program_label as client_program_label;
 #[cfg(feature = "mcp-client")]
 pub use client::{
-    ElicitationAnswer, ElicitationReply, ElicitationRequest, Elicitor, McpClientError, McpLock,
-    McpTools, McpToolset, PinnedTool, RefusedTool, RequireApproval,
+    ElicitationAnswer, ElicitationReply, ElicitationRequest, Elicitor, McpClientError, McpLimits,
+    McpLock, McpTools, McpToolset, PinnedTool, RefusedTool, RequireApproval,
 };
 pub use handler::AptixMcpHandler;
 pub use http::HttpServer;
+pub use log_filter::{hide_sdk_payloads, log_filter};
 pub use logging::{LogLevel, McpLog};
 pub use sampling::{Sampling, SamplingError};
 

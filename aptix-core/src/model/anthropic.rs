@@ -698,6 +698,7 @@ fn messages(transcript: &[Message]) -> Vec<Value> {
                 tool_calls,
                 thinking,
                 server_blocks,
+                runnable: _,
             } => {
                 // Thinking first, as the model wrote it: Anthropic requires
                 // a tool-using turn's thinking back unchanged before its

@@ -490,6 +490,7 @@ fn message_json(message: &Message) -> Value {
             tool_calls,
             thinking: _,
             server_blocks: _,
+            runnable: _,
         } => {
             // `content` is always a string: llama.cpp rejects `null`, and
             // OpenAI accepts "" beside tool calls.
@@ -1110,6 +1111,7 @@ mod tests {
                 Message::Assistant {
                     content: "Checking.".into(),
                     server_blocks: Vec::new(),
+                    runnable: None,
                     tool_calls: vec![AssistantToolCall {
                         id: "c".into(),
                         name: "x".into(),

@@ -262,6 +262,13 @@ pub struct CallRecord {
     pub created_at: i64,
     /// When it last changed (ms since the epoch).
     pub updated_at: i64,
+    /// Which call of the transcript this row is for: the SHA-256 of the
+    /// tool name and argument text the model wrote (a hook may rename or
+    /// rewrite a call, and its `_reasoningForCall` is taken out, before it
+    /// is recorded, so `tool` and `arguments` need not be the model's).
+    /// `None` in rows written before it was kept, which are matched by
+    /// `tool` instead.
+    pub requested: Option<String>,
 }
 
 /// One write of a [`Batch`]. Each is the write of the [`Store`] method of

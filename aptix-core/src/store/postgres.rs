@@ -32,7 +32,8 @@ const SCHEMA_LOCK: i64 = 0x6170_7469_785f_7331;
 /// The version of [`SCHEMA`], kept in the one-row table `aptix_schema`.
 /// Raise it whenever `SCHEMA` changes; a process finding a newer version
 /// refuses to start ([`StoreError::SchemaTooNew`]).
-const SCHEMA_VERSION: i64 = 1;
+/// 2: `aptix_calls.requested`.
+const SCHEMA_VERSION: i64 = 2;
 
 /// The schema. Ids use the `C` collation, so they sort by bytes as
 /// [`Store::calls`](super::Store::calls) promises, whatever the database's
@@ -66,8 +67,11 @@ const SCHEMA: &[&str] = &[
         deadline        BIGINT,
         created_at      BIGINT NOT NULL,
         updated_at      BIGINT NOT NULL,
+        requested       TEXT,
         PRIMARY KEY (conversation_id, tool_call_id, step)
     )",
+    // Version 2: which call of the transcript a row is for.
+    "ALTER TABLE aptix_calls ADD COLUMN IF NOT EXISTS requested TEXT",
     // `due_calls`: pending calls by deadline (the same index as SQLite's, and
     // why, in sqlite.rs).
     "DROP INDEX IF EXISTS aptix_calls_due",

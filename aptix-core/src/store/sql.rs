@@ -69,18 +69,18 @@ const SUSPENDED_WITHOUT_PENDING: &str = "SELECT id FROM aptix_conversations c
 
 const INSERT_CALL: &str = "INSERT INTO aptix_calls
                     (conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                     outcome, deadline, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                     outcome, deadline, created_at, updated_at, requested)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT (conversation_id, tool_call_id, step) DO NOTHING";
 
 const CALL: &str = "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                        outcome, deadline, created_at, updated_at
+                        outcome, deadline, created_at, updated_at, requested
                  FROM aptix_calls
                  WHERE conversation_id = ?1 AND tool_call_id = ?2 AND step = ?3";
 
 /// Steps sort in `Step`'s declaration order, not alphabetically.
 const CALLS: &str = "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                        outcome, deadline, created_at, updated_at
+                        outcome, deadline, created_at, updated_at, requested
                  FROM aptix_calls
                  WHERE conversation_id = ?1
                  ORDER BY created_at, tool_call_id,
@@ -97,7 +97,7 @@ const SET_DEADLINE: &str = "UPDATE aptix_calls SET deadline = ?4
 
 const DUE_CALLS: &str =
     "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                        outcome, deadline, created_at, updated_at
+                        outcome, deadline, created_at, updated_at, requested
                  FROM aptix_calls
                  WHERE state = 'pending' AND deadline IS NOT NULL AND deadline <= ?1
                  ORDER BY deadline, created_at, conversation_id, tool_call_id, step
@@ -257,6 +257,7 @@ where
         deadline: row.try_get("deadline").map_err(backend)?,
         created_at: row.try_get("created_at").map_err(backend)?,
         updated_at: row.try_get("updated_at").map_err(backend)?,
+        requested: row.try_get("requested").map_err(backend)?,
     })
 }
 
@@ -731,6 +732,7 @@ where
             .bind(record.deadline)
             .bind(record.created_at)
             .bind(record.updated_at)
+            .bind(record.requested.as_deref())
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -70,6 +70,7 @@ const SCHEMA: &[&str] = &[
         deadline        INTEGER,
         created_at      INTEGER NOT NULL,
         updated_at      INTEGER NOT NULL,
+        requested       TEXT,
         PRIMARY KEY (conversation_id, tool_call_id, step)
     )",
     // `due_calls`: pending calls by deadline, and nothing else. A `(state,
@@ -81,6 +82,14 @@ const SCHEMA: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS aptix_calls_pending_deadline
         ON aptix_calls (deadline) WHERE state = 'pending'",
 ];
+
+/// Columns `aptix_calls` gained after it was first made, with the
+/// statement that adds each to a database made before (SQLite has no `ADD
+/// COLUMN IF NOT EXISTS`).
+const ADDED_CALL_COLUMNS: &[(&str, &str)] = &[(
+    "requested",
+    "ALTER TABLE aptix_calls ADD COLUMN requested TEXT",
+)];
 
 /// The next value of the change counter behind "oldest change first". The
 /// statement that uses it holds the write lock, so no other writer can read
@@ -260,6 +269,9 @@ impl SqliteStore {
                 .await
                 .map_err(StoreError::backend)?;
         }
+        for (column, add) in ADDED_CALL_COLUMNS {
+            add_call_column(&pool, column, add).await?;
+        }
         let writer = Writer::start(pool.clone());
         Ok(SqliteStore { pool, writer })
     }
@@ -272,6 +284,35 @@ impl SqliteStore {
 
     fn group(&self) -> Option<&dyn GroupCommit<Sqlite>> {
         Some(&self.writer)
+    }
+}
+
+/// Adds `column` to `aptix_calls` unless it is there: a database made by an
+/// older version. Two processes opening it together may both try; the one
+/// that finds the column added meanwhile is content.
+async fn add_call_column(
+    pool: &SqlitePool,
+    column: &str,
+    add: &'static str,
+) -> Result<(), StoreError> {
+    let present = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM pragma_table_info('aptix_calls') WHERE name = ?1",
+        )
+        .bind(column)
+        .fetch_one(pool)
+        .await
+        .map(|count| count > 0)
+        .map_err(StoreError::backend)
+    };
+    if present().await? {
+        return Ok(());
+    }
+    let added = sqlx::query(add).execute(pool).await;
+    match added {
+        Ok(_) => Ok(()),
+        Err(_) if present().await? => Ok(()),
+        Err(error) => Err(StoreError::backend(error)),
     }
 }
 

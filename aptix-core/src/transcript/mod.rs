@@ -82,6 +82,15 @@ pub enum Message {
         /// never see them. A transcript without the field reads as none.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         server_blocks: Vec<serde_json::Value>,
+        /// The tools this turn's calls could run, when its step let the
+        /// model call fewer than the agent holds (`prepare_step`, tool
+        /// search, a step's tool choice); `None`: any tool of the agent.
+        /// Kept with the turn so that a call revived after a crash is held
+        /// to what the live run held it to (a hook may not rename it into
+        /// another tool); never sent to a model. A transcript without the
+        /// field reads as `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runnable: Option<Vec<String>>,
     },
     /// The result of one tool call.
     Tool {
@@ -105,7 +114,7 @@ pub enum Message {
 crate::safe_derive::enum_eq!(Message {
     System { content },
     User { content },
-    Assistant { content, tool_calls, thinking, server_blocks },
+    Assistant { content, tool_calls, thinking, server_blocks, runnable },
     Tool { tool_call_id, name, content, is_error, attachments },
 });
 
@@ -131,6 +140,7 @@ impl Message {
             tool_calls,
             thinking: Vec::new(),
             server_blocks: Vec::new(),
+            runnable: None,
         }
     }
 }
@@ -214,6 +224,7 @@ mod tests {
         let message = Message::Assistant {
             content: String::new(),
             tool_calls: Vec::new(),
+            runnable: None,
             server_blocks: vec![
                 json!({ "type": "server_tool_use", "id": "srvtoolu_1", "input": {} }),
             ],

@@ -40,6 +40,7 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
                 tool_calls,
                 thinking,
                 server_blocks,
+                runnable,
             } => {
                 let mut results: Vec<Option<Message>> = Vec::new();
                 while let Some(Message::Tool { .. }) = input.peek() {
@@ -69,6 +70,7 @@ fn repair_counted(messages: &mut Vec<Message>, conversation_id: Option<&str>) ->
                     tool_calls,
                     thinking,
                     server_blocks,
+                    runnable,
                 });
                 for (id, name) in &calls {
                     while next < taken.len() && taken[next] {

@@ -1,8 +1,9 @@
 //! What a server sends the client on its own: progress of a call, a
 //! changed tool list, elicitation and sampling requests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -13,6 +14,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::Shared;
+use super::limits::McpLimits;
 use super::sampling::Sampler;
 use crate::context::ToolContext;
 use crate::live::{ElicitationAnswer, ElicitationRequest};
@@ -39,86 +41,237 @@ where
 
 /// What the connection's handler shares with the toolset: where progress
 /// and questions go, who answers elicitations and samples, whom to tell of
-/// a changed list.
+/// a changed list, and what the server may still ask for.
 pub(super) struct Hub {
     label: String,
     elicitor: Option<Arc<dyn Elicitor>>,
     sampler: Option<Sampler>,
-    /// The calls in flight, by progress token, with the order they started
-    /// in.
-    calls: Mutex<HashMap<ProgressToken, (u64, ToolContext)>>,
+    limits: McpLimits,
+    /// The calls in flight, by the order they started in.
+    calls: Mutex<HashMap<u64, CallRoute>>,
     started: std::sync::atomic::AtomicU64,
     toolset: Mutex<Weak<Shared>>,
+    /// When each sampling request of the last minute was answered.
+    sampled: Mutex<VecDeque<tokio::time::Instant>>,
+    /// One question at a time is asked; this many more may wait.
+    asking: tokio::sync::Semaphore,
+    questions_waiting: Mutex<usize>,
 }
+
+/// One call in flight: its context, and what the server has asked for
+/// during it.
+struct CallRoute {
+    /// Its request's progress token, once the request is sent.
+    token: Option<ProgressToken>,
+    ctx: ToolContext,
+    /// Sampling requests the model answered for it, and the tokens they
+    /// were granted.
+    sampled: u32,
+    tokens: u64,
+    /// Questions asked of the person for it.
+    asked: u32,
+}
+
+/// Questions of one server that may wait behind the one being asked;
+/// more are answered `cancel` at once.
+const QUESTIONS_QUEUED: usize = 3;
+
+/// The window of [`McpLimits::sampling_requests_per_minute`].
+const MINUTE: Duration = Duration::from_secs(60);
 
 impl Hub {
     pub(super) fn new(
         label: String,
         elicitor: Option<Arc<dyn Elicitor>>,
         sampler: Option<Sampler>,
+        limits: McpLimits,
     ) -> Self {
         Hub {
             label,
             elicitor,
             sampler,
+            limits,
             calls: Mutex::new(HashMap::new()),
             started: std::sync::atomic::AtomicU64::new(0),
             toolset: Mutex::new(Weak::new()),
+            sampled: Mutex::new(VecDeque::new()),
+            asking: tokio::sync::Semaphore::new(1),
+            questions_waiting: Mutex::new(0),
         }
     }
 
-    /// The context of the call a server request belongs to. MCP does not
-    /// say which call a request comes from (over stdio nothing carries
-    /// it), so with several calls in flight the earliest is taken: the
-    /// question then shows under that call, and the answer still goes to
-    /// the server that asked.
-    fn asking_call(&self) -> Option<ToolContext> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .min_by_key(|(started, _)| *started)
-            .map(|(_, ctx)| ctx.clone())
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<u64, CallRoute>> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The call a server request belongs to, to count it against and ask
+    /// through: `decide` sees its route and says what to do. MCP does not
+    /// say which call a request comes from (over stdio nothing carries it),
+    /// so with several calls in flight the earliest is taken: the question
+    /// then shows under that call, and the answer still goes to the server
+    /// that asked. `None` when no call of this server runs.
+    fn for_asking_call<T>(&self, decide: impl FnOnce(&mut CallRoute) -> T) -> Option<T> {
+        self.calls()
+            .iter_mut()
+            .min_by_key(|(started, _)| **started)
+            .map(|(_, route)| decide(route))
     }
 
     pub(super) fn watch_list(&self, toolset: Weak<Shared>) {
         *self.toolset.lock().unwrap_or_else(|e| e.into_inner()) = toolset;
     }
 
-    /// Sends the progress notifications of `token` to `ctx` until the
-    /// returned guard is dropped.
-    pub(super) fn route_progress(
-        self: &Arc<Self>,
-        token: ProgressToken,
-        ctx: &ToolContext,
-    ) -> Route {
+    /// Counts a call of `ctx` as in flight until the returned guard is
+    /// dropped: made before its request is sent, since the server may ask
+    /// for something (a sampling, a question) before the request's send
+    /// returns. [`Route::progress`] then routes its progress.
+    pub(super) fn begin_call(self: &Arc<Self>, ctx: &ToolContext) -> Route {
         let started = self
             .started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token.clone(), (started, ctx.clone()));
+        self.calls().insert(
+            started,
+            CallRoute {
+                token: None,
+                ctx: ctx.clone(),
+                sampled: 0,
+                tokens: 0,
+                asked: 0,
+            },
+        );
         Route {
             hub: Arc::downgrade(self),
-            token,
+            started,
+        }
+    }
+
+    /// The person's answer to `asked`, within the budgets: one question
+    /// of this server at a time, a few more waiting, and at most
+    /// [`McpLimits::elicitations_per_call`] for the call it arrives during;
+    /// `Cancel` otherwise, and when no call of the server runs.
+    async fn elicit(&self, asked: ElicitationRequest) -> ElicitationAnswer {
+        let budget = self.limits.elicitations_per_call;
+        let ctx = self.for_asking_call(|route| {
+            if route.asked >= budget {
+                return None;
+            }
+            route.asked += 1;
+            Some(route.ctx.clone())
+        });
+        let ctx = match ctx {
+            None => {
+                tracing::warn!(server = %self.label, "an MCP server asked a question while none of its calls runs; answered `cancel`");
+                return ElicitationAnswer::Cancel;
+            }
+            Some(None) => {
+                tracing::warn!(server = %self.label, budget, "an MCP server asked more questions during one call than its budget (McpLimits::elicitations_per_call); answered `cancel`");
+                return ElicitationAnswer::Cancel;
+            }
+            Some(Some(ctx)) => ctx,
+        };
+        {
+            let mut waiting = self
+                .questions_waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if *waiting > QUESTIONS_QUEUED {
+                tracing::warn!(server = %self.label, "an MCP server asked a question while others wait; answered `cancel`");
+                return ElicitationAnswer::Cancel;
+            }
+            *waiting += 1;
+        }
+        let _waiting = Waiting(&self.questions_waiting);
+        let Ok(_turn) = self.asking.acquire().await else {
+            return ElicitationAnswer::Cancel;
+        };
+        match self.elicitor.clone() {
+            Some(elicitor) => elicitor.answer(asked).await,
+            None => ctx.elicit(asked).await,
+        }
+    }
+
+    /// Counts a sampling request granted `tokens` against its call's and
+    /// the toolset's budgets: the run's cancellation when it may go on,
+    /// the refusal the server reads when it may not.
+    fn sampling_allowed(&self, tokens: u32) -> Result<tokio_util::sync::CancellationToken, String> {
+        let limits = &self.limits;
+        {
+            let now = tokio::time::Instant::now();
+            let mut sampled = self.sampled.lock().unwrap_or_else(|e| e.into_inner());
+            while sampled
+                .front()
+                .is_some_and(|at| now.saturating_duration_since(*at) >= MINUTE)
+            {
+                sampled.pop_front();
+            }
+            if sampled.len() >= limits.sampling_requests_per_minute as usize {
+                return Err(format!(
+                    "this client answers at most {} sampling requests of a server a minute",
+                    limits.sampling_requests_per_minute
+                ));
+            }
+            let decided = self.for_asking_call(|route| {
+                if route.sampled >= limits.sampling_requests_per_call {
+                    return Err(format!(
+                        "this client answers at most {} sampling requests during one call",
+                        limits.sampling_requests_per_call
+                    ));
+                }
+                let total = route.tokens.saturating_add(u64::from(tokens));
+                if total > limits.sampling_tokens_per_call {
+                    return Err(format!(
+                        "this client grants at most {} tokens of sampling during one call",
+                        limits.sampling_tokens_per_call
+                    ));
+                }
+                route.sampled += 1;
+                route.tokens = total;
+                Ok(route.ctx.cancellation().clone())
+            });
+            match decided {
+                None => Err("this client answers sampling requests only during a call of the server's tools".to_owned()),
+                Some(Err(refusal)) => Err(refusal),
+                Some(Ok(cancellation)) => {
+                    sampled.push_back(now);
+                    Ok(cancellation)
+                }
+            }
         }
     }
 }
 
-/// Ends a call's progress route.
+/// Counts a question out of the waiting ones when it is answered.
+struct Waiting<'a>(&'a Mutex<usize>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *waiting = waiting.saturating_sub(1);
+    }
+}
+
+/// A call in flight; dropped when it ends.
 pub(super) struct Route {
     hub: Weak<Hub>,
-    token: ProgressToken,
+    started: u64,
+}
+
+impl Route {
+    /// Sends the progress notifications of `token` (the call's request's)
+    /// to the call's context.
+    pub(super) fn progress(&self, token: ProgressToken) {
+        if let Some(hub) = self.hub.upgrade()
+            && let Some(route) = hub.calls().get_mut(&self.started)
+        {
+            route.token = Some(token);
+        }
+    }
 }
 
 impl Drop for Route {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.calls
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&self.token);
+            hub.calls().remove(&self.started);
         }
     }
 }
@@ -160,11 +313,10 @@ impl ClientHandler for Events {
     ) {
         let ctx = self
             .hub
-            .calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&params.progress_token)
-            .map(|(_, ctx)| ctx.clone());
+            .calls()
+            .values()
+            .find(|route| route.token.as_ref() == Some(&params.progress_token))
+            .map(|route| route.ctx.clone());
         if let Some(ctx) = ctx {
             ctx.progress(params.progress, params.total, params.message.as_deref());
         }
@@ -177,20 +329,9 @@ impl ClientHandler for Events {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .upgrade();
-        let Some(toolset) = toolset else { return };
-        // Listing is a request on this same connection: it is sent from a
-        // task of its own, not from inside the handler that must read its
-        // answer.
-        tokio::spawn(async move {
-            match toolset.refresh().await {
-                Ok(()) => {
-                    tracing::info!(server = %toolset.offer.label, "the MCP server's tools changed; listed again")
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "could not list the MCP server's changed tools")
-                }
-            }
-        });
+        if let Some(toolset) = toolset {
+            toolset.list_changed();
+        }
     }
 
     async fn create_elicitation(
@@ -214,12 +355,7 @@ impl ClientHandler for Events {
             // A kind of request this client does not know.
             _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
         };
-        let answer = match (self.hub.elicitor.clone(), self.hub.asking_call()) {
-            (Some(elicitor), _) => elicitor.answer(asked).await,
-            (None, Some(ctx)) => ctx.elicit(asked).await,
-            // Nobody to ask: no call of this toolset is running.
-            (None, None) => ElicitationAnswer::Cancel,
-        };
+        let answer = self.hub.elicit(asked).await;
         Ok(match answer {
             ElicitationAnswer::Accept(Value::Object(content)) => {
                 ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
@@ -246,7 +382,11 @@ impl ClientHandler for Events {
                 rmcp::model::CreateMessageRequestMethod,
             >());
         };
-        let cancellation = self.hub.asking_call().map(|ctx| ctx.cancellation().clone());
+        let granted = sampler.granted(&params);
+        let cancellation = self.hub.sampling_allowed(granted).map_err(|refusal| {
+            tracing::warn!(server = %self.hub.label, %refusal, "refused an MCP server's sampling request");
+            ErrorData::invalid_request(refusal, None)
+        })?;
         sampler.sample(&self.hub.label, params, cancellation).await
     }
 }

@@ -1,7 +1,7 @@
 //! The connection to one server: made on first use, made again after the
 //! server died, and the one place calls go through.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -10,21 +10,26 @@ use futures_util::future::{Either, select};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, JsonObject, RequestId, ServerResult, Tool,
+    ClientRequest, JsonObject, PaginatedRequestParams, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{Peer, RoleClient, ServiceError};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::McpClientError;
 use super::events::{Events, Hub};
+use super::limits::{McpLimits, json_bytes, size};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 
 /// Bytes of a server's stderr kept to quote when it fails.
 const STDERR_TAIL: usize = 2048;
+
+/// Bytes of one stderr line written to the log; the rest of a longer line
+/// is counted, not kept (a server may write gigabytes without a newline).
+const STDERR_LINE: usize = 4096;
 
 /// A connection made by the application ([`super::McpToolset::connector`]).
 pub(super) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -89,13 +94,71 @@ impl Endpoint {
     }
 }
 
-/// The command line, for messages: `python3 server.py`.
+/// The default label of a stdio server: its program's file name
+/// (`python3`, `github-mcp`), never its arguments, which may carry a key:
+/// the label is written into every tool's usage, which the model provider
+/// reads with every request.
 pub(super) fn command_label(command: &std::process::Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|part| part.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ")
+    program_label(command.get_program())
+}
+
+/// The file name of `program`, as a label.
+pub(crate) fn program_label(program: &std::ffi::OsStr) -> String {
+    let path = std::path::Path::new(program);
+    path.file_name()
+        .unwrap_or(program)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The default label of an HTTP server: the URL's scheme, host, port and
+/// path (`https://mcp.example.com/mcp`), never its user, password, query
+/// or fragment, where keys travel. A URL that does not parse is
+/// `an MCP server over HTTP`.
+pub(super) fn url_label(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => {
+            let mut label = format!("{}://", parsed.scheme());
+            if let Some(host) = parsed.host_str() {
+                label.push_str(host);
+            }
+            if let Some(port) = parsed.port() {
+                label.push_str(&format!(":{port}"));
+            }
+            label.push_str(parsed.path());
+            label
+        }
+        Err(_) => "an MCP server over HTTP".to_owned(),
+    }
+}
+
+/// The parts of `url` that may carry a credential (user, password, query,
+/// fragment), to take out of any text this client shows: an HTTP library's
+/// error quotes the URL it failed on.
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut secrets = Vec::new();
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        // Unparseable: the whole text stays out of messages.
+        secrets.push(url.to_owned());
+        return secrets;
+    };
+    if !parsed.username().is_empty() {
+        secrets.push(parsed.username().to_owned());
+    }
+    secrets.extend(parsed.password().map(str::to_owned));
+    secrets.extend(parsed.query().map(str::to_owned));
+    secrets.extend(parsed.fragment().map(str::to_owned));
+    // The raw forms too (percent-encoding aside, they are what was given).
+    if let Some((_, rest)) = url.split_once('?') {
+        secrets.push(rest.to_owned());
+    }
+    if let Some((_, fragment)) = url.split_once('#') {
+        secrets.push(fragment.to_owned());
+    }
+    secrets.retain(|secret| !secret.is_empty());
+    // Longest first, so that a part of a longer secret is not left behind.
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets
 }
 
 /// A copy of `command` for tokio, with the same program, arguments,
@@ -121,13 +184,12 @@ fn tokio_command(command: &std::process::Command) -> tokio::process::Command {
 struct StderrTail(Mutex<VecDeque<u8>>);
 
 impl StderrTail {
-    fn push_line(&self, line: &str) {
+    fn push(&self, bytes: &[u8]) {
         let mut tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        tail.extend(line.bytes());
-        tail.push_back(b'\n');
-        while tail.len() > STDERR_TAIL {
-            tail.pop_front();
-        }
+        let keep = &bytes[bytes.len().saturating_sub(STDERR_TAIL)..];
+        tail.extend(keep);
+        let excess = tail.len().saturating_sub(STDERR_TAIL);
+        tail.drain(..excess);
     }
 
     /// `" (its stderr ended: ...)"`, or nothing.
@@ -141,6 +203,51 @@ impl StderrTail {
         } else {
             format!(" (its stderr ended: {text})")
         }
+    }
+}
+
+/// Reads a server's stderr until it closes, in fixed-size chunks: each
+/// line is logged (at debug) cut at [`STDERR_LINE`] bytes, and the last
+/// [`STDERR_TAIL`] bytes are kept to quote when the server fails. No line
+/// is ever held whole, so memory stays bounded whatever the server writes.
+async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<StderrTail>, label: String) {
+    let mut chunk = vec![0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    // Bytes of the current line past what is kept of it.
+    let mut cut = 0usize;
+    let log = |line: &[u8], cut: usize| {
+        let text = String::from_utf8_lossy(line);
+        if cut == 0 {
+            tracing::debug!(server = %label, "{text}");
+        } else {
+            tracing::debug!(server = %label, "{text}… ({cut} bytes more)");
+        }
+    };
+    loop {
+        let read = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        let bytes = chunk.get(..read).unwrap_or_default();
+        tail.push(bytes);
+        for part in bytes.split_inclusive(|byte| *byte == b'\n') {
+            let (content, ends) = match part.split_last() {
+                Some((b'\n', content)) => (content, true),
+                _ => (part, false),
+            };
+            let room = STDERR_LINE.saturating_sub(line.len());
+            let (kept, rest) = content.split_at(content.len().min(room));
+            line.extend_from_slice(kept);
+            cut += rest.len();
+            if ends {
+                log(&line, cut);
+                line.clear();
+                cut = 0;
+            }
+        }
+    }
+    if !line.is_empty() || cut > 0 {
+        log(&line, cut);
     }
 }
 
@@ -159,6 +266,10 @@ struct Session {
 pub(super) struct Link {
     endpoint: Endpoint,
     label: String,
+    limits: McpLimits,
+    /// Parts of the endpoint that may carry a credential, kept out of
+    /// every message (see [`url_secrets`]).
+    secrets: Vec<String>,
     hub: Arc<Hub>,
     session: tokio::sync::Mutex<Option<Session>>,
     generations: std::sync::atomic::AtomicU64,
@@ -179,10 +290,16 @@ pub(super) enum CallFailure {
 }
 
 impl Link {
-    pub(super) fn new(endpoint: Endpoint, label: String, hub: Arc<Hub>) -> Self {
+    pub(super) fn new(endpoint: Endpoint, label: String, limits: McpLimits, hub: Arc<Hub>) -> Self {
+        let secrets = match &endpoint {
+            Endpoint::Http { url, .. } => url_secrets(url),
+            _ => Vec::new(),
+        };
         Link {
             endpoint,
             label,
+            limits,
+            secrets,
             hub,
             session: tokio::sync::Mutex::new(None),
             generations: std::sync::atomic::AtomicU64::new(0),
@@ -192,6 +309,18 @@ impl Link {
 
     pub(super) fn label(&self) -> &str {
         &self.label
+    }
+
+    pub(super) fn limits(&self) -> &McpLimits {
+        &self.limits
+    }
+
+    /// `text` without the parts of the endpoint that may carry a
+    /// credential: what an error of the HTTP client quotes of the URL.
+    pub(super) fn scrub(&self, text: String) -> String {
+        self.secrets
+            .iter()
+            .fold(text, |text, secret| text.replace(secret.as_str(), "…"))
     }
 
     /// The live connection's peer, connecting first if there is none (or
@@ -205,7 +334,23 @@ impl Link {
             tracing::warn!(server = %self.label, "the MCP server's connection closed; starting it again");
         }
         *session = None;
-        let (service, child) = self.start().await?;
+        // Bounded: the session's lock is held meanwhile, and a server that
+        // never answers `initialize` must not hold every call with it. A
+        // process started here is killed when the timed-out start drops.
+        let limit = self.limits.connect_timeout;
+        let (service, child) = match tokio::time::timeout(limit, self.start()).await {
+            Ok(started) => started?,
+            Err(_) => {
+                return Err(McpClientError::Initialize {
+                    server: self.label.clone(),
+                    message: format!(
+                        "no answer to `initialize` within {} (the limit, McpLimits::connect_timeout){}",
+                        crate::executor::humanize(limit),
+                        self.stderr.quoted()
+                    ),
+                });
+            }
+        };
         let generation = self
             .generations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -252,7 +397,7 @@ impl Link {
         let failed_init = |error: rmcp::service::ClientInitializeError, stderr: &StderrTail| {
             McpClientError::Initialize {
                 server: self.label.clone(),
-                message: format!("{error}{}", stderr.quoted()),
+                message: self.scrub(format!("{error}{}", stderr.quoted())),
             }
         };
         match &self.endpoint {
@@ -269,7 +414,8 @@ impl Link {
                     .spawn()
                     .map_err(|error| McpClientError::Start {
                         server: self.label.clone(),
-                        message: error.to_string(),
+                        // The program, not its arguments (they may hold a key).
+                        message: format!("`{}`: {error}", command.get_program().to_string_lossy()),
                     })?;
                 let pipes = child.stdout.take().zip(child.stdin.take());
                 let Some((stdout, stdin)) = pipes else {
@@ -281,13 +427,7 @@ impl Link {
                 if let Some(stderr) = child.stderr.take() {
                     let tail = self.stderr.clone();
                     let label = self.label.clone();
-                    tokio::spawn(async move {
-                        let mut lines = tokio::io::BufReader::new(stderr).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::debug!(server = %label, "{line}");
-                            tail.push_line(&line);
-                        }
-                    });
+                    tokio::spawn(read_stderr(stderr, tail, label));
                 }
                 let service = events
                     .serve((stdout, stdin))
@@ -305,6 +445,7 @@ impl Link {
                 }
                 let mut custom = std::collections::HashMap::new();
                 for (name, value) in headers {
+                    // The value is never quoted: a header may carry a key.
                     let invalid = |message: String| McpClientError::Header {
                         server: self.label.clone(),
                         name: name.clone(),
@@ -327,7 +468,7 @@ impl Link {
             Endpoint::Connector(connect) => {
                 let stream = connect().await.map_err(|error| McpClientError::Start {
                     server: self.label.clone(),
-                    message: error.to_string(),
+                    message: self.scrub(error.to_string()),
                 })?;
                 events
                     .serve(stream)
@@ -338,20 +479,83 @@ impl Link {
         }
     }
 
-    /// Every tool the server lists, following pagination.
-    pub(super) async fn list_tools(&self) -> Result<Vec<Tool>, McpClientError> {
+    /// Every tool the server lists, following pagination within the
+    /// limits: at most `max_pages` pages, `max_tools` tools and
+    /// `max_listing_bytes` bytes, no cursor twice, all within
+    /// `list_timeout`. Each tool comes with its size as JSON.
+    pub(super) async fn list_tools(&self) -> Result<Vec<(Tool, usize)>, McpClientError> {
+        let limit = self.limits.list_timeout;
+        match tokio::time::timeout(limit, self.list_pages()).await {
+            Ok(listed) => listed,
+            Err(_) => Err(self.list_error(format!(
+                "the listing did not end within {} (the limit, McpLimits::list_timeout)",
+                crate::executor::humanize(limit)
+            ))),
+        }
+    }
+
+    async fn list_pages(&self) -> Result<Vec<(Tool, usize)>, McpClientError> {
         let (peer, generation) = self.peer().await?;
-        match peer.list_all_tools().await {
-            Ok(tools) => Ok(tools),
-            Err(error) => {
-                if matches!(error, ServiceError::TransportClosed) {
-                    self.forget(generation).await;
-                }
-                Err(McpClientError::List {
-                    server: self.label.clone(),
-                    message: format!("{error}{}", self.stderr.quoted()),
-                })
+        let limits = &self.limits;
+        let mut tools = Vec::new();
+        let mut bytes = 0usize;
+        let mut cursors = HashSet::new();
+        let mut cursor = None;
+        let mut pages = 0usize;
+        loop {
+            pages += 1;
+            if pages > limits.max_pages {
+                return Err(self.list_error(format!(
+                    "the listing goes on past {} pages (the limit, McpLimits::max_pages)",
+                    limits.max_pages
+                )));
             }
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let listed = match peer.list_tools(Some(params)).await {
+                Ok(listed) => listed,
+                Err(error) => {
+                    if matches!(error, ServiceError::TransportClosed) {
+                        self.forget(generation).await;
+                    }
+                    return Err(self.list_error(format!("{error}{}", self.stderr.quoted())));
+                }
+            };
+            if tools.len() + listed.tools.len() > limits.max_tools {
+                return Err(self.list_error(format!(
+                    "the server lists more than {} tools (the limit, McpLimits::max_tools)",
+                    limits.max_tools
+                )));
+            }
+            for tool in listed.tools {
+                let tool_bytes = json_bytes(&tool);
+                bytes = bytes.saturating_add(tool_bytes);
+                if bytes > limits.max_listing_bytes {
+                    return Err(self.list_error(format!(
+                        "the tools listed hold more than {} (the limit, McpLimits::max_listing_bytes)",
+                        size(limits.max_listing_bytes)
+                    )));
+                }
+                tools.push((tool, tool_bytes));
+            }
+            match listed.next_cursor {
+                None => return Ok(tools),
+                Some(next) => {
+                    if !cursors.insert(next.clone()) {
+                        return Err(self.list_error(format!(
+                            "the server sent the cursor `{}` a second time (the listing would never end)",
+                            cut(&next, 64)
+                        )));
+                    }
+                    cursor = Some(next);
+                }
+            }
+        }
+    }
+
+    fn list_error(&self, message: String) -> McpClientError {
+        McpClientError::List {
+            server: self.label.clone(),
+            message: self.scrub(message),
         }
     }
 
@@ -371,6 +575,9 @@ impl Link {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
+        // In flight before it is sent: the server's requests during the
+        // call may arrive before the send returns.
+        let route = self.hub.begin_call(ctx);
         let handle = match peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
@@ -378,7 +585,7 @@ impl Link {
             Ok(handle) => handle,
             Err(error) => return Err(self.failed(error, generation).await),
         };
-        let _progress = self.hub.route_progress(handle.progress_token.clone(), ctx);
+        route.progress(handle.progress_token.clone());
         let mut abandoned = Abandoned {
             peer: Some(peer.clone()),
             id: handle.id.clone(),
@@ -417,11 +624,19 @@ impl Link {
                 "the MCP server `{}` refused the call: {} (JSON-RPC error {})",
                 self.label, error.message, error.code.0
             )),
-            other => CallFailure::Protocol(format!(
+            other => CallFailure::Protocol(self.scrub(format!(
                 "the call to the MCP server `{}` failed: {other}",
                 self.label
-            )),
+            ))),
         }
+    }
+}
+
+/// `text` cut at `chars` characters, for quoting what a server sent.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
 }
 

@@ -43,6 +43,7 @@
 //!   the one reviewed (see [`McpLock`]).
 
 mod events;
+mod limits;
 mod link;
 mod lock;
 mod remote;
@@ -62,9 +63,11 @@ use crate::schema::Dialect;
 
 pub use crate::live::{ElicitationAnswer, ElicitationReply, ElicitationRequest};
 pub use events::Elicitor;
+pub use limits::McpLimits;
 pub use lock::{McpLock, PinnedTool};
 
 use events::Hub;
+pub(crate) use link::program_label;
 use link::{Endpoint, Link};
 
 /// Which of a server's tools need a person's approval for each call.
@@ -209,6 +212,7 @@ crate::safe_derive::enum_eq!(RefusedTool {
 #[must_use]
 pub struct McpToolset {
     endpoint: Endpoint,
+    limits: McpLimits,
     elicitor: Option<Arc<dyn Elicitor>>,
     sampling_model: Option<Arc<dyn crate::model::ChatModel>>,
     sampling_limit: u32,
@@ -230,7 +234,9 @@ impl McpToolset {
     /// A server run as a child process speaking MCP on its stdin and
     /// stdout. The command is kept, so the server can be started again if
     /// it dies; its stderr is read into `tracing` (debug) and its last
-    /// lines are quoted when it fails.
+    /// lines are quoted when it fails. Its label is the program's file
+    /// name (`python3`): the arguments, which may hold a key, are never
+    /// shown (see [`McpToolset::label`]).
     #[track_caller]
     pub fn stdio(command: std::process::Command) -> Self {
         let label = link::command_label(&command);
@@ -238,10 +244,14 @@ impl McpToolset {
     }
 
     /// A server at a Streamable HTTP URL (e.g. `http://127.0.0.1:8080/mcp`).
+    /// Its label is the URL's scheme, host, port and path: a user,
+    /// password, query or fragment, where keys travel, is never shown, in
+    /// the label or in any error.
     #[track_caller]
     pub fn http(url: impl Into<String>) -> Self {
         let url = url.into();
-        McpToolset::new(Endpoint::http(url.clone()), url, SourceLocation::caller())
+        let label = link::url_label(&url);
+        McpToolset::new(Endpoint::http(url), label, SourceLocation::caller())
     }
 
     /// A server reached through a connection made by `connect`, called
@@ -282,6 +292,7 @@ impl McpToolset {
     fn new(endpoint: Endpoint, label: String, source: SourceLocation) -> Self {
         McpToolset {
             endpoint,
+            limits: McpLimits::default(),
             elicitor: None,
             sampling_model: None,
             sampling_limit: sampling::DEFAULT_SAMPLING_LIMIT,
@@ -298,8 +309,10 @@ impl McpToolset {
         }
     }
 
-    /// The server's name in errors and logs (default: the command line or
-    /// the URL).
+    /// The server's name in errors, logs and every tool's usage text,
+    /// which the model provider reads with each request (default: the
+    /// program's file name, or the URL without its user, query and
+    /// fragment). Put no key in it.
     pub fn label(mut self, label: impl Into<String>) -> Self {
         self.offer.label = label.into();
         self
@@ -350,6 +363,15 @@ impl McpToolset {
     pub fn pin_file(self, path: impl AsRef<std::path::Path>) -> Result<Self, McpClientError> {
         let lock = McpLock::read(path.as_ref())?;
         Ok(self.pin(lock))
+    }
+
+    /// The bounds on what this server may make the process spend:
+    /// connecting and listing time, listing and definition sizes, result
+    /// size, relisting, sampling and elicitation budgets (see
+    /// [`McpLimits`] for each default).
+    pub fn limits(mut self, limits: McpLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Each call's time limit (default: the executor's). When it passes,
@@ -416,13 +438,20 @@ impl McpToolset {
         let sampler = self
             .sampling_model
             .map(|model| sampling::Sampler::new(model, self.sampling_limit));
-        let hub = Arc::new(Hub::new(label.clone(), self.elicitor, sampler));
-        let link = Arc::new(Link::new(self.endpoint, label, hub.clone()));
+        let hub = Arc::new(Hub::new(
+            label.clone(),
+            self.elicitor,
+            sampler,
+            self.limits.clone(),
+        ));
+        let link = Arc::new(Link::new(self.endpoint, label, self.limits, hub.clone()));
         let shared = Arc::new(Shared {
             link,
             offer: self.offer,
             listing: Mutex::new(Listing::default()),
             changes: tokio::sync::watch::channel(0).0,
+            turn: tokio::sync::Mutex::new(()),
+            relist: Mutex::new(Relist::default()),
         });
         hub.watch_list(Arc::downgrade(&shared));
         shared.refresh().await?;
@@ -456,16 +485,97 @@ struct Shared {
     offer: Offer,
     listing: Mutex<Listing>,
     changes: tokio::sync::watch::Sender<u64>,
+    /// Held by a listing for its whole length: one at a time.
+    turn: tokio::sync::Mutex<()>,
+    /// The listings `list_changed` asks for, coalesced.
+    relist: Mutex<Relist>,
+}
+
+/// Where the listings asked for by `notifications/tools/list_changed`
+/// stand: at most one task lists at a time, and notifications that arrive
+/// meanwhile make it list once more, not once each.
+#[derive(Default)]
+struct Relist {
+    /// A task is listing (or waiting to).
+    running: bool,
+    /// A notification came since that task last began listing.
+    again: bool,
+    /// When the last listing ended.
+    last: Option<tokio::time::Instant>,
 }
 
 impl Shared {
-    /// Lists the tools again and remakes the entries.
-    async fn refresh(&self) -> Result<(), McpClientError> {
-        let tools = self.link.list_tools().await?;
-        let listing = remote::listing(&self.offer, &self.link, tools);
+    /// Lists the tools again and remakes the entries. Checking the listed
+    /// tools (their sizes, schemas, secrets, dialect) is CPU work whose cost
+    /// a server chooses, so it runs on a blocking thread, never on one of
+    /// the runtime's workers.
+    async fn refresh(self: &Arc<Self>) -> Result<(), McpClientError> {
+        let _turn = self.turn.lock().await;
+        let listed = self.link.list_tools().await;
+        self.relist_lock().last = Some(tokio::time::Instant::now());
+        let tools = listed?;
+        let shared = Arc::clone(self);
+        let listing = tokio::task::spawn_blocking(move || {
+            remote::listing(&shared.offer, &shared.link, tools)
+        })
+        .await
+        .map_err(|error| McpClientError::List {
+            server: self.offer.label.clone(),
+            message: format!("checking the listed tools failed: {error}"),
+        })?;
         *self.listing.lock().unwrap_or_else(|e| e.into_inner()) = listing;
         self.changes.send_modify(|version| *version += 1);
         Ok(())
+    }
+
+    fn relist_lock(&self) -> std::sync::MutexGuard<'_, Relist> {
+        self.relist.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What `notifications/tools/list_changed` does: lists again, at most
+    /// once per [`McpLimits::relist_interval`], with one task for every
+    /// notification that arrives while it waits or lists.
+    fn list_changed(self: &Arc<Self>) {
+        {
+            let mut relist = self.relist_lock();
+            relist.again = true;
+            if relist.running {
+                return;
+            }
+            relist.running = true;
+        }
+        let interval = self.link.limits().relist_interval;
+        let toolset = Arc::downgrade(self);
+        // Listing is a request on the connection whose handler calls
+        // this: it is sent from a task of its own.
+        tokio::spawn(async move {
+            loop {
+                let since_last = match toolset.upgrade() {
+                    Some(shared) => shared.relist_lock().last,
+                    None => return,
+                };
+                if let Some(last) = since_last {
+                    tokio::time::sleep_until(last + interval).await;
+                }
+                let Some(shared) = toolset.upgrade() else {
+                    return;
+                };
+                shared.relist_lock().again = false;
+                match shared.refresh().await {
+                    Ok(()) => {
+                        tracing::info!(server = %shared.offer.label, "the MCP server's tools changed; listed again")
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "could not list the MCP server's changed tools")
+                    }
+                }
+                let mut relist = shared.relist_lock();
+                if !relist.again {
+                    relist.running = false;
+                    return;
+                }
+            }
+        });
     }
 
     fn listing<T>(&self, read: impl FnOnce(&Listing) -> T) -> T {

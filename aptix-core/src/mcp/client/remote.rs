@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::Value;
 
+use super::limits::{McpLimits, json_bytes, schema_within, size};
 use super::link::Link;
 use super::{Listing, Offer, RefusedTool};
 use crate::catalog::{ToolEntry, ToolEntryBuilder};
@@ -21,11 +22,23 @@ use crate::tool::{serialize_output, validated_value};
 /// What `args_type` says of a remote tool's schema in catalog errors.
 const REMOTE_SCHEMA: &str = "the MCP server's inputSchema";
 
-/// The entries of `tools`, and the tools refused.
-pub(super) fn listing(offer: &Offer, link: &Arc<Link>, tools: Vec<Tool>) -> Listing {
+/// The entries of `tools` (each with its size as JSON), and the tools
+/// refused.
+pub(super) fn listing(offer: &Offer, link: &Arc<Link>, tools: Vec<(Tool, usize)>) -> Listing {
     let mut listing = Listing::default();
-    for tool in tools {
+    for (tool, bytes) in tools {
         let remote = tool.name.to_string();
+        // Bounded before anything walks it: the checks below (secrets,
+        // references, the validator, dialects) are linear in the schema,
+        // and the schema's size is the server's choice.
+        if let Err(problem) = within_limits(&tool, bytes, link.limits()) {
+            listing.refused.push(RefusedTool::Invalid {
+                server: offer.label.clone(),
+                tool: cut(&remote, 64),
+                problem,
+            });
+            continue;
+        }
         let listed = serde_json::to_value(&tool).unwrap_or(Value::Null);
         if let Some(pins) = &offer.pins
             && let Err(change) = pins.check(&offer.label, &remote, &listed)
@@ -60,6 +73,29 @@ pub(super) fn listing(offer: &Offer, link: &Arc<Link>, tools: Vec<Tool>) -> List
         listing.listed.insert(remote, listed);
     }
     listing
+}
+
+/// Why a listed tool is too big to be checked, if it is: its definition's
+/// bytes, its schemas' values and depth.
+fn within_limits(tool: &Tool, bytes: usize, limits: &McpLimits) -> Result<(), String> {
+    if bytes > limits.max_definition_bytes {
+        return Err(format!(
+            "its definition is {} of JSON, more than the limit of {} (McpLimits::max_definition_bytes)",
+            size(bytes),
+            size(limits.max_definition_bytes)
+        ));
+    }
+    let schemas = serde_json::json!([&*tool.input_schema, tool.output_schema.as_deref()]);
+    schema_within(&schemas, limits.max_schema_nodes, limits.max_schema_depth)
+}
+
+/// `text` cut at `chars` characters: a refused tool's name is the server's
+/// choice too.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// The entry of one listed tool, or why it cannot be one.
@@ -205,6 +241,16 @@ impl RemoteTool {
         ctx: &ToolContext,
     ) -> Result<Produced, RunFailure> {
         let server = self.link.label();
+        let limit = self.link.limits().max_result_bytes;
+        let bytes = result_bytes(&result);
+        if bytes > limit {
+            tracing::warn!(server, tool = %self.remote, bytes, limit, "an MCP server's result is larger than the limit; it is not kept");
+            return Err(RunFailure::Tool(ToolError::failed(format!(
+                "the MCP server `{server}` answered with a result of {}, more than the limit of {} (McpLimits::max_result_bytes); it was not kept",
+                size(bytes),
+                size(limit)
+            ))));
+        }
         let mut texts = Vec::new();
         let mut attachments = Vec::new();
         for block in &result.content {
@@ -250,6 +296,12 @@ impl RemoteTool {
             (!attachments.is_empty()).then_some(attachments),
         ))
     }
+}
+
+/// The bytes of a result as JSON: its content blocks (text, and the
+/// base64 of images and audio) and its structured content.
+fn result_bytes(result: &CallToolResult) -> usize {
+    json_bytes(&result.content) + result.structured_content.as_ref().map_or(0, json_bytes)
 }
 
 /// One text block is the result as it reads: its JSON value when it is

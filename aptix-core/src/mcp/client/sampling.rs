@@ -37,25 +37,26 @@ impl Sampler {
         Sampler { model, max_tokens }
     }
 
+    /// The tokens a request is granted: what it asks for, at most the
+    /// toolset's [`super::McpToolset::sampling_limit`].
+    pub(super) fn granted(&self, params: &CreateMessageRequestParams) -> u32 {
+        params.max_tokens.clamp(1, self.max_tokens)
+    }
+
     /// The model's answer to `params`, or the error the server reads.
-    /// `cancellation` is the run's, when a call of the server is running.
+    /// `cancellation` is the run's of the call the request came during.
     pub(super) async fn sample(
         &self,
         server: &str,
         params: CreateMessageRequestParams,
-        cancellation: Option<CancellationToken>,
+        cancellation: CancellationToken,
     ) -> Result<CreateMessageResult, ErrorData> {
         let span = tracing::info_span!("mcp_sampling", server = %server);
         let _entered = span.enter();
         let request = self.request(params)?;
         drop(_entered);
         let answer = Box::pin(self.complete(&request));
-        let cancelled = Box::pin(async move {
-            match cancellation {
-                Some(token) => token.cancelled_owned().await,
-                None => std::future::pending().await,
-            }
-        });
+        let cancelled = Box::pin(cancellation.cancelled_owned());
         let (text, finish) = match select(answer, cancelled).await {
             Either::Left((answer, _)) => answer?,
             Either::Right(((), _)) => {
@@ -80,6 +81,7 @@ impl Sampler {
     /// The chat request for `params`: its system prompt and text messages,
     /// no tools. What a text model cannot be given is refused, not dropped.
     fn request(&self, params: CreateMessageRequestParams) -> Result<ChatRequest, ErrorData> {
+        let granted = self.granted(&params);
         if params.tools.as_ref().is_some_and(|tools| !tools.is_empty()) {
             return Err(ErrorData::invalid_params(
                 "this client does not offer tools in sampling requests",
@@ -134,7 +136,7 @@ impl Sampler {
             tools: Arc::from([]),
             tool_choice: ToolChoice::None,
             parallel_tool_calls: false,
-            max_tokens: Some(params.max_tokens.clamp(1, self.max_tokens)),
+            max_tokens: Some(granted),
             temperature: params.temperature,
             response_format: None,
             deferred_tools: None,

@@ -1,0 +1,484 @@
+//! A hostile MCP server mounted with `McpToolset`: every attack of the red
+//! team's review (2026-11-26, N2, N3, N7, N8, N10-N13) as a test. Each one
+//! ends with the limit's own error, not with a wall-clock bound: the outer
+//! `tokio::time::timeout`s only turn a hang into a failure.
+
+#![cfg(unix)]
+
+use std::time::Duration;
+
+use aptix::executor::ToolCall;
+use aptix::mcp::{McpClientError, McpLimits, McpTools, McpToolset};
+use aptix::prelude::*;
+use aptix::{Catalog, Envelope, ErrorCode, Executor};
+use aptix_testkit::hostile_mcp::{HostileMcpServer, Misbehaviour, Stats};
+use aptix_testkit::{ScriptedModel, ScriptedTurn, block_on_threads};
+
+/// Long enough for any limit of these tests to fire on a loaded machine;
+/// reaching it means something hangs.
+const HANG: Duration = Duration::from_secs(60);
+
+fn toolset(server: &HostileMcpServer) -> McpToolset {
+    let server = server.clone();
+    McpToolset::connector("hostile", move || {
+        let stream = server.connect();
+        async move { Ok(stream) }
+    })
+}
+
+async fn connect(toolset: McpToolset) -> Result<McpTools, McpClientError> {
+    match tokio::time::timeout(HANG, toolset.connect()).await {
+        Ok(connected) => connected,
+        Err(_) => panic!("connect did not return within {HANG:?}"),
+    }
+}
+
+async fn call(tools: &McpTools, name: &str) -> Envelope {
+    let catalog = Catalog::builder()
+        .entries(tools.entries())
+        .build()
+        .unwrap_or_else(|error| panic!("the catalog: {error}"));
+    let executor = Executor::new(catalog);
+    let call = ToolCall::new("h1", name, "{}");
+    let execution = tokio::time::timeout(HANG, executor.execute(&call, &ToolContext::new()))
+        .await
+        .unwrap_or_else(|_| panic!("the call of {name} did not return within {HANG:?}"));
+    execution
+        .into_envelope()
+        .unwrap_or_else(|| panic!("the call of {name} has no envelope"))
+}
+
+/// A model that answers 50 requests, and records them.
+fn completions() -> std::sync::Arc<ScriptedModel> {
+    std::sync::Arc::new(ScriptedModel::new(
+        (0..50).map(|_| ScriptedTurn::new().text("a completion")),
+    ))
+}
+
+fn stats(server: &HostileMcpServer) -> Stats {
+    server.stats()
+}
+
+#[test]
+fn endless_pages_end_at_the_listing_limit() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::EndlessPages { tools_per_page: 10 });
+        let error = match connect(toolset(&server)).await {
+            Ok(tools) => panic!("an endless listing was accepted: {:?}", tools.names().len()),
+            Err(error) => error,
+        };
+        assert!(matches!(error, McpClientError::List { .. }), "{error}");
+        let text = error.to_string();
+        assert!(text.contains("pages"), "the error names the limit: {text}");
+        assert!(stats(&server).lists <= 101, "{:?}", stats(&server));
+    });
+}
+
+#[test]
+fn pages_of_many_tools_end_at_the_tool_limit() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::EndlessPages {
+            tools_per_page: 2000,
+        });
+        let error = match connect(toolset(&server)).await {
+            Ok(tools) => panic!("an endless listing was accepted: {:?}", tools.names().len()),
+            Err(error) => error,
+        };
+        let text = error.to_string();
+        assert!(text.contains("tools"), "the error names the limit: {text}");
+        assert_eq!(stats(&server).lists, 1, "{:?}", stats(&server));
+    });
+}
+
+#[test]
+fn a_repeated_cursor_ends_the_listing() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::RepeatedCursor);
+        let error = match connect(toolset(&server)).await {
+            Ok(tools) => panic!("a looping listing was accepted: {:?}", tools.names()),
+            Err(error) => error,
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("cursor"),
+            "the error names the cursor: {text}"
+        );
+        assert_eq!(stats(&server).lists, 2, "{:?}", stats(&server));
+    });
+}
+
+#[test]
+fn a_schema_of_shared_references_is_checked_in_linear_time() {
+    block_on_threads(2, async {
+        // 40^8 paths in a few kilobytes.
+        let server = HostileMcpServer::new(Misbehaviour::RefBomb {
+            levels: 8,
+            fan_out: 40,
+        });
+        let tools = connect(toolset(&server))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        // Listed and checked; its fields look secret (somewhere under
+        // 40^8 paths), so none of its values is shown.
+        assert_eq!(tools.names(), ["noop", "bomb"], "{tools:?}");
+        // A dialect that inlines references refuses it, in bounded time.
+        let tools = connect(toolset(&server).check_dialect(aptix::Dialect::Gemini))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        assert_eq!(tools.names(), ["noop"], "{:?}", tools.refused());
+    });
+}
+
+#[test]
+fn a_schema_bomb_after_list_changed_does_not_stall_the_runtime() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::LateRefBomb {
+            levels: 8,
+            fan_out: 40,
+        });
+        let tools = connect(toolset(&server))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let mut changes = tools.changes();
+        let envelope = call(&tools, "noop").await;
+        assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+        // The bomb is listed in the background now; the runtime's workers
+        // must stay free for everything else meanwhile.
+        for _ in 0..20 {
+            let tick = tokio::spawn(tokio::time::sleep(Duration::from_millis(10)));
+            tokio::time::timeout(HANG, tick)
+                .await
+                .unwrap_or_else(|_| panic!("the runtime is stalled"))
+                .unwrap_or_else(|error| panic!("the tick task: {error}"));
+        }
+        tokio::time::timeout(HANG, changes.changed())
+            .await
+            .unwrap_or_else(|_| panic!("the changed list was never listed"))
+            .unwrap_or_else(|error| panic!("changes: {error}"));
+    });
+}
+
+#[test]
+fn a_server_that_never_initializes_is_a_connect_error() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::NoInitialize);
+        let limits = McpLimits::default().connect_timeout(Duration::from_millis(300));
+        let error = match connect(toolset(&server).limits(limits)).await {
+            Ok(tools) => panic!("connected to a silent server: {tools:?}"),
+            Err(error) => error,
+        };
+        assert!(
+            matches!(error, McpClientError::Initialize { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("McpLimits::connect_timeout"),
+            "{error}"
+        );
+    });
+}
+
+#[test]
+fn a_server_that_never_lists_is_a_list_error() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::NoListAnswer);
+        let limits = McpLimits::default().list_timeout(Duration::from_millis(300));
+        let error = match connect(toolset(&server).limits(limits)).await {
+            Ok(tools) => panic!("connected to a silent server: {tools:?}"),
+            Err(error) => error,
+        };
+        assert!(matches!(error, McpClientError::List { .. }), "{error}");
+        assert!(
+            error.to_string().contains("McpLimits::list_timeout"),
+            "{error}"
+        );
+    });
+}
+
+#[test]
+fn list_changed_floods_are_coalesced() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::ListChangedFlood { notifications: 500 });
+        let tools = connect(toolset(&server))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        // Wait until the listings stop: twice in a row the same count, a
+        // second apart.
+        let mut last = stats(&server).lists;
+        let settled = tokio::time::timeout(HANG, async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let now = stats(&server).lists;
+                if now == last && now > 1 {
+                    return now;
+                }
+                last = now;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the listings never stopped: {:?}", stats(&server)));
+        assert!(
+            settled <= 3,
+            "500 notifications made {settled} listings: {:?}",
+            stats(&server)
+        );
+        drop(tools);
+    });
+}
+
+#[test]
+fn a_huge_result_is_a_failed_envelope() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::HugeResult { bytes: 15 << 20 });
+        let tools = connect(toolset(&server))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let envelope = call(&tools, "big").await;
+        let json = envelope.to_json_string();
+        assert_eq!(
+            envelope.error_code(),
+            Some(ErrorCode::Failed),
+            "{}",
+            &json[..json.len().min(300)]
+        );
+        assert!(json.len() < 4096, "the envelope is {} bytes", json.len());
+        assert!(json.contains("bytes"), "{json}");
+    });
+}
+
+#[test]
+fn sampling_needs_a_running_call_of_the_server() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::Sampling {
+            at_start: 20,
+            per_call: 0,
+            max_tokens: 4096,
+        });
+        let model = completions();
+        let tools = connect(toolset(&server).sampling(model.clone()))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let answered = tokio::time::timeout(HANG, async {
+            loop {
+                let now = stats(&server);
+                if now.requests_answered + now.requests_refused >= 20 {
+                    return now;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the requests were never answered: {:?}", stats(&server)));
+        assert_eq!(answered.requests_answered, 0, "{answered:?}");
+        assert_eq!(model.requests().len(), 0, "the model was asked");
+        drop(tools);
+    });
+}
+
+#[test]
+fn sampling_during_a_call_keeps_to_its_budget() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::Sampling {
+            at_start: 0,
+            per_call: 20,
+            max_tokens: 4096,
+        });
+        let model = completions();
+        let tools = connect(toolset(&server).sampling(model.clone()))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let envelope = call(&tools, "sample").await;
+        assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+        let seen = stats(&server);
+        assert_eq!(
+            seen.requests_answered + seen.requests_refused,
+            20,
+            "{seen:?}"
+        );
+        assert!(
+            model.requests().len() <= 8,
+            "one call had the model answer {} sampling requests",
+            model.requests().len()
+        );
+    });
+}
+
+/// The plain-Python stdio server of tests/mcp_python, with `args`.
+fn plain_server(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/mcp_python/plain_stdio_server.py"
+        ))
+        .args(args);
+    command
+}
+
+/// Everything of `tools` a model provider is sent or a search lists: each
+/// tool's name, description, usage and namespace, and the lowered tools.
+fn seen_by_the_model(tools: &McpTools) -> String {
+    let catalog = Catalog::builder()
+        .entries(tools.entries())
+        .build()
+        .unwrap_or_else(|error| panic!("the catalog: {error}"));
+    let mut seen = String::new();
+    for entry in catalog.entries() {
+        let definition = entry.definition();
+        seen.push_str(&format!(
+            "{} {} {} {:?}\n",
+            definition.name(),
+            definition.description(),
+            definition.usage(),
+            entry.namespace()
+        ));
+    }
+    for dialect in [aptix::Dialect::Anthropic, aptix::Dialect::OpenAiStrict] {
+        if let Ok(lowered) = catalog.lower(dialect) {
+            seen.push_str(&serde_json::Value::Array(lowered).to_string());
+        }
+    }
+    seen.push_str(&catalog.usage_prompt());
+    seen
+}
+
+#[test]
+fn keys_in_a_command_line_or_url_reach_no_model() {
+    block_on_threads(2, async {
+        const STDIO_KEY: &str = "sk-live-STDIO-KEY-123";
+        let tools = connect(McpToolset::stdio(plain_server(&[&format!(
+            "--api-key={STDIO_KEY}"
+        )])))
+        .await
+        .unwrap_or_else(|error| panic!("connect over stdio: {error}"));
+        let seen = seen_by_the_model(&tools);
+        assert!(seen.contains("echo"), "{seen}");
+        assert!(
+            !seen.contains(STDIO_KEY),
+            "the key reaches the model: {seen}"
+        );
+        assert!(!tools.server().contains(STDIO_KEY), "{}", tools.server());
+        tools.close().await;
+
+        const URL_KEY: &str = "sk-live-URL-KEY-456";
+        const PASSWORD: &str = "sk-live-PASSWORD-789";
+        let catalog = aptix::Catalog::builder()
+            .entries([aptix::ToolEntry::from_json_schema(
+                "hosted_echo",
+                "When the test calls it.",
+                "Answers its arguments.",
+                serde_json::json!({ "type": "object", "properties": {} }),
+                |arguments, _context| async move { Ok(arguments) },
+            )])
+            .build()
+            .unwrap_or_else(|error| panic!("the hosted catalog: {error}"));
+        let hosted = aptix::mcp::McpServer::new(catalog)
+            .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+            .await
+            .unwrap_or_else(|error| panic!("bind: {error}"));
+        let url = format!(
+            "http://ada:{PASSWORD}@{}/mcp?api_key={URL_KEY}#{URL_KEY}",
+            hosted.local_addr()
+        );
+        let tools = connect(McpToolset::http(url))
+            .await
+            .unwrap_or_else(|error| panic!("connect over HTTP: {error}"));
+        let seen = seen_by_the_model(&tools);
+        assert!(seen.contains("hosted_echo"), "{seen}");
+        for secret in [URL_KEY, PASSWORD] {
+            assert!(!seen.contains(secret), "the key reaches the model: {seen}");
+            assert!(!tools.server().contains(secret), "{}", tools.server());
+        }
+        tools.close().await;
+        let _ = hosted.shutdown().await;
+
+        // Nor does it reach an error (which logs and envelopes quote).
+        let dead = format!("http://127.0.0.1:9/mcp?api_key={URL_KEY}");
+        let error = match connect(McpToolset::http(dead)).await {
+            Ok(tools) => panic!("connected to nothing: {tools:?}"),
+            Err(error) => error.to_string(),
+        };
+        assert!(!error.contains(URL_KEY), "{error}");
+    });
+}
+
+/// The most memory the process has held, in KiB (Linux's `VmHWM`).
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                line.strip_prefix("VmHWM:")
+                    .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_stderr_flood_without_newlines_is_read_in_bounded_memory() {
+    block_on_threads(2, async {
+        let flood: u64 = 256 << 20;
+        let before = peak_rss_kib();
+        let tools = connect(McpToolset::stdio(plain_server(&[
+            "--flood-stderr",
+            &flood.to_string(),
+        ])))
+        .await
+        .unwrap_or_else(|error| panic!("connect: {error}"));
+        let grew_mib = peak_rss_kib().saturating_sub(before) / 1024;
+        assert!(
+            grew_mib < 64,
+            "reading {} MiB of stderr grew the process by {grew_mib} MiB",
+            flood >> 20
+        );
+        let envelope = call(&tools, "echo").await;
+        assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+        tools.close().await;
+    });
+}
+
+#[test]
+fn an_oversized_or_deep_definition_is_refused_by_the_listing() {
+    block_on_threads(2, async {
+        for misbehaviour in [
+            Misbehaviour::HugeDefinition { bytes: 4 << 20 },
+            Misbehaviour::DeepSchema { depth: 40 },
+        ] {
+            let server = HostileMcpServer::new(misbehaviour.clone());
+            let tools = connect(toolset(&server))
+                .await
+                .unwrap_or_else(|error| panic!("connect to {misbehaviour:?}: {error}"));
+            assert_eq!(tools.names(), ["noop"], "{misbehaviour:?}");
+            let refused = tools.refused();
+            assert_eq!(refused.len(), 1, "{refused:?}");
+            let why = refused[0].to_string();
+            assert!(why.contains("limit"), "{why}");
+        }
+    });
+}
+
+#[test]
+fn an_elicitation_flood_is_asked_within_its_budget() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::ElicitationFlood { per_call: 200 });
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = asked.clone();
+        let tools = connect(toolset(&server).elicitation(move |_request| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { aptix::mcp::ElicitationAnswer::Decline }
+        }))
+        .await
+        .unwrap_or_else(|error| panic!("connect: {error}"));
+        let envelope = call(&tools, "ask").await;
+        assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+        let asked = asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(asked <= 8, "one call asked the person {asked} questions");
+        let seen = stats(&server);
+        assert_eq!(
+            seen.requests_answered + seen.requests_refused,
+            200,
+            "{seen:?}"
+        );
+    });
+}

@@ -1,0 +1,73 @@
+"""A minimal MCP server over stdio in plain Python (no SDK, the standard
+library only), for tests/mcp_hostile.rs: what a child process started with
+`McpToolset::stdio` can do that an in-process server cannot.
+
+    plain_stdio_server.py [--flood-stderr BYTES] [any other arguments]
+
+It lists one tool, `echo`, which answers its arguments as text. With
+`--flood-stderr BYTES` it first writes BYTES bytes to stderr without a
+newline. Other arguments (a key on the command line, say) are ignored.
+"""
+
+import json
+import sys
+
+
+def main():
+    args = sys.argv[1:]
+    if "--flood-stderr" in args:
+        remaining = int(args[args.index("--flood-stderr") + 1])
+        chunk = b"x" * (1 << 16)
+        while remaining > 0:
+            piece = chunk[: min(remaining, len(chunk))]
+            sys.stderr.buffer.write(piece)
+            remaining -= len(piece)
+        sys.stderr.buffer.flush()
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        method = message.get("method")
+        if "id" not in message or method is None:
+            continue
+        if method == "initialize":
+            result = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "plain", "version": "0.0.0"},
+            }
+        elif method == "tools/list":
+            result = {
+                "tools": [
+                    {
+                        "name": "echo",
+                        "description": "Answers its arguments.",
+                        "inputSchema": {
+                            "type": "object",
+                            "properties": {"text": {"type": "string"}},
+                        },
+                    }
+                ]
+            }
+        elif method == "tools/call":
+            text = json.dumps(message.get("params", {}).get("arguments", {}))
+            result = {"content": [{"type": "text", "text": text}]}
+        elif method == "ping":
+            result = {}
+        else:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "error": {"code": -32601, "message": "method not found"},
+            }
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+            continue
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
