@@ -7,19 +7,34 @@
 //! reached through a rebound DNS name) therefore cannot drive the server.
 //!
 //! Connections are served by hyper directly (axum's `serve` cannot be
-//! given a timer, so hyper's header-read timeout never applied): each
-//! connection must send its request headers within the header-read timeout,
-//! at most `max_connections` are served at once (the next ones wait in the
-//! listen backlog), and sessions are capped (see `sessions.rs`).
+//! given a timer, so hyper's header-read timeout never applied), under
+//! limits that keep a slow or silent peer from holding what a polite client
+//! needs (see [`HttpLimits`]):
+//!
+//! * at most `max_connections` are served at once (the next ones wait in the
+//!   listen backlog);
+//! * a connection must send each request's headers within the header-read
+//!   timeout (HTTP/1) and its body within the body timeout;
+//! * sessions are capped (see `sessions.rs`).
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{Request, Response, StatusCode, Version, header};
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::sessions::CappedSessions;
@@ -27,6 +42,11 @@ use super::{HttpLimits, McpError, McpServer};
 
 /// The path the MCP endpoint is served at.
 pub(crate) const PATH: &str = "/mcp";
+
+/// The longest timer handed to hyper or tokio: hyper adds its timeouts to
+/// `Instant`s, which overflow (and panic) for durations near
+/// `Duration::MAX`; a year is as good as forever here.
+const LONGEST: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// A running Streamable HTTP server. Dropping the handle leaves the server
 /// running; call [`HttpServer::shutdown`] to stop it.
@@ -146,9 +166,15 @@ async fn refuse_sessions_beyond_the_cap(
     next.run(request).await
 }
 
+/// What every connection shares.
+struct Shared {
+    router: TowerToHyperService<axum::Router>,
+    body_timeout: Duration,
+}
+
 /// Accepts connections until `stop`, at most `limits.max_connections` at
-/// once, each under the header-read timeout; then waits for the open ones
-/// to finish.
+/// once, each under the limits of [`connection`]; then waits for the open
+/// ones to finish.
 async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -161,12 +187,16 @@ async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout.min(LONGEST));
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(None);
     let builder = Arc::new(builder);
+    let shared = Arc::new(Shared {
+        router: TowerToHyperService::new(router),
+        body_timeout: limits.request_body_timeout,
+    });
     loop {
         let acquire = Arc::clone(&permits).acquire_owned();
         let permit = match stop.run_until_cancelled(acquire).await {
@@ -181,12 +211,14 @@ async fn serve(
                     // Out of file descriptors and the like: pause instead of
                     // spinning on the same error.
                     tracing::warn!(%error, "MCP server could not accept a connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
         };
-        let service = TowerToHyperService::new(router.clone());
+        let service = ConnectionService {
+            shared: Arc::clone(&shared),
+        };
         let builder = Arc::clone(&builder);
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -209,4 +241,150 @@ async fn serve(
     // Every connection gives its permit back when it ends.
     let _all = permits.acquire_many(max as u32).await;
     Ok(())
+}
+
+/// The router as one connection's service: it puts a deadline on request
+/// bodies.
+struct ConnectionService {
+    shared: Arc<Shared>,
+}
+
+impl hyper::service::Service<Request<Incoming>> for ConnectionService {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let http1 = request.version() < Version::HTTP_2;
+        let (parts, body) = request.into_parts();
+        let timeout = self.shared.body_timeout;
+        let (body, expired) = Deadline::new(body, timeout);
+        let response =
+            hyper::service::Service::call(&self.shared.router, Request::from_parts(parts, body));
+        Box::pin(async move {
+            let response = match response.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let response = if expired.is_some_and(|expired| expired.load(Ordering::Acquire)) {
+                tracing::debug!(
+                    ?timeout,
+                    "MCP HTTP request refused: its body came too slowly"
+                );
+                refusal(
+                    StatusCode::REQUEST_TIMEOUT,
+                    http1,
+                    format!(
+                        "Request Timeout: the request body was not received within {timeout:?}"
+                    ),
+                )
+            } else {
+                response
+            };
+            Ok(response)
+        })
+    }
+}
+
+/// A plain-text refusal; on HTTP/1 it also closes the connection, so that
+/// a refused peer cannot keep it (HTTP/2 has no `Connection` header, and
+/// its other streams go on).
+fn refusal(status: StatusCode, http1: bool, message: String) -> Response<Body> {
+    let mut response = Response::new(Body::from(message));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if http1 {
+        headers.insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// Not all of it came within the body timeout.
+    #[error("the request body was not received within {0:?}")]
+    Timeout(Duration),
+    /// The connection failed.
+    #[error(transparent)]
+    Read(#[from] hyper::Error),
+}
+
+/// A request body that must be received in full within a deadline, set
+/// when its request's headers came in; past it, reading fails (and the
+/// request is answered `408`). A body with nothing to read has no deadline.
+struct Deadline {
+    body: Incoming,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    timeout: Duration,
+    /// Set when the deadline passed before the body's end.
+    expired: Option<Arc<AtomicBool>>,
+}
+
+impl Deadline {
+    fn new(body: Incoming, timeout: Duration) -> (Self, Option<Arc<AtomicBool>>) {
+        let (timer, expired) = if body.is_end_stream() {
+            (None, None)
+        } else {
+            let deadline = Instant::now() + timeout.min(LONGEST);
+            (
+                Some(Box::pin(tokio::time::sleep_until(deadline))),
+                Some(Arc::new(AtomicBool::new(false))),
+            )
+        };
+        let body = Deadline {
+            body,
+            timer,
+            timeout,
+            expired: expired.clone(),
+        };
+        (body, expired)
+    }
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if this
+            .expired
+            .as_ref()
+            .is_some_and(|expired| expired.load(Ordering::Acquire))
+        {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(BodyError::Read)));
+        }
+        if let Some(timer) = &mut this.timer
+            && timer.as_mut().poll(cx).is_ready()
+        {
+            this.timer = None;
+            if let Some(expired) = &this.expired {
+                expired.store(true, Ordering::Release);
+            }
+            return Poll::Ready(Some(Err(BodyError::Timeout(this.timeout))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }

@@ -148,11 +148,13 @@ pub struct McpServer {
 }
 
 /// The limits of the Streamable HTTP server, which a client that never
-/// finishes its requests or keeps opening sessions could otherwise use to
-/// hold the server's connections and memory.
+/// finishes its requests, keeps its connections or streams open, or keeps
+/// opening sessions could otherwise use to hold the server's connections
+/// and memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HttpLimits {
     pub(crate) header_read_timeout: std::time::Duration,
+    pub(crate) request_body_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
     pub(crate) max_sessions: usize,
     pub(crate) uninitialized_session_timeout: std::time::Duration,
@@ -162,6 +164,7 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            request_body_timeout: DEFAULT_REQUEST_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_sessions: DEFAULT_MAX_SESSIONS,
             uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
@@ -171,6 +174,9 @@ impl Default for HttpLimits {
 
 /// How long a client has to send a request's headers ([`McpServer::header_read_timeout`]).
 pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a client has to send a request's body once its headers are in
+/// ([`McpServer::request_body_timeout`]).
+pub const DEFAULT_REQUEST_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How many HTTP connections are served at once ([`McpServer::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// How many MCP sessions may be open at once ([`McpServer::max_sessions`]).
@@ -245,6 +251,17 @@ impl McpServer {
     /// otherwise hold its connection forever.
     pub fn header_read_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.limits.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long an HTTP client has to send a request's body once its
+    /// headers are in (default [`DEFAULT_REQUEST_BODY_TIMEOUT`]). A body not
+    /// complete by then ends the request with `408 Request Timeout` (and
+    /// closes an HTTP/1 connection): a client that sends a few bytes of its
+    /// body and stops would otherwise hold its connection forever. Raise it
+    /// for large requests over slow links.
+    pub fn request_body_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.request_body_timeout = timeout;
         self
     }
 

@@ -1,0 +1,211 @@
+//! The limits of `aptix::mcp`'s Streamable HTTP server against hostile
+//! peers: raw TCP clients that send a request body slowly, open HTTP/2
+//! connections and never use them, connect and say nothing, hold SSE
+//! streams, or open many connections from one address. Each test runs the
+//! server with small limits, checks the limit's own behaviour (the peer's
+//! socket is closed, a `408` or `503`), and that a polite client is served
+//! while the hostile peers are connected.
+//!
+//! Waits are bounded by generous timeouts that only fail a test when
+//! something hangs; nothing here measures how long a limit took.
+
+#[path = "../examples/hello_world.rs"]
+mod hello_world;
+
+use std::time::Duration;
+
+use aptix::Catalog;
+use aptix::mcp::{HttpServer, McpServer};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Long enough that only a hang reaches it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn catalog() -> Catalog {
+    Catalog::builder()
+        .tool::<hello_world::HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+async fn bind(server: McpServer) -> HttpServer {
+    server
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|error| panic!("the server could not bind: {error}"))
+}
+
+async fn shutdown(server: HttpServer) {
+    tokio::time::timeout(PATIENCE, server.shutdown())
+        .await
+        .unwrap_or_else(|_| panic!("the server did not shut down"))
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+/// A new connection to the server.
+async fn connect(server: &HttpServer) -> TcpStream {
+    TcpStream::connect(server.local_addr())
+        .await
+        .unwrap_or_else(|error| panic!("connecting: {error}"))
+}
+
+async fn send(stream: &mut TcpStream, bytes: &[u8]) {
+    stream
+        .write_all(bytes)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+/// Everything the server sends until it closes (or resets) the connection;
+/// `None` when it is still open after `within`.
+async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
+    let mut received = Vec::new();
+    let read = async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.ok()?;
+    Some(received)
+}
+
+/// The response head (status line and headers) the server sends on
+/// `stream`; panics when none comes.
+async fn read_head(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let read = async {
+        let mut byte = [0u8; 1];
+        while !received.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => received.push(byte[0]),
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, read)
+        .await
+        .unwrap_or_else(|_| panic!("no response head"));
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+fn initialize_body() -> String {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "polite", "version": "0"}
+        }
+    })
+    .to_string()
+}
+
+/// A polite client's `initialize` on a new connection (HTTP/2 with prior
+/// knowledge when `h2`); the status and the session id. Panics when no
+/// answer comes.
+async fn polite_initialize_over(server: &HttpServer, h2: bool) -> (u16, Option<String>) {
+    polite_initialize_at(&server.url(), h2).await
+}
+
+async fn polite_initialize_at(url: &str, h2: bool) -> (u16, Option<String>) {
+    let mut client = reqwest::Client::builder();
+    if h2 {
+        client = client.http2_prior_knowledge();
+    }
+    let client = client.build().unwrap_or_else(|error| panic!("{error}"));
+    let request = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(initialize_body())
+        .send();
+    let response = tokio::time::timeout(PATIENCE, request)
+        .await
+        .unwrap_or_else(|_| {
+            panic!("a polite initialize got no answer while hostile peers held the server")
+        })
+        .unwrap_or_else(|error| panic!("a polite initialize failed: {error}"));
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    (response.status().as_u16(), session)
+}
+
+async fn polite_initialize(server: &HttpServer) -> (u16, Option<String>) {
+    polite_initialize_over(server, false).await
+}
+
+fn status_of(head: &str) -> &str {
+    head.split(' ').nth(1).unwrap_or_default()
+}
+
+#[test]
+fn a_body_that_never_arrives_gets_408_and_frees_its_connection() {
+    aptix_testkit::block_on(a_body_that_never_arrives_gets_408_and_frees_its_connection_body())
+}
+
+async fn a_body_that_never_arrives_gets_408_and_frees_its_connection_body() {
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(4)
+            .request_body_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let port = server.local_addr().port();
+    // Whole headers, then 10 of 1000 body bytes, on every connection slot.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut stream = connect(&server).await;
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             Content-Length: 1000\r\n\r\n{{\"jsonrpc\""
+        );
+        send(&mut stream, request.as_bytes()).await;
+        slow.push(stream);
+    }
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    for stream in &mut slow {
+        let answer = read_until_closed(stream, PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("a request whose body never ends still held open"));
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    }
+    shutdown(server).await;
+}
+
+#[test]
+fn the_body_size_limit_still_answers_413() {
+    aptix_testkit::block_on(the_body_size_limit_still_answers_413_body())
+}
+
+async fn the_body_size_limit_still_answers_413_body() {
+    // A body timeout well beyond the test: the 413 is rmcp's size limit.
+    let server =
+        bind(McpServer::new(catalog()).request_body_timeout(Duration::from_secs(60))).await;
+    let port = server.local_addr().port();
+    let mut stream = connect(&server).await;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        5 << 20
+    );
+    send(&mut stream, head.as_bytes()).await;
+    // One byte past rmcp's 4 MiB, and no more: the server reads all of it,
+    // so closing the connection after the answer cannot reset it.
+    send(&mut stream, &vec![b' '; (4 << 20) + 1]).await;
+    let answer = read_head(&mut stream).await;
+    assert_eq!(status_of(&answer), "413", "{answer}");
+    shutdown(server).await;
+}
