@@ -209,3 +209,129 @@ async fn the_body_size_limit_still_answers_413_body() {
     assert_eq!(status_of(&answer), "413", "{answer}");
     shutdown(server).await;
 }
+
+/// The HTTP/2 client connection preface, then an empty SETTINGS frame.
+const H2_PREFACE_AND_SETTINGS: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// The frame types (and flags) of the HTTP/2 frames in `bytes`, which are
+/// what a server sends after the client's preface.
+fn h2_frames(bytes: &[u8]) -> Vec<(u8, u8)> {
+    let mut frames = Vec::new();
+    let mut rest = bytes;
+    while rest.len() >= 9 {
+        let length = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        frames.push((rest[3], rest[4]));
+        rest = rest.get(9 + length..).unwrap_or_default();
+    }
+    frames
+}
+
+const H2_PING: u8 = 0x6;
+const H2_GOAWAY: u8 = 0x7;
+
+#[test]
+fn an_http2_peer_that_never_answers_pings_is_dropped() {
+    aptix_testkit::block_on(an_http2_peer_that_never_answers_pings_is_dropped_body())
+}
+
+async fn an_http2_peer_that_never_answers_pings_is_dropped_body() {
+    // The idle timeout is beyond the test: only the pings can end these.
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(4)
+            .idle_timeout(Duration::from_secs(600))
+            .http2_keep_alive_interval(Duration::from_millis(200))
+            .http2_keep_alive_timeout(Duration::from_millis(200)),
+    )
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        let mut stream = connect(&server).await;
+        send(&mut stream, H2_PREFACE_AND_SETTINGS).await;
+        silent.push(stream);
+    }
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    for stream in &mut silent {
+        let frames = read_until_closed(stream, PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("an HTTP/2 peer that never answers pings still held open"));
+        let frames = h2_frames(&frames);
+        assert!(
+            frames.contains(&(H2_PING, 0)),
+            "closed without a ping: {frames:?}"
+        );
+    }
+    shutdown(server).await;
+}
+
+#[test]
+fn an_idle_http2_connection_is_closed_gracefully() {
+    aptix_testkit::block_on(an_idle_http2_connection_is_closed_gracefully_body())
+}
+
+async fn an_idle_http2_connection_is_closed_gracefully_body() {
+    // Pings beyond the test: only the idle timeout can end these.
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(4)
+            .idle_timeout(Duration::from_millis(300))
+            .http2_keep_alive_interval(Duration::from_secs(600)),
+    )
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut stream = connect(&server).await;
+        send(&mut stream, H2_PREFACE_AND_SETTINGS).await;
+        idle.push(stream);
+    }
+    // A polite HTTP/2 client is served beside them.
+    let (status, _) = polite_initialize_over(&server, true).await;
+    assert_eq!(status, 200);
+    for stream in &mut idle {
+        let frames = read_until_closed(stream, PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("an idle HTTP/2 connection still held open"));
+        let frames = h2_frames(&frames);
+        assert!(
+            frames.iter().any(|(kind, _)| *kind == H2_GOAWAY),
+            "closed without GOAWAY: {frames:?}"
+        );
+    }
+    shutdown(server).await;
+}
+
+#[test]
+fn a_connection_that_never_sends_a_request_is_closed() {
+    aptix_testkit::block_on(a_connection_that_never_sends_a_request_is_closed_body())
+}
+
+async fn a_connection_that_never_sends_a_request_is_closed_body() {
+    // The header timeout is beyond the test: it never starts on these, as
+    // the server cannot yet tell HTTP/1 from HTTP/2.
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(4)
+            .header_read_timeout(Duration::from_secs(600))
+            .idle_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let mut hostile = Vec::new();
+    for _ in 0..2 {
+        // Nothing at all.
+        hostile.push(connect(&server).await);
+        // All of the HTTP/2 preface but its last byte.
+        let mut stream = connect(&server).await;
+        send(&mut stream, &H2_PREFACE_AND_SETTINGS[..23]).await;
+        hostile.push(stream);
+    }
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    for stream in &mut hostile {
+        read_until_closed(stream, PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("a connection that never sent a request still held open"));
+    }
+    shutdown(server).await;
+}

@@ -14,26 +14,31 @@
 //! * at most `max_connections` are served at once (the next ones wait in the
 //!   listen backlog);
 //! * a connection must send each request's headers within the header-read
-//!   timeout (HTTP/1) and its body within the body timeout;
+//!   timeout (HTTP/1) and its body within the body timeout, and is closed
+//!   gracefully after the idle timeout without a request in flight (from
+//!   its start too: hyper's HTTP/1-or-2 detection has no timeout of its own);
+//! * HTTP/2 connections are pinged, and dropped when the peer stops
+//!   answering;
 //! * sessions are capped (see `sessions.rs`).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, Response, StatusCode, Version, header};
+use futures_util::future::{Either, select};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -191,7 +196,8 @@ async fn serve(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .keep_alive_interval(None);
+        .keep_alive_interval(limits.http2_keep_alive_interval.min(LONGEST))
+        .keep_alive_timeout(limits.http2_keep_alive_timeout.min(LONGEST));
     let builder = Arc::new(builder);
     let shared = Arc::new(Shared {
         router: TowerToHyperService::new(router),
@@ -216,45 +222,170 @@ async fn serve(
                 }
             },
         };
-        let service = ConnectionService {
-            shared: Arc::clone(&shared),
-        };
-        let builder = Arc::clone(&builder);
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            // Boxed: shut down gracefully after `stop`, then run to its end.
-            let mut connection = Box::pin(connection);
-            let served = match stop.run_until_cancelled(connection.as_mut()).await {
-                Some(served) => served,
-                None => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = served {
-                tracing::debug!(%error, "MCP HTTP connection ended with an error");
-            }
-            drop(permit);
-        });
+        tokio::spawn(connection(
+            stream,
+            Arc::clone(&builder),
+            Arc::clone(&shared),
+            limits,
+            stop.clone(),
+            permit,
+        ));
     }
     // Every connection gives its permit back when it ends.
     let _all = permits.acquire_many(max as u32).await;
     Ok(())
 }
 
-/// The router as one connection's service: it puts a deadline on request
-/// bodies.
+/// Serves one connection until it ends, `stop` (then gracefully, to its
+/// end), or it has been idle for the idle timeout (then gracefully, for at
+/// most another idle timeout: a peer that does not let it close, such as
+/// an HTTP/2 peer that never answers the `GOAWAY`'s ping, is dropped).
+/// `_permit` is given back when it ends.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    shared: Arc<Shared>,
+    limits: HttpLimits,
+    stop: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+) {
+    /// Why the connection stopped being served as usual.
+    enum Outcome {
+        Ended(Result<(), Box<dyn std::error::Error + Send + Sync>>),
+        Idle,
+        Stop,
+    }
+    let activity = Arc::new(Activity::new());
+    let service = ConnectionService {
+        shared,
+        activity: Arc::clone(&activity),
+    };
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    // Boxed: polled here, then shut down gracefully and run to its end.
+    let mut connection = Box::pin(connection);
+    let idle_timeout = limits.idle_timeout;
+    let outcome = {
+        let idle = Box::pin(activity.idle_for(idle_timeout));
+        let stopped = Box::pin(stop.cancelled());
+        match select(connection.as_mut(), select(idle, stopped)).await {
+            Either::Left((served, _)) => Outcome::Ended(served),
+            Either::Right((Either::Left(_), _)) => Outcome::Idle,
+            Either::Right((Either::Right(_), _)) => Outcome::Stop,
+        }
+    };
+    let served = match outcome {
+        Outcome::Ended(served) => served,
+        Outcome::Idle => {
+            tracing::debug!(?idle_timeout, "MCP HTTP connection closed: idle");
+            connection.as_mut().graceful_shutdown();
+            match tokio::time::timeout(idle_timeout.min(LONGEST), connection).await {
+                Ok(served) => served,
+                Err(_) => {
+                    tracing::debug!("MCP HTTP connection dropped: it did not close when asked");
+                    Ok(())
+                }
+            }
+        }
+        Outcome::Stop => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = served {
+        tracing::debug!(%error, "MCP HTTP connection ended with an error");
+    }
+}
+
+/// Whether a connection has requests in flight, and since when it has had
+/// none: its idle timeout.
+#[derive(Debug)]
+struct Activity {
+    /// Requests received and not yet answered to their end (an SSE stream
+    /// is in flight as long as it is open).
+    in_flight: AtomicUsize,
+    /// Requests ever received, to tell a connection that stayed idle from
+    /// one that was busy and idle again in the meantime.
+    received: AtomicU64,
+    /// When `in_flight` last fell to 0 (or the connection started).
+    idle_since: Mutex<Instant>,
+    /// Woken when `in_flight` falls to 0.
+    became_idle: Notify,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            received: AtomicU64::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            became_idle: Notify::new(),
+        }
+    }
+
+    /// A request received: in flight until the guard (held by its response
+    /// body) is dropped.
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.received.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(self))
+    }
+
+    /// Completes once the connection has had no request in flight for
+    /// `timeout`.
+    async fn idle_for(&self, timeout: Duration) {
+        loop {
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                // A wake-up from before this wait is kept by `Notify`, so
+                // none is lost between the check and the wait.
+                self.became_idle.notified().await;
+                continue;
+            }
+            let received = self.received.load(Ordering::Acquire);
+            let since = *self
+                .idle_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            tokio::time::sleep_until(since + timeout.min(LONGEST)).await;
+            if self.in_flight.load(Ordering::Acquire) == 0
+                && self.received.load(Ordering::Acquire) == received
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// A request in flight on its connection (see [`Activity`]).
+#[derive(Debug)]
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self
+                .0
+                .idle_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+            self.0.became_idle.notify_one();
+        }
+    }
+}
+
+/// The router as one connection's service: it counts the connection's
+/// requests in flight and puts a deadline on request bodies.
 struct ConnectionService {
     shared: Arc<Shared>,
+    activity: Arc<Activity>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnectionService {
-    type Response = Response<Body>;
+    type Response = Response<Tracked>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Tracked>, Infallible>> + Send>>;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.begin();
         let http1 = request.version() < Version::HTTP_2;
         let (parts, body) = request.into_parts();
         let timeout = self.shared.body_timeout;
@@ -281,7 +412,10 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
             } else {
                 response
             };
-            Ok(response)
+            Ok(response.map(|body| Tracked {
+                body,
+                _in_flight: in_flight,
+            }))
         })
     }
 }
@@ -304,6 +438,33 @@ fn refusal(status: StatusCode, http1: bool, message: String) -> Response<Body> {
         );
     }
     response
+}
+
+/// A response body that keeps its request in flight until hyper drops it,
+/// at its end or when the peer goes.
+struct Tracked {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Why a request body could not be read.

@@ -155,6 +155,9 @@ pub struct McpServer {
 pub(crate) struct HttpLimits {
     pub(crate) header_read_timeout: std::time::Duration,
     pub(crate) request_body_timeout: std::time::Duration,
+    pub(crate) idle_timeout: std::time::Duration,
+    pub(crate) http2_keep_alive_interval: std::time::Duration,
+    pub(crate) http2_keep_alive_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
     pub(crate) max_sessions: usize,
     pub(crate) uninitialized_session_timeout: std::time::Duration,
@@ -165,6 +168,9 @@ impl Default for HttpLimits {
         HttpLimits {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             request_body_timeout: DEFAULT_REQUEST_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            http2_keep_alive_interval: DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL,
+            http2_keep_alive_timeout: DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_sessions: DEFAULT_MAX_SESSIONS,
             uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
@@ -177,6 +183,15 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration
 /// How long a client has to send a request's body once its headers are in
 /// ([`McpServer::request_body_timeout`]).
 pub const DEFAULT_REQUEST_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a connection may stay open with no request in flight
+/// ([`McpServer::idle_timeout`]).
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often an HTTP/2 connection is pinged ([`McpServer::http2_keep_alive_interval`]).
+pub const DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL: std::time::Duration =
+    std::time::Duration::from_secs(15);
+/// How long an HTTP/2 peer has to answer a ping ([`McpServer::http2_keep_alive_timeout`]).
+pub const DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(10);
 /// How many HTTP connections are served at once ([`McpServer::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// How many MCP sessions may be open at once ([`McpServer::max_sessions`]).
@@ -262,6 +277,34 @@ impl McpServer {
     /// for large requests over slow links.
     pub fn request_body_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.limits.request_body_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may stay open with no request in flight
+    /// (default [`DEFAULT_IDLE_TIMEOUT`]): from its start until its first
+    /// request, and between requests. It is then closed gracefully (an
+    /// HTTP/2 `GOAWAY`). A client that connects and sends nothing, or only
+    /// the HTTP/2 preface, would otherwise hold its connection forever. An
+    /// open SSE stream is a request in flight.
+    pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// How often an HTTP/2 connection is pinged (default
+    /// [`DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL`]); see
+    /// [`McpServer::http2_keep_alive_timeout`].
+    pub fn http2_keep_alive_interval(mut self, interval: std::time::Duration) -> Self {
+        self.limits.http2_keep_alive_interval = interval;
+        self
+    }
+
+    /// How long an HTTP/2 peer has to answer a ping before its connection
+    /// is closed (default [`DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT`]): a peer that
+    /// vanished, or stopped reading, would otherwise keep its connection and
+    /// its streams open.
+    pub fn http2_keep_alive_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.http2_keep_alive_timeout = timeout;
         self
     }
 
