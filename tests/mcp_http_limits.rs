@@ -335,3 +335,53 @@ async fn a_connection_that_never_sends_a_request_is_closed_body() {
     }
     shutdown(server).await;
 }
+
+#[test]
+fn a_peer_that_reads_nothing_is_dropped() {
+    aptix_testkit::block_on(a_peer_that_reads_nothing_is_dropped_body())
+}
+
+async fn a_peer_that_reads_nothing_is_dropped_body() {
+    // Other timeouts beyond the test: only the write timeout can end it.
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(1)
+            .header_read_timeout(Duration::from_secs(600))
+            .idle_timeout(Duration::from_secs(600))
+            .write_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    // Pipelined requests (each answered 403 for its host) whose answers
+    // the peer never reads, through a small receive window.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|error| panic!("{error}"));
+    socket
+        .set_recv_buffer_size(4096)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let mut stream = socket
+        .connect(server.local_addr())
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let requests =
+        b"POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 0\r\n\r\n".repeat(1000);
+    let writer = tokio::spawn(async move {
+        // Until the server drops the connection (a few MiB of answers fill
+        // the buffers long before the end).
+        for _ in 0..1000 {
+            if stream.write_all(&requests).await.is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    let dropped = tokio::time::timeout(PATIENCE, writer)
+        .await
+        .unwrap_or_else(|_| panic!("a peer that reads nothing still held open"))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        dropped,
+        "the server read 40 MiB of requests without answering them"
+    );
+    shutdown(server).await;
+}

@@ -18,11 +18,13 @@
 //!   gracefully after the idle timeout without a request in flight (from
 //!   its start too: hyper's HTTP/1-or-2 detection has no timeout of its own);
 //! * HTTP/2 connections are pinged, and dropped when the peer stops
-//!   answering;
+//!   answering; any connection is dropped when a write waits longer than
+//!   the write timeout for the peer to read;
 //! * sessions are capped (see `sessions.rs`).
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -38,6 +40,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -240,7 +243,8 @@ async fn serve(
 /// end), or it has been idle for the idle timeout (then gracefully, for at
 /// most another idle timeout: a peer that does not let it close, such as
 /// an HTTP/2 peer that never answers the `GOAWAY`'s ping, is dropped).
-/// `_permit` is given back when it ends.
+/// Its writes are under the write timeout ([`TimedWrites`]). `_permit` is
+/// given back when it ends.
 async fn connection(
     stream: tokio::net::TcpStream,
     builder: Arc<auto::Builder<TokioExecutor>>,
@@ -260,6 +264,7 @@ async fn connection(
         shared,
         activity: Arc::clone(&activity),
     };
+    let stream = TimedWrites::new(stream, limits.write_timeout);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     // Boxed: polled here, then shut down gracefully and run to its end.
     let mut connection = Box::pin(connection);
@@ -293,6 +298,111 @@ async fn connection(
     };
     if let Err(error) = served {
         tracing::debug!(%error, "MCP HTTP connection ended with an error");
+    }
+}
+
+/// A connection's socket whose writes may not wait longer than `timeout`
+/// for the peer to read: past it, the write fails and hyper drops the
+/// connection. Any progress starts the wait again. A peer that sends
+/// requests and reads none of the answers would otherwise hold its
+/// connection forever (an answer larger than the socket buffers also stays
+/// in flight, so the idle timeout would not apply either).
+struct TimedWrites {
+    stream: tokio::net::TcpStream,
+    timeout: Duration,
+    /// Armed while a write waits; kept between waits, to be reset.
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    stalled: bool,
+}
+
+impl TimedWrites {
+    fn new(stream: tokio::net::TcpStream, timeout: Duration) -> Self {
+        TimedWrites {
+            stream,
+            timeout: timeout.min(LONGEST),
+            stall: None,
+            stalled: false,
+        }
+    }
+
+    /// `polled`, unless the write has waited for longer than the timeout.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = false;
+            return polled;
+        }
+        let deadline = Instant::now() + self.timeout;
+        let stall = match &mut self.stall {
+            Some(stall) => {
+                if !self.stalled {
+                    stall.as_mut().reset(deadline);
+                }
+                stall
+            }
+            None => self
+                .stall
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        self.stalled = true;
+        if stall.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the peer read nothing for {:?}", self.timeout),
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl AsyncRead for TimedWrites {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TimedWrites {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.watch(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.watch(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        this.watch(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
+        this.watch(cx, polled)
     }
 }
 

@@ -158,6 +158,7 @@ pub(crate) struct HttpLimits {
     pub(crate) idle_timeout: std::time::Duration,
     pub(crate) http2_keep_alive_interval: std::time::Duration,
     pub(crate) http2_keep_alive_timeout: std::time::Duration,
+    pub(crate) write_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
     pub(crate) max_sessions: usize,
     pub(crate) uninitialized_session_timeout: std::time::Duration,
@@ -171,6 +172,7 @@ impl Default for HttpLimits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             http2_keep_alive_interval: DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL,
             http2_keep_alive_timeout: DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_sessions: DEFAULT_MAX_SESSIONS,
             uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
@@ -192,6 +194,9 @@ pub const DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL: std::time::Duration =
 /// How long an HTTP/2 peer has to answer a ping ([`McpServer::http2_keep_alive_timeout`]).
 pub const DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT: std::time::Duration =
     std::time::Duration::from_secs(10);
+/// How long a write to a client may wait for it to read
+/// ([`McpServer::write_timeout`]).
+pub const DEFAULT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How many HTTP connections are served at once ([`McpServer::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// How many MCP sessions may be open at once ([`McpServer::max_sessions`]).
@@ -305,6 +310,16 @@ impl McpServer {
     /// its streams open.
     pub fn http2_keep_alive_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.limits.http2_keep_alive_timeout = timeout;
+        self
+    }
+
+    /// How long a write to an HTTP client may wait for the client to read
+    /// (default [`DEFAULT_WRITE_TIMEOUT`]) before its connection is closed:
+    /// a client that sends requests and never reads the answers would
+    /// otherwise hold its connection (and any answer in flight) forever.
+    /// Any progress starts the wait again, so a slow reader is not cut off.
+    pub fn write_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.write_timeout = timeout;
         self
     }
 
