@@ -385,3 +385,143 @@ async fn a_peer_that_reads_nothing_is_dropped_body() {
     );
     shutdown(server).await;
 }
+
+/// A session that finished its handshake; its id.
+async fn initialized_session(server: &HttpServer) -> String {
+    let (status, session) = polite_initialize(server).await;
+    assert_eq!(status, 200);
+    let session = session.unwrap_or_else(|| panic!("no session id"));
+    let status = reqwest::Client::new()
+        .post(server.url())
+        .header("Accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"))
+        .status();
+    assert_eq!(status, 202);
+    session
+}
+
+/// A raw SSE `GET` for `session`; the connection, its response head read.
+async fn open_stream(server: &HttpServer, session: &str, close: bool) -> (TcpStream, String) {
+    let mut stream = connect(server).await;
+    let port = server.local_addr().port();
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\
+         mcp-session-id: {session}\r\nmcp-protocol-version: 2025-06-18\r\n{connection}\r\n"
+    );
+    send(&mut stream, request.as_bytes()).await;
+    let head = read_head(&mut stream).await;
+    (stream, head)
+}
+
+#[test]
+fn sse_streams_cannot_take_every_connection() {
+    aptix_testkit::block_on(sse_streams_cannot_take_every_connection_body())
+}
+
+async fn sse_streams_cannot_take_every_connection_body() {
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(4)
+            .max_sse_streams(100),
+    )
+    .await;
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        sessions.push(initialized_session(&server).await);
+    }
+    // Half of the 4 connections at most: two streams, then 503s.
+    let mut held = Vec::new();
+    for session in &sessions[..2] {
+        let (stream, head) = open_stream(&server, session, false).await;
+        assert_eq!(status_of(&head), "200", "{head}");
+        held.push(stream);
+    }
+    for session in &sessions[2..] {
+        let (mut stream, head) = open_stream(&server, session, false).await;
+        assert_eq!(
+            status_of(&head),
+            "503",
+            "a third SSE stream beside two (4 connections, so 2 streams) was accepted: {head}"
+        );
+        assert!(head.to_ascii_lowercase().contains("retry-after:"), "{head}");
+        // The refused stream's connection is closed, not left to idle.
+        read_until_closed(&mut stream, PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("a refused stream's connection still held open"));
+    }
+    // Requests are still served beside the two streams.
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    // A stream that ends gives its place back.
+    drop(held.pop());
+    let reopened = async {
+        loop {
+            let (stream, head) = open_stream(&server, &sessions[3], false).await;
+            if status_of(&head) == "200" {
+                break stream;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let _reopened = tokio::time::timeout(PATIENCE, reopened)
+        .await
+        .unwrap_or_else(|_| panic!("a closed stream never gave its place back"));
+    drop(held);
+    shutdown(server).await;
+}
+
+#[test]
+fn a_stream_budget_of_zero_refuses_every_stream() {
+    aptix_testkit::block_on(a_stream_budget_of_zero_refuses_every_stream_body())
+}
+
+async fn a_stream_budget_of_zero_refuses_every_stream_body() {
+    let server = bind(McpServer::new(catalog()).max_sse_streams(0)).await;
+    let session = initialized_session(&server).await;
+    let (_stream, head) = open_stream(&server, &session, false).await;
+    assert_eq!(status_of(&head), "503", "{head}");
+    shutdown(server).await;
+}
+
+#[test]
+fn closing_a_session_ends_its_sse_streams() {
+    aptix_testkit::block_on(closing_a_session_ends_its_sse_streams_body())
+}
+
+async fn closing_a_session_ends_its_sse_streams_body() {
+    let server =
+        bind(McpServer::new(catalog()).uninitialized_session_timeout(Duration::from_millis(300)))
+            .await;
+    // A session that never sends `initialized`: closed after its short
+    // life, and its stream with it.
+    let (status, session) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    let session = session.unwrap_or_else(|| panic!("no session id"));
+    let (mut stream, head) = open_stream(&server, &session, true).await;
+    assert_eq!(status_of(&head), "200", "{head}");
+    read_until_closed(&mut stream, PATIENCE)
+        .await
+        .unwrap_or_else(|| panic!("the stream of an expired session is still open"));
+    // A session its client closes (DELETE).
+    let session = initialized_session(&server).await;
+    let (mut stream, head) = open_stream(&server, &session, true).await;
+    assert_eq!(status_of(&head), "200", "{head}");
+    let deleted = reqwest::Client::new()
+        .delete(server.url())
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    read_until_closed(&mut stream, PATIENCE)
+        .await
+        .unwrap_or_else(|| panic!("the stream of a deleted session is still open"));
+    shutdown(server).await;
+}

@@ -20,6 +20,9 @@
 //! * HTTP/2 connections are pinged, and dropped when the peer stops
 //!   answering; any connection is dropped when a write waits longer than
 //!   the write timeout for the peer to read;
+//! * SSE streams (`GET`s, which last as long as their session) have a budget
+//!   of their own, at most half the connections, so that requests always
+//!   find a connection;
 //! * sessions are capped (see `sessions.rs`).
 
 use std::convert::Infallible;
@@ -33,7 +36,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::{Request, Response, StatusCode, Version, header};
+use axum::http::{Method, Request, Response, StatusCode, Version, header};
 use futures_util::future::{Either, select};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -55,6 +58,9 @@ pub(crate) const PATH: &str = "/mcp";
 /// `Instant`s, which overflow (and panic) for durations near
 /// `Duration::MAX`; a year is as good as forever here.
 const LONGEST: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// What a refused SSE stream is told about when to try again (seconds).
+const STREAM_RETRY_AFTER: &str = "5";
 
 /// A running Streamable HTTP server. Dropping the handle leaves the server
 /// running; call [`HttpServer::shutdown`] to stop it.
@@ -174,9 +180,23 @@ async fn refuse_sessions_beyond_the_cap(
     next.run(request).await
 }
 
+/// The number of SSE streams served at once: the configured budget, and
+/// never more than half the connections, so that streams (each of which
+/// holds an HTTP/1 connection for as long as its session lasts) cannot take
+/// the connections requests need.
+fn stream_budget(limits: &HttpLimits) -> usize {
+    limits
+        .max_sse_streams
+        .min(limits.max_connections / 2)
+        .min(Semaphore::MAX_PERMITS)
+}
+
 /// What every connection shares.
 struct Shared {
     router: TowerToHyperService<axum::Router>,
+    /// One permit per open SSE stream.
+    streams: Arc<Semaphore>,
+    stream_budget: usize,
     body_timeout: Duration,
 }
 
@@ -202,8 +222,11 @@ async fn serve(
         .keep_alive_interval(limits.http2_keep_alive_interval.min(LONGEST))
         .keep_alive_timeout(limits.http2_keep_alive_timeout.min(LONGEST));
     let builder = Arc::new(builder);
+    let stream_budget = stream_budget(&limits);
     let shared = Arc::new(Shared {
         router: TowerToHyperService::new(router),
+        streams: Arc::new(Semaphore::new(stream_budget)),
+        stream_budget,
         body_timeout: limits.request_body_timeout,
     });
     loop {
@@ -483,7 +506,8 @@ impl Drop for InFlight {
 }
 
 /// The router as one connection's service: it counts the connection's
-/// requests in flight and puts a deadline on request bodies.
+/// requests in flight, puts a deadline on request bodies, and keeps SSE
+/// streams within their budget.
 struct ConnectionService {
     shared: Arc<Shared>,
     activity: Arc<Activity>,
@@ -497,6 +521,33 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         let in_flight = self.activity.begin();
         let http1 = request.version() < Version::HTTP_2;
+        let opens_a_stream = request.method() == Method::GET && request.uri().path() == PATH;
+        let stream = if opens_a_stream {
+            match Arc::clone(&self.shared.streams).try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    tracing::warn!(
+                        max = self.shared.stream_budget,
+                        "MCP SSE stream refused: too many open"
+                    );
+                    let refusal = refusal(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        http1,
+                        format!(
+                            "Service Unavailable: the server already has its maximum of {} open SSE streams; retry later (requests are still served)",
+                            self.shared.stream_budget
+                        ),
+                    );
+                    return Box::pin(std::future::ready(Ok(refusal.map(|body| Tracked {
+                        body,
+                        _in_flight: in_flight,
+                        _stream: None,
+                    }))));
+                }
+            }
+        } else {
+            None
+        };
         let (parts, body) = request.into_parts();
         let timeout = self.shared.body_timeout;
         let (body, expired) = Deadline::new(body, timeout);
@@ -525,6 +576,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
             Ok(response.map(|body| Tracked {
                 body,
                 _in_flight: in_flight,
+                _stream: stream,
             }))
         })
     }
@@ -541,6 +593,12 @@ fn refusal(status: StatusCode, http1: bool, message: String) -> Response<Body> {
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from_static(STREAM_RETRY_AFTER),
+        );
+    }
     if http1 {
         headers.insert(
             header::CONNECTION,
@@ -550,11 +608,12 @@ fn refusal(status: StatusCode, http1: bool, message: String) -> Response<Body> {
     response
 }
 
-/// A response body that keeps its request in flight until hyper drops it,
-/// at its end or when the peer goes.
+/// A response body that keeps its request in flight (and its SSE stream's
+/// permit) until hyper drops it, at its end or when the peer goes.
 struct Tracked {
     body: Body,
     _in_flight: InFlight,
+    _stream: Option<OwnedSemaphorePermit>,
 }
 
 impl HttpBody for Tracked {
@@ -657,5 +716,27 @@ impl HttpBody for Deadline {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_get_at_most_half_the_connections() {
+        let limits = HttpLimits::default();
+        assert_eq!(stream_budget(&limits), 128);
+        let small = HttpLimits {
+            max_connections: 5,
+            max_sse_streams: 100,
+            ..HttpLimits::default()
+        };
+        assert_eq!(stream_budget(&small), 2);
+        let none = HttpLimits {
+            max_sse_streams: 0,
+            ..HttpLimits::default()
+        };
+        assert_eq!(stream_budget(&none), 0);
     }
 }

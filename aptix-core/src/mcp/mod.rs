@@ -160,6 +160,7 @@ pub(crate) struct HttpLimits {
     pub(crate) http2_keep_alive_timeout: std::time::Duration,
     pub(crate) write_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
+    pub(crate) max_sse_streams: usize,
     pub(crate) max_sessions: usize,
     pub(crate) uninitialized_session_timeout: std::time::Duration,
 }
@@ -174,6 +175,7 @@ impl Default for HttpLimits {
             http2_keep_alive_timeout: DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_sse_streams: DEFAULT_MAX_SSE_STREAMS,
             max_sessions: DEFAULT_MAX_SESSIONS,
             uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
         }
@@ -199,6 +201,9 @@ pub const DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT: std::time::Duration =
 pub const DEFAULT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How many HTTP connections are served at once ([`McpServer::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// How many SSE streams (HTTP `GET`s) may be open at once
+/// ([`McpServer::max_sse_streams`]).
+pub const DEFAULT_MAX_SSE_STREAMS: usize = 128;
 /// How many MCP sessions may be open at once ([`McpServer::max_sessions`]).
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// How long a session may wait for `notifications/initialized`
@@ -325,10 +330,23 @@ impl McpServer {
 
     /// How many HTTP connections are served at once (default
     /// [`DEFAULT_MAX_CONNECTIONS`], at least 1). Further connections wait,
-    /// unanswered, until one closes. Every open SSE stream holds a
-    /// connection: leave room for one or two per client.
+    /// unanswered, until one closes. Every open SSE stream holds an HTTP/1
+    /// connection: streams get at most half of them
+    /// ([`McpServer::max_sse_streams`]).
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.limits.max_connections = connections.max(1);
+        self
+    }
+
+    /// How many SSE streams (HTTP `GET`s at `/mcp`, which last as long as
+    /// their session) may be open at once (default
+    /// [`DEFAULT_MAX_SSE_STREAMS`]), and never more than half of
+    /// [`McpServer::max_connections`], so that streams cannot take every
+    /// connection and requests always have the other half. A stream beyond
+    /// it is refused with `503` and `Retry-After`; the client's requests
+    /// still work (server-initiated messages then wait for a stream).
+    pub fn max_sse_streams(mut self, streams: usize) -> Self {
+        self.limits.max_sse_streams = streams;
         self
     }
 
