@@ -12,6 +12,7 @@
 #[path = "../examples/hello_world.rs"]
 mod hello_world;
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use aptix::Catalog;
@@ -523,5 +524,110 @@ async fn closing_a_session_ends_its_sse_streams_body() {
     read_until_closed(&mut stream, PATIENCE)
         .await
         .unwrap_or_else(|| panic!("the stream of a deleted session is still open"));
+    shutdown(server).await;
+}
+
+/// An IPv4 address of this machine other than loopback, if it has one:
+/// the address it would send from to a documentation-only address (a UDP
+/// "connection" sends nothing).
+fn non_loopback_address() -> Option<IpAddr> {
+    ["198.51.100.1:9", "203.0.113.1:9"]
+        .into_iter()
+        .find_map(|far| {
+            let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+            socket.connect(far).ok()?;
+            socket.local_addr().ok()
+        })
+        .map(|address| address.ip())
+        .filter(|address| !address.is_loopback() && !address.is_unspecified())
+}
+
+#[test]
+fn one_peer_cannot_hold_every_connection() {
+    aptix_testkit::block_on(one_peer_cannot_hold_every_connection_body())
+}
+
+async fn one_peer_cannot_hold_every_connection_body() {
+    // Loopback peers are not limited (every local client is 127.0.0.1), so
+    // the hostile peer connects through another address of this machine.
+    let Some(peer) = non_loopback_address() else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("this machine has no address other than loopback to test the per-peer limit");
+        }
+        eprintln!("notice: no address other than loopback; the per-peer limit is not tested");
+        return;
+    };
+    // Timeouts beyond the test: only the per-peer limit acts.
+    let server = McpServer::new(catalog())
+        .allow_host(peer.to_string())
+        .max_connections(4)
+        .max_connections_per_peer(2)
+        .header_read_timeout(Duration::from_secs(600))
+        .idle_timeout(Duration::from_secs(600))
+        .bind_http(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let port = server.local_addr().port();
+    let connect = || async {
+        TcpStream::connect((peer, port))
+            .await
+            .unwrap_or_else(|error| panic!("connecting to {peer}: {error}"))
+    };
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        kept.push(connect().await);
+    }
+    for _ in 0..3 {
+        let mut refused = connect().await;
+        read_until_closed(&mut refused, PATIENCE)
+            .await
+            .unwrap_or_else(|| {
+                panic!("a third connection from one peer (limit 2) still held open")
+            });
+    }
+    // A local client is served beside them.
+    let polite = format!("http://127.0.0.1:{port}/mcp");
+    let (status, _) = polite_initialize_at(&polite, false).await;
+    assert_eq!(status, 200);
+    // The peer's first two connections are served.
+    for stream in &mut kept {
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {peer}:{port}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+            initialize_body().len(),
+            initialize_body()
+        );
+        send(stream, request.as_bytes()).await;
+        let head = read_head(stream).await;
+        assert_eq!(status_of(&head), "200", "{head}");
+    }
+    drop(kept);
+    shutdown(server).await;
+}
+
+#[test]
+fn loopback_peers_are_not_limited_per_peer() {
+    aptix_testkit::block_on(loopback_peers_are_not_limited_per_peer_body())
+}
+
+async fn loopback_peers_are_not_limited_per_peer_body() {
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(8)
+            .max_connections_per_peer(1),
+    )
+    .await;
+    // Two local connections at once: both served.
+    let mut held = connect(&server).await;
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    send(
+        &mut held,
+        b"GET /mcp HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let head = read_head(&mut held).await;
+    assert_eq!(status_of(&head), "403", "{head}");
     shutdown(server).await;
 }

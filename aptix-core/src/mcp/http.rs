@@ -12,7 +12,8 @@
 //! needs (see [`HttpLimits`]):
 //!
 //! * at most `max_connections` are served at once (the next ones wait in the
-//!   listen backlog);
+//!   listen backlog), and at most `max_connections_per_peer` of them come
+//!   from one peer other than loopback (the next ones are closed at once);
 //! * a connection must send each request's headers within the header-read
 //!   timeout (HTTP/1) and its body within the body timeout, and is closed
 //!   gracefully after the idle timeout without a request in flight (from
@@ -25,10 +26,12 @@
 //!   find a connection;
 //! * sessions are capped (see `sessions.rs`).
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -201,8 +204,8 @@ struct Shared {
 }
 
 /// Accepts connections until `stop`, at most `limits.max_connections` at
-/// once, each under the limits of [`connection`]; then waits for the open
-/// ones to finish.
+/// once and `limits.max_connections_per_peer` per peer, each under the
+/// limits of [`connection`]; then waits for the open ones to finish.
 async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -211,6 +214,7 @@ async fn serve(
 ) -> Result<(), std::io::Error> {
     let max = limits.max_connections.min(Semaphore::MAX_PERMITS);
     let permits = Arc::new(Semaphore::new(max));
+    let peers = Arc::new(Peers::new(limits.max_connections_per_peer));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -235,18 +239,9 @@ async fn serve(
             None | Some(Err(_)) => break,
             Some(Ok(permit)) => permit,
         };
-        let stream = match stop.run_until_cancelled(listener.accept()).await {
-            None => break,
-            Some(accepted) => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of file descriptors and the like: pause instead of
-                    // spinning on the same error.
-                    tracing::warn!(%error, "MCP server could not accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        // The permit is kept across the connections refused for their peer.
+        let Some((stream, peer)) = admit(&listener, &peers, &stop).await else {
+            break;
         };
         tokio::spawn(connection(
             stream,
@@ -254,7 +249,7 @@ async fn serve(
             Arc::clone(&shared),
             limits,
             stop.clone(),
-            permit,
+            (permit, peer),
         ));
     }
     // Every connection gives its permit back when it ends.
@@ -262,19 +257,48 @@ async fn serve(
     Ok(())
 }
 
+/// The next connection whose peer is under its limit, and its place among
+/// that peer's connections; `None` on `stop`. The others are closed.
+async fn admit(
+    listener: &tokio::net::TcpListener,
+    peers: &Arc<Peers>,
+    stop: &CancellationToken,
+) -> Option<(tokio::net::TcpStream, PeerSlot)> {
+    loop {
+        match stop.run_until_cancelled(listener.accept()).await? {
+            Ok((stream, address)) => match peers.admit(address.ip()) {
+                Some(slot) => return Some((stream, slot)),
+                None => {
+                    tracing::debug!(
+                        peer = %address.ip(),
+                        max = peers.max,
+                        "MCP HTTP connection refused: the peer has its maximum open"
+                    );
+                }
+            },
+            Err(error) => {
+                // Out of file descriptors and the like: pause instead of
+                // spinning on the same error.
+                tracing::warn!(%error, "MCP server could not accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// Serves one connection until it ends, `stop` (then gracefully, to its
 /// end), or it has been idle for the idle timeout (then gracefully, for at
 /// most another idle timeout: a peer that does not let it close, such as
 /// an HTTP/2 peer that never answers the `GOAWAY`'s ping, is dropped).
-/// Its writes are under the write timeout ([`TimedWrites`]). `_permit` is
-/// given back when it ends.
+/// Its writes are under the write timeout ([`TimedWrites`]). `_held` (its
+/// connection permit and its peer's slot) is given back when it ends.
 async fn connection(
     stream: tokio::net::TcpStream,
     builder: Arc<auto::Builder<TokioExecutor>>,
     shared: Arc<Shared>,
     limits: HttpLimits,
     stop: CancellationToken,
-    _permit: OwnedSemaphorePermit,
+    _held: (OwnedSemaphorePermit, PeerSlot),
 ) {
     /// Why the connection stopped being served as usual.
     enum Outcome {
@@ -719,9 +743,146 @@ impl HttpBody for Deadline {
     }
 }
 
+/// The open connections of each peer, within `max` each.
+#[derive(Debug)]
+struct Peers {
+    max: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl Peers {
+    fn new(max: usize) -> Self {
+        Peers {
+            max: max.max(1),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A place for one more connection from `address`, unless its peer has
+    /// its maximum open. Loopback peers are not counted: every local
+    /// process, and a reverse proxy on the same host, is the one address
+    /// `127.0.0.1`, which a per-peer limit cannot tell apart; refusing them
+    /// would lock out every local client with a hostile one, where waiting
+    /// for a connection (`max_connections`, in the order they came) serves
+    /// each in turn.
+    fn admit(self: &Arc<Self>, address: IpAddr) -> Option<PeerSlot> {
+        let peer = peer_of(address);
+        if peer.is_loopback() {
+            return Some(PeerSlot {
+                peers: Arc::clone(self),
+                peer: None,
+            });
+        }
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(peer).or_insert(0);
+        if *count >= self.max {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: Arc::clone(self),
+            peer: Some(peer),
+        })
+    }
+}
+
+/// One connection's place among its peer's (none for a loopback peer);
+/// given back on drop.
+#[derive(Debug)]
+struct PeerSlot {
+    peers: Arc<Peers>,
+    peer: Option<IpAddr>,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer else {
+            return;
+        };
+        let mut open = self
+            .peers
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Entry::Occupied(mut count) = open.entry(peer) {
+            *count.get_mut() = count.get().saturating_sub(1);
+            if *count.get() == 0 {
+                count.remove();
+            }
+        }
+    }
+}
+
+/// The peer an address belongs to: an IPv4 address (IPv4-mapped IPv6
+/// addresses included) is its own peer; an IPv6 address counts as its /64,
+/// since one host usually has a whole /64 to pick addresses from.
+fn peer_of(address: IpAddr) -> IpAddr {
+    match address.to_canonical() {
+        IpAddr::V6(address) => {
+            let [a, b, c, d, ..] = address.segments();
+            IpAddr::V6(Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_is_an_ipv4_address_or_an_ipv6_64() {
+        let parse = |text: &str| {
+            text.parse::<IpAddr>()
+                .unwrap_or_else(|error| panic!("{text}: {error}"))
+        };
+        assert_eq!(peer_of(parse("192.0.2.7")), parse("192.0.2.7"));
+        assert_eq!(peer_of(parse("::ffff:192.0.2.7")), parse("192.0.2.7"));
+        assert_eq!(
+            peer_of(parse("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            parse("2001:db8:1:2::")
+        );
+        assert_eq!(
+            peer_of(parse("2001:db8:1:2::1")),
+            peer_of(parse("2001:db8:1:2::2"))
+        );
+        assert_ne!(
+            peer_of(parse("2001:db8:1:2::1")),
+            peer_of(parse("2001:db8:1:3::1"))
+        );
+    }
+
+    #[test]
+    fn a_peer_gets_its_places_back() {
+        let peers = Arc::new(Peers::new(2));
+        let address = IpAddr::from([192, 0, 2, 7]);
+        let first = peers.admit(address);
+        let second = peers.admit(address);
+        assert!(first.is_some() && second.is_some());
+        assert!(peers.admit(address).is_none());
+        assert!(peers.admit(IpAddr::from([192, 0, 2, 8])).is_some());
+        drop(first);
+        let third = peers.admit(address);
+        assert!(third.is_some());
+        drop((second, third));
+        // Loopback peers are not limited.
+        let local: Vec<_> = (0..3)
+            .filter_map(|_| peers.admit(IpAddr::from([127, 0, 0, 1])))
+            .collect();
+        assert_eq!(local.len(), 3);
+        let mapped = "::ffff:127.0.0.1"
+            .parse::<IpAddr>()
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!((0..3).all(|_| peers.admit(mapped).is_some()));
+        // A peer with nothing open is forgotten.
+        assert!(
+            peers
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+        );
+    }
 
     #[test]
     fn streams_get_at_most_half_the_connections() {

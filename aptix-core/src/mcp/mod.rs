@@ -160,6 +160,7 @@ pub(crate) struct HttpLimits {
     pub(crate) http2_keep_alive_timeout: std::time::Duration,
     pub(crate) write_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
+    pub(crate) max_connections_per_peer: usize,
     pub(crate) max_sse_streams: usize,
     pub(crate) max_sessions: usize,
     pub(crate) uninitialized_session_timeout: std::time::Duration,
@@ -175,6 +176,7 @@ impl Default for HttpLimits {
             http2_keep_alive_timeout: DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             max_sse_streams: DEFAULT_MAX_SSE_STREAMS,
             max_sessions: DEFAULT_MAX_SESSIONS,
             uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
@@ -201,6 +203,9 @@ pub const DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT: std::time::Duration =
 pub const DEFAULT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How many HTTP connections are served at once ([`McpServer::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// How many HTTP connections one peer may hold at once
+/// ([`McpServer::max_connections_per_peer`]).
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 32;
 /// How many SSE streams (HTTP `GET`s) may be open at once
 /// ([`McpServer::max_sse_streams`]).
 pub const DEFAULT_MAX_SSE_STREAMS: usize = 128;
@@ -332,9 +337,24 @@ impl McpServer {
     /// [`DEFAULT_MAX_CONNECTIONS`], at least 1). Further connections wait,
     /// unanswered, until one closes. Every open SSE stream holds an HTTP/1
     /// connection: streams get at most half of them
-    /// ([`McpServer::max_sse_streams`]).
+    /// ([`McpServer::max_sse_streams`]), and one peer at most
+    /// [`McpServer::max_connections_per_peer`].
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.limits.max_connections = connections.max(1);
+        self
+    }
+
+    /// How many HTTP connections one peer may hold at once (default
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_PEER`], at least 1), so that one peer
+    /// cannot take every one of [`McpServer::max_connections`]. A peer is an
+    /// IPv4 address or an IPv6 /64 (one host's usual share); its connections
+    /// beyond the limit are closed at once. Loopback peers are not limited:
+    /// every local process, and a reverse proxy on the same host, is the one
+    /// address `127.0.0.1`, so this limit cannot tell them apart (they wait
+    /// for a connection in turn instead). A reverse proxy on another host is
+    /// one peer too: raise the limit (up to `max_connections`) for it.
+    pub fn max_connections_per_peer(mut self, connections: usize) -> Self {
+        self.limits.max_connections_per_peer = connections.max(1);
         self
     }
 
