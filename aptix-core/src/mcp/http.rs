@@ -62,6 +62,12 @@ pub(crate) const PATH: &str = "/mcp";
 /// `Duration::MAX`; a year is as good as forever here.
 const LONGEST: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
+/// How long an idle connection has to close once asked (an HTTP/2 peer
+/// must answer the `GOAWAY`'s ping first). It has nothing in flight, so
+/// little is lost when it is dropped instead; waiting longer only keeps a
+/// peer that never answers in its slot.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 /// What a refused SSE stream is told about when to try again (seconds).
 const STREAM_RETRY_AFTER: &str = "5";
 
@@ -288,8 +294,9 @@ async fn admit(
 
 /// Serves one connection until it ends, `stop` (then gracefully, to its
 /// end), or it has been idle for the idle timeout (then gracefully, for at
-/// most another idle timeout: a peer that does not let it close, such as
-/// an HTTP/2 peer that never answers the `GOAWAY`'s ping, is dropped).
+/// most [`IDLE_CLOSE_GRACE`] or the idle timeout if shorter: a peer that
+/// does not let it close, such as an HTTP/2 peer that never answers the
+/// `GOAWAY`'s ping, is dropped).
 /// Its writes are under the write timeout ([`TimedWrites`]). `_held` (its
 /// connection permit and its peer's slot) is given back when it ends.
 async fn connection(
@@ -330,7 +337,8 @@ async fn connection(
         Outcome::Idle => {
             tracing::debug!(?idle_timeout, "MCP HTTP connection closed: idle");
             connection.as_mut().graceful_shutdown();
-            match tokio::time::timeout(idle_timeout.min(LONGEST), connection).await {
+            let grace = idle_timeout.min(IDLE_CLOSE_GRACE);
+            match tokio::time::timeout(grace, connection).await {
                 Ok(served) => served,
                 Err(_) => {
                     tracing::debug!("MCP HTTP connection dropped: it did not close when asked");
