@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 use aptix::executor::ToolCall;
 use aptix::live::ElicitationAnswer;
-use aptix::mcp::{McpServer, McpToolset, Sampling};
+use aptix::mcp::{McpLimits, McpServer, McpToolset, Sampling};
 use aptix::prelude::*;
 use aptix::{Catalog, Executor, ToolEntry, ToolEntryBuilder};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
@@ -259,6 +259,9 @@ fn main() {
                     ElicitationAnswer::Accept(json!({"approve": true}))
                 })
                 .sampling(model)
+                // Tens of thousands of samples a minute: the bench measures
+                // the round trip, not the budget a hostile server meets.
+                .limits(McpLimits::default().sampling_requests_per_minute(u32::MAX))
                 .connect()
                 .await,
             "the asking McpToolset",

@@ -63,6 +63,7 @@ fn stats(server: &HostileMcpServer) -> Stats {
 fn endless_pages_end_at_the_listing_limit() {
     block_on_threads(2, async {
         let server = HostileMcpServer::new(Misbehaviour::EndlessPages { tools_per_page: 10 });
+        let before = peak_rss_kib();
         let error = match connect(toolset(&server)).await {
             Ok(tools) => panic!("an endless listing was accepted: {:?}", tools.names().len()),
             Err(error) => error,
@@ -71,6 +72,11 @@ fn endless_pages_end_at_the_listing_limit() {
         let text = error.to_string();
         assert!(text.contains("pages"), "the error names the limit: {text}");
         assert!(stats(&server).lists <= 101, "{:?}", stats(&server));
+        let grew_mib = peak_rss_kib().saturating_sub(before) / 1024;
+        assert!(
+            grew_mib < 64,
+            "the listing grew the process by {grew_mib} MiB"
+        );
     });
 }
 
@@ -480,5 +486,87 @@ fn an_elicitation_flood_is_asked_within_its_budget() {
             200,
             "{seen:?}"
         );
+    });
+}
+
+#[test]
+fn a_listing_of_too_many_bytes_ends_at_its_limit() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::EndlessPages { tools_per_page: 10 });
+        let limits = McpLimits::default().max_listing_bytes(4 << 10);
+        let error = match connect(toolset(&server).limits(limits)).await {
+            Ok(tools) => panic!("an oversized listing was accepted: {tools:?}"),
+            Err(error) => error,
+        };
+        assert!(
+            error.to_string().contains("McpLimits::max_listing_bytes"),
+            "{error}"
+        );
+        assert!(stats(&server).lists <= 4, "{:?}", stats(&server));
+    });
+}
+
+#[test]
+fn a_schema_of_too_many_values_is_refused_before_it_is_walked() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::Polite { tools: 3, page: 10 });
+        let limits = McpLimits::default().max_schema_nodes(5);
+        let tools = connect(toolset(&server).limits(limits))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        // `noop`'s schema holds four values; the others a dozen.
+        assert_eq!(tools.names(), ["noop"]);
+        let refused = tools.refused();
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        assert!(
+            refused
+                .iter()
+                .all(|refusal| refusal.to_string().contains("McpLimits::max_schema_nodes")),
+            "{refused:?}"
+        );
+    });
+}
+
+#[test]
+fn sampling_keeps_to_its_budget_per_minute_and_in_tokens() {
+    block_on_threads(2, async {
+        for (limits, answered) in [
+            (
+                McpLimits::default()
+                    .sampling_requests_per_call(100)
+                    .sampling_requests_per_minute(5),
+                5,
+            ),
+            (
+                McpLimits::default()
+                    .sampling_requests_per_call(100)
+                    .sampling_tokens_per_call(10_000),
+                // 4,096 tokens each: two fit in 10,000, a third does not.
+                2,
+            ),
+        ] {
+            let server = HostileMcpServer::new(Misbehaviour::Sampling {
+                at_start: 0,
+                per_call: 20,
+                max_tokens: 4096,
+            });
+            let model = completions();
+            let tools = connect(
+                toolset(&server)
+                    .sampling(model.clone())
+                    .limits(limits.clone()),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+            let envelope = call(&tools, "sample").await;
+            assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+            let seen = stats(&server);
+            assert_eq!(
+                (seen.requests_answered, seen.requests_refused),
+                (answered, 20 - answered),
+                "{limits:?}: {seen:?}"
+            );
+            assert_eq!(model.requests().len(), answered);
+        }
     });
 }

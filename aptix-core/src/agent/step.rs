@@ -3,11 +3,15 @@
 //! transcript shows so far: a tool that may run once, tools unlocked by an
 //! earlier answer, a final step that must answer without tools.
 //!
-//! A step offers a subset of the agent's catalog. Its calls are checked
-//! against what was offered: a call of a tool of the catalog that this step
-//! did not offer is answered with an `unknown_tool` error naming the tools
-//! it may call now, and never runs, so the selection is a rule the model
-//! cannot talk its way around, not a hint.
+//! A step offers a subset of the agent's catalog, and a tool choice. Its
+//! calls are checked against both before any of them runs: a call of a tool
+//! of the catalog that this step did not offer, or that its tool choice
+//! forbids (`ToolChoice::None`: every tool; `ToolChoice::Tool(x)`: every
+//! other tool), is answered with an `unknown_tool` error naming the tools it
+//! may call now, and never runs, so the selection is a rule the model cannot
+//! talk its way around, not a hint. A durable run stores the refusal and
+//! the tools the turn could run with the turn, so a crash changes nothing
+//! of it.
 
 use std::sync::Arc;
 
