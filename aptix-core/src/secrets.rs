@@ -16,8 +16,9 @@ use crate::meta::{Redaction, SourceLocation};
 /// A field whose name looks secret that the tool's redaction does not hide.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "tool `{tool}` ({source_location}): {side} field `{pointer}` looks like a secret, and {}, so its value would be shown in agent events; add `redact = [\"{pointer}\"]` to #[agent_tool] to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret",
-    self.why()
+    "tool `{tool}` ({source_location}): {side} field `{pointer}` looks like a secret, and {}, so its value would be shown in agent events; {}",
+    self.why(),
+    self.fix()
 )]
 pub struct UndeclaredSecret {
     /// The tool's name.
@@ -40,6 +41,21 @@ pub struct UndeclaredSecret {
 }
 
 impl UndeclaredSecret {
+    fn fix(&self) -> String {
+        let pointer = &self.pointer;
+        match (self.declared.is_empty(), self.shown) {
+            (true, false) => format!(
+                "add `redact = [\"{pointer}\"]` to #[agent_tool] to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret"
+            ),
+            (_, false) => format!(
+                "add \"{pointer}\" to `redact` to hide it, or list the only values that may be shown with `log_fields = [...]` instead"
+            ),
+            (_, true) => format!(
+                "list the fields beside `{pointer}` in `log_fields` instead of their parent"
+            ),
+        }
+    }
+
     fn why(&self) -> String {
         match (self.declared.is_empty(), self.shown) {
             (true, false) => "the tool declares neither `redact` nor `log_fields`".to_owned(),
@@ -48,7 +64,7 @@ impl UndeclaredSecret {
                 self.declared
             ),
             (_, true) => format!(
-                "the tool's `log_fields = {:?}` shows it through a parent; list the parent's other fields instead",
+                "the tool's `log_fields = {:?}` shows it through a parent",
                 self.declared
             ),
         }

@@ -896,19 +896,23 @@ fn check_redaction(attr: &Attr, errors: &mut Errors) -> Redaction {
     }
 }
 
-/// A struct-form tool that declares neither `redact` nor `log_fields` may
-/// not have a field whose name looks secret: its value would be shown in
-/// events. (The function form's arguments type is declared elsewhere, out
-/// of the macro's sight; the catalog checks it, and nested and output
-/// fields of both forms, when it is built.)
+/// A struct-form tool may not show a field whose name looks secret: its
+/// value would be shown in events. Declaring neither `redact` nor
+/// `log_fields` shows every field; `redact = [...]` shows those at or under
+/// none of its pointers (one pointer does not vouch for the others);
+/// `redact = []` says nothing is secret. (The function form's arguments
+/// type is declared elsewhere, out of the macro's sight; the catalog checks
+/// it, and nested and output fields of both forms, when it is built.)
 fn check_secret_fields(attr: &Attr, item: &ItemStruct, errors: &mut Errors) {
-    if attr.redact.is_some()
-        || attr.log_fields.is_some()
-        || !attr.surely_missing("redact")
-        || !attr.surely_missing("log_fields")
-    {
+    if attr.log_fields.is_some() || !attr.surely_missing("log_fields") {
         return;
     }
+    let redacted: Option<Vec<String>> = match &attr.redact {
+        Some(redact) if redact.value.is_empty() => return,
+        Some(redact) => Some(redact.value.iter().map(LitStr::value).collect()),
+        None if !attr.surely_missing("redact") => return,
+        None => None,
+    };
     let syn::Fields::Named(fields) = &item.fields else {
         return;
     };
@@ -929,12 +933,20 @@ fn check_secret_fields(attr: &Attr, item: &ItemStruct, errors: &mut Errors) {
             .unwrap_or_else(|| rename(&rust_name, rename_all.as_deref()));
         if secret::looks_secret(&rust_name) || secret::looks_secret(&json_name) {
             let pointer = format!("/{}", json_name.replace('~', "~0").replace('/', "~1"));
-            errors.push(
-                ident.span(),
-                format!(
+            let message = match &redacted {
+                // A top-level field is covered by its own pointer, or by
+                // the whole value's (`""`).
+                Some(pointers) if pointers.iter().any(|p| p.is_empty() || *p == pointer) => {
+                    continue;
+                }
+                Some(pointers) => format!(
+                    "field `{rust_name}` looks like a secret, and this tool's `redact = {pointers:?}` does not cover it, so its value would be shown in agent events: add \"{pointer}\" to `redact` to hide it, or list the only values that may be shown with `log_fields = [...]` instead"
+                ),
+                None => format!(
                     "field `{rust_name}` looks like a secret, and this tool declares neither `redact` nor `log_fields`, so its value would be shown in agent events: add `redact = [\"{pointer}\"]` to hide it, `log_fields = [...]` to list the only values that may be shown, or `redact = []` if nothing here is secret"
                 ),
-            );
+            };
+            errors.push(ident.span(), message);
         }
     }
 }
