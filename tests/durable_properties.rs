@@ -478,7 +478,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0usize..4, how()).prop_map(|(pick, how)| Op::Resolve { pick, how }),
         2 => fault_spec().prop_map(Op::Fail),
         1 => any::<bool>().prop_map(|resume_on_resolve| Op::Restart { resume_on_resolve }),
-        1 => Just(Op::Crash),
+        2 => Just(Op::Crash),
         1 => proptest::bool::weighted(0.3).prop_map(|wait| Op::Sweep { wait }),
         1 => Just(Op::EnsureStarted),
     ]
