@@ -12,7 +12,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use aptix::agent::{BeforeCall, HookCall, HookFuture, InvalidCall, PreparedStep, Repair, ToolHook};
@@ -348,6 +348,7 @@ on_every_store!(
     an_approval_of_what_pending_showed_runs_a_call_with_a_reason,
     an_approval_of_what_pending_showed_runs_a_rewritten_call,
     an_approval_of_what_pending_showed_runs_a_renamed_call,
+    a_call_past_the_turns_limit_stays_refused_when_the_turns_save_fails,
 );
 
 /// N1: `prepare_step` offered only `slow_report`; the model called
@@ -518,4 +519,100 @@ fn an_approval_of_what_pending_showed_runs_a_renamed_call(backend: Backend) {
         ("delete_flie", json!({ "path": "/srv/old.log" })),
         json!({ "path": "/srv/old.log" }),
     );
+}
+
+/// Found by the property test: when the save of a turn fails, the run
+/// stops (`StoreFailed`) and the stored turn lacks the refusals it made;
+/// the call past the turn's limit was then asked for an approval on
+/// revival, and ran once approved. The refusal is decided again from the
+/// call's place in the stored turn. Each save of the run fails in turn.
+fn a_call_past_the_turns_limit_stays_refused_when_the_turns_save_fails(backend: Backend) {
+    let mut stopped = 0;
+    for saves_before in 0..4 {
+        let Some(stopped_here) = save_fails_after(backend, saves_before) else {
+            return;
+        };
+        stopped += usize::from(stopped_here);
+    }
+    assert!(
+        stopped > 0,
+        "no failed save stopped a run: the test tests nothing"
+    );
+}
+
+/// One run of the test above, whose `saves_before + 1`-th save fails;
+/// whether it stopped the run (`None`: no store for `backend`).
+fn save_fails_after(backend: Backend, saves_before: u32) -> Option<bool> {
+    use aptix_testkit::faulty_store::{Fault, FaultyStore, StoreOp};
+    let at = StoreAt::new(backend)?;
+    let id = format!("save-fails-{}", uuid());
+    Some(aptix_testkit::block_on_threads(2, async {
+        let store = Arc::new(FaultyStore::new(at.open().await));
+        let agent = DurableAgent::builder(
+            Agent::builder()
+                .model(ScriptedModel::new(vec![
+                    ScriptedTurn::new()
+                        .tool_call("d1", "delete_file", r#"{"path":"/srv/a"}"#)
+                        .tool_call("w1", "wipe_database", "{}")
+                        .tool_call("w2", "wipe_database", "{}")
+                        .tool_call("d4", "delete_file", r#"{"path":"/srv/past-the-limit"}"#),
+                    ScriptedTurn::new().text("Done."),
+                    ScriptedTurn::new().text("Done again."),
+                ]))
+                .catalog(catalog())
+                .max_calls_per_turn(3)
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+            store.clone(),
+        )
+        .lease(LEASE)
+        .deadline_worker(None)
+        .build();
+        store.fail(StoreOp::SaveConversation, Fault::after(saves_before));
+        let events: Vec<AgentEvent> = match agent.send(&id, Input::User("clean up".into())).await {
+            Ok(stream) => stream.collect().await,
+            Err(_) => Vec::new(),
+        };
+        let stopped = events.iter().any(|event| {
+            matches!(
+                event,
+                AgentEvent::Done {
+                    reason: DoneReason::StoreFailed(_),
+                    ..
+                }
+            )
+        });
+        store.heal();
+        // Resume, approving whatever waits, until the conversation rests.
+        let started = Instant::now();
+        loop {
+            let _ = agent.ensure_started(&id).await;
+            for pending in agent.pending(&id).await.unwrap_or_default() {
+                let _ = agent
+                    .resolve(&id, &pending.tool_call_id, Resolution::Approve)
+                    .await;
+            }
+            let stored = agent
+                .conversation(&id)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            match stored {
+                Some(stored) if stored.status == ConversationStatus::Idle => break,
+                None if !stopped && events.is_empty() => break,
+                stored => assert!(
+                    started.elapsed() < PATIENCE,
+                    "not idle: {:#?}",
+                    stored.map(|stored| stored.conversation.messages)
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let deleted = runs_of(&id, "delete_file");
+        assert!(
+            !deleted.contains(&json!({ "path": "/srv/past-the-limit" })),
+            "the call past the turn's limit ran (save {} failed): {deleted:?}",
+            saves_before + 1
+        );
+        stopped
+    }))
 }

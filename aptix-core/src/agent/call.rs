@@ -161,12 +161,14 @@ impl Agent {
     }
 
     /// [`Agent::refusal`] for a call of a stored turn that was never
-    /// recorded (a revival after a crash): a tool of the agent that the
-    /// turn's kept `runnable` leaves out. Its step's tool choice is not
-    /// kept, so the message is the one for a tool not offered.
+    /// recorded (a revival after a crash): `(position, made)` is its place
+    /// in the turn, `runnable` the tools the turn kept. Its step's tool
+    /// choice is not kept, so the message is the one for a tool not
+    /// offered.
     pub(crate) fn refusal_of_stored(
         &self,
         name: &str,
+        (position, made): (usize, usize),
         runnable: Option<&Catalog>,
         ids: EnvelopeIds,
     ) -> Option<Envelope> {
@@ -176,7 +178,9 @@ impl Agent {
             arguments: String::new(),
             status: CallStatus::Complete,
         };
-        self.refusal(&call, None, runnable, &ToolChoice::Auto, ids)
+        let allowed = self.inner.settings.max_calls_per_turn;
+        let over = (position >= allowed).then_some((made, allowed));
+        self.refusal(&call, over, runnable, &ToolChoice::Auto, ids)
     }
 
     /// Runs one call of a turn in a task of its own, so that a tool that

@@ -180,7 +180,7 @@ impl Ledger {
             waiting,
             halt,
         } = &mut settlement;
-        for call in unanswered {
+        for (place, call) in unanswered {
             // Read for every call: settling an earlier call of the turn
             // changes the ledger. Only rows of this very call count: an id
             // the model gave two calls must never let one call's row (an
@@ -198,7 +198,7 @@ impl Ledger {
                 .settle_call(
                     conversation,
                     context,
-                    (&call, &requested),
+                    (&call, &requested, place),
                     runnable.as_ref(),
                     &of_call,
                     &mut steering,
@@ -306,12 +306,13 @@ impl Ledger {
 
     /// The result of one unanswered call of the last turn, from `records`
     /// (the ledger rows of that very call): `requested` is its identity
-    /// ([`requested`]), `runnable` what the live run held the turn to.
+    /// ([`requested`]), `place` where it stands in its turn, `runnable`
+    /// what the live run held the turn to.
     async fn settle_call(
         &self,
         conversation: &Conversation,
         context: &ToolContext,
-        (call, requested): (&AssistantToolCall, &str),
+        (call, requested, place): (&AssistantToolCall, &str, Place),
         runnable: Option<&Catalog>,
         records: &[&CallRecord],
         steering: &mut Steering,
@@ -460,7 +461,13 @@ impl Ledger {
         let ids = || ids_for(conversation, &call.id);
         let arguments = split_reasoning(&call.arguments)
             .map_or_else(|| call.arguments.clone(), |(arguments, _)| arguments);
-        if let Some(refusal) = self.agent.refusal_of_stored(&call.name, runnable, ids()) {
+        // Decided again from the stored turn (the live run's refusal is
+        // stored with it, but a save that failed may have lost it): the
+        // same place in the turn, the same tools the turn could run.
+        if let Some(refusal) =
+            self.agent
+                .refusal_of_stored(&call.name, (place.position, place.made), runnable, ids())
+        {
             return Ok(CallResult::Finished(ResultText::from_envelope(refusal)));
         }
         let (name, arguments, validated) = if self.agent.has_hooks() {
@@ -1243,8 +1250,9 @@ pub(crate) fn has_unanswered_calls(conversation: &Conversation) -> bool {
     !unanswered_calls(conversation).is_empty()
 }
 
-/// The calls of the last assistant turn that have no result yet, in order.
-fn unanswered_calls(conversation: &Conversation) -> Vec<AssistantToolCall> {
+/// The calls of the last assistant turn that have no result yet, in order,
+/// each with its place in the turn and the number of calls the turn made.
+fn unanswered_calls(conversation: &Conversation) -> Vec<(Place, AssistantToolCall)> {
     let Some(position) = conversation
         .messages
         .iter()
@@ -1266,15 +1274,30 @@ fn unanswered_calls(conversation: &Conversation) -> Vec<AssistantToolCall> {
             _ => None,
         })
         .collect();
+    let made = tool_calls.len();
     tool_calls
         .iter()
-        .filter(|call| {
+        .enumerate()
+        .filter(|(_, call)| {
             !answered.contains(&(call.id.as_str(), call.name.as_str()))
                 && !answered.contains(&(call.id.as_str(), ""))
         })
-        .cloned()
+        .map(|(position, call)| (Place { position, made }, call.clone()))
         .collect()
 }
+
+/// Where a call stands in its turn: its position, and how many calls the
+/// turn made (for the turn's limit of calls that run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Place {
+    position: usize,
+    made: usize,
+}
+
+// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
+// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
+// compiled here. The derived `Clone` copies field by field instead.
+impl Copy for Place {}
 
 /// The envelope ids of a call of `conversation`.
 fn ids_for(conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
