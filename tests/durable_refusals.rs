@@ -104,10 +104,29 @@ async fn delete_file(args: FilePath, ctx: &ToolContext) -> Result<String, ToolEr
     Ok(format!("deleted {}", args.path))
 }
 
+/// An amount to move.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Amount {
+    /// Cents.
+    pub cents: u64,
+}
+
+/// Moves money; the approval policy decides when a person is asked.
+#[agent_tool(name = "transfer", usage = "Test tool.")]
+async fn transfer(args: Amount, ctx: &ToolContext) -> Result<String, ToolError> {
+    ran(ctx, "transfer", json!({ "cents": args.cents }));
+    Ok(format!("moved {}", args.cents))
+}
+
 fn catalog() -> Catalog {
-    aptix::tools![SlowReportTool, WipeDatabaseTool, DeleteFileTool]
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"))
+    aptix::tools![
+        SlowReportTool,
+        WipeDatabaseTool,
+        DeleteFileTool,
+        TransferTool
+    ]
+    .build()
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Renames the unknown `wipe_db` to `wipe_database` and `delete_flie` to
@@ -139,6 +158,43 @@ impl ToolHook for Steer {
         };
         Box::pin(std::future::ready(decided))
     }
+}
+
+/// The tenant's sandbox: deletions outside `/srv/tenant-a/` are denied.
+struct Sandbox;
+
+impl ToolHook for Sandbox {
+    fn name(&self) -> &str {
+        "sandbox"
+    }
+
+    fn before_call<'a>(&'a self, call: HookCall<'a>) -> HookFuture<'a, BeforeCall> {
+        let decided = match call.arguments["path"].as_str() {
+            Some(path)
+                if call.definition.name() == "delete_file"
+                    && !path.starts_with("/srv/tenant-a/") =>
+            {
+                BeforeCall::Deny(format!("{path} is outside the tenant's files"))
+            }
+            _ => BeforeCall::Continue,
+        };
+        Box::pin(std::future::ready(decided))
+    }
+}
+
+/// Transfers up to 100.00 need a person; more are never made.
+fn transfer_policy(call: &aptix::agent::ApprovalCall<'_>) -> aptix::agent::ApprovalDecision {
+    if call.call.definition.name() != "transfer" {
+        return aptix::agent::ApprovalDecision::Auto;
+    }
+    match call.call.arguments["cents"].as_u64() {
+        Some(cents) if cents <= 10_000 => aptix::agent::ApprovalDecision::Ask,
+        _ => aptix::agent::ApprovalDecision::Deny("transfers above 100.00 are never made".into()),
+    }
+}
+
+fn sandboxed(builder: aptix::agent::AgentBuilder) -> aptix::agent::AgentBuilder {
+    builder.hook(Sandbox).approval_policy(transfer_policy)
 }
 
 /// How a scenario builds its agent around a scripted model.
@@ -349,6 +405,8 @@ on_every_store!(
     an_approval_of_what_pending_showed_runs_a_rewritten_call,
     an_approval_of_what_pending_showed_runs_a_renamed_call,
     a_call_past_the_turns_limit_stays_refused_when_the_turns_save_fails,
+    an_approvers_edit_goes_through_the_hooks,
+    an_approvers_edit_goes_through_the_approval_policy,
 );
 
 /// N1: `prepare_step` offered only `slow_report`; the model called
@@ -615,4 +673,91 @@ fn save_fails_after(backend: Backend, saves_before: u32) -> Option<bool> {
         );
         stopped
     }))
+}
+
+/// The model makes `call` (which hooks and policy let through, so it waits
+/// for a person); the approver answers `ApproveWithArgs(edited)`. Returns
+/// the conversation and what ran, once it rests.
+fn approve_an_edit(
+    backend: Backend,
+    call: (&str, Value),
+    edited: Value,
+) -> Option<(String, Conversation)> {
+    let at = StoreAt::new(backend)?;
+    let id = format!("edited-{}", uuid());
+    let process = Process::start(
+        &at,
+        sandboxed,
+        vec![
+            ScriptedTurn::new().tool_call("c1", call.0, &call.1.to_string()),
+            ScriptedTurn::new().text("Done."),
+        ],
+    );
+    let events: Vec<AgentEvent> = process.runtime.block_on(async {
+        process
+            .agent
+            .send(&id, Input::User("go".into()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .collect()
+            .await
+    });
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::Done {
+                reason: DoneReason::Suspended(_),
+                ..
+            }
+        )),
+        "the call should wait for a person: {events:#?}"
+    );
+    let resolved = process.runtime.block_on(process.agent.resolve(
+        &id,
+        "c1",
+        Resolution::ApproveWithArgs(edited),
+    ));
+    assert!(resolved.is_ok(), "{resolved:?}");
+    let conversation = process.wait_idle(&id);
+    process.kill();
+    Some((id, conversation))
+}
+
+/// Red team 2026-11-27, D1: a `before_call` hook denies deletions outside
+/// the tenant's files; the model's call is inside, so it waits for a
+/// person; the approver's edit moves it outside, and it ran.
+fn an_approvers_edit_goes_through_the_hooks(backend: Backend) {
+    let Some((id, conversation)) = approve_an_edit(
+        backend,
+        ("delete_file", json!({ "path": "/srv/tenant-a/old.log" })),
+        json!({ "path": "/srv/tenant-b/ledger.db" }),
+    ) else {
+        return;
+    };
+    assert!(
+        runs_of(&id, "delete_file").is_empty(),
+        "the edit ran past the hook"
+    );
+    let (code, message) = refusal(&conversation, "c1");
+    assert_eq!(code, "denied", "{message}");
+    assert!(message.contains("outside the tenant's files"), "{message}");
+}
+
+/// Red team 2026-11-27, D2: the approval policy asks for transfers up to
+/// 100.00 and denies the rest; the approver's edit turned 50.00 into
+/// 50,000.00, and it ran.
+fn an_approvers_edit_goes_through_the_approval_policy(backend: Backend) {
+    let Some((id, conversation)) = approve_an_edit(
+        backend,
+        ("transfer", json!({ "cents": 5_000 })),
+        json!({ "cents": 5_000_000 }),
+    ) else {
+        return;
+    };
+    assert!(
+        runs_of(&id, "transfer").is_empty(),
+        "the edit ran past the policy"
+    );
+    let (code, message) = refusal(&conversation, "c1");
+    assert_eq!(code, "denied", "{message}");
 }

@@ -414,6 +414,27 @@ impl Ledger {
                 }
                 _ => return self.settle_wait(conversation, call, approval, &error),
             };
+            // The approver's edit is an outside input like the model's
+            // call: the hooks and the approval policy decide on it as they
+            // did on the call, before anything runs with it.
+            let arguments = if changed.is_some() {
+                match self
+                    .steer_edit(
+                        conversation,
+                        context,
+                        (&call.id, ran_as),
+                        arguments,
+                        runnable,
+                        steering,
+                    )
+                    .await
+                {
+                    Ok(arguments) => arguments,
+                    Err(refused) => return Ok(refused),
+                }
+            } else {
+                arguments
+            };
             let call_now = tool_call(arguments);
             let next = self
                 .route_of(ran_as, Gate::Asked)
@@ -522,6 +543,66 @@ impl Ledger {
         steering.ran = Some(call_now.clone());
         self.execute_recorded_as(&call_now, context, gate, None, Some(requested))
             .await
+    }
+
+    /// What the hooks and the approval policy make of arguments an
+    /// approver gave a call of `tool` (`Resolution::ApproveWithArgs`): the
+    /// arguments to run (a hook may rewrite them), or the call's result when
+    /// a hook answers, denies or halts, or the policy denies. A policy that
+    /// asks for a person is satisfied: one approved these very arguments.
+    async fn steer_edit(
+        &self,
+        conversation: &Conversation,
+        context: &ToolContext,
+        (id, tool): (&str, &str),
+        arguments: String,
+        runnable: Option<&Catalog>,
+        steering: &mut Steering,
+    ) -> Result<String, CallResult> {
+        let ids = || ids_for(conversation, id);
+        let finished = |envelope| CallResult::Finished(ResultText::from_envelope(envelope));
+        let (arguments, validated) = if self.agent.has_hooks() {
+            match self
+                .agent
+                .before_run(id, tool, &arguments, context, runnable, &ids)
+                .await
+            {
+                Before::Done(envelope) => return Err(finished(envelope)),
+                Before::Halted {
+                    by,
+                    message,
+                    envelope,
+                } => {
+                    steering.halt = Some((by, message));
+                    return Err(finished(envelope));
+                }
+                // The tool is known: a hook renames unknown names only.
+                Before::Run {
+                    arguments,
+                    validated,
+                    ..
+                } => (arguments, validated),
+            }
+        } else {
+            (arguments, None)
+        };
+        if self.agent.has_approval_policy()
+            && let PolicyGate::Denied(envelope) = self
+                .agent
+                .gate(
+                    id,
+                    tool,
+                    &arguments,
+                    validated.as_ref(),
+                    context,
+                    &conversation.messages,
+                    &ids,
+                )
+                .await
+        {
+            return Err(finished(envelope));
+        }
+        Ok(arguments)
     }
 
     /// The result of a wait that has not led to an execution: pending,
