@@ -228,4 +228,18 @@ async fn a_tool_name_in_pieces_never_streams_a_secret_body() {
         .tool_call_delta(delta(None, "in", r#"{"user":"ada","password":"hunter2"}"#));
     let events = events_of(vec![turn, ScriptedTurn::new().text("Done.")]).await;
     assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
+    // Red team 2026-11-27, L1: the first piece of the name (`lo`, no tool)
+    // comes with the first piece of the arguments.
+    let turn = ScriptedTurn::new()
+        .tool_call_delta(delta(
+            Some("call_1"),
+            "lo",
+            r#"{"user":"ada","password":"STREAMED-SECRET-1""#,
+        ))
+        .tool_call_delta(delta(None, "gin", "}"));
+    let events = events_of(vec![turn, ScriptedTurn::new().text("Done.")]).await;
+    assert!(
+        !format!("{events:?}").contains("STREAMED-SECRET-1"),
+        "{events:?}"
+    );
 }

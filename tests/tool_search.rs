@@ -506,6 +506,56 @@ fn anthropic_searches_itself_and_its_finds_are_sent_back() -> TestResult {
     })
 }
 
+/// Red team 2026-11-27, T1: a tool the provider's search revealed in a
+/// turn was added to what that turn may run, even when `prepare_step` had
+/// chosen the step's tools: a tool the step left out ran.
+#[test]
+fn the_providers_search_reveals_nothing_a_step_left_out() -> TestResult {
+    aptix_testkit::block_on(async {
+        let runs = Runs::default();
+        let server = MockAnthropicServer::start([
+            AnthropicTurn::new()
+                .server_tool_use(
+                    "srvtoolu_1",
+                    "tool_search_tool_bm25",
+                    &["{\"query\":", "\"weather\"}"],
+                )
+                .tool_search_result("srvtoolu_1", &["weather_forecast"])
+                .tool_use("toolu_1", "weather_forecast", &["{\"city\":\"Oslo\"}"])
+                .into_response(),
+            AnthropicTurn::new().text("I may not.").into_response(),
+        ])
+        .await?;
+        let agent = Agent::builder()
+            .model(
+                aptix::model::anthropic::Anthropic::new("claude-sonnet-4-5", "sk-ant-test")
+                    .with_base_url(server.base_url()),
+            )
+            .catalog(catalog(&runs))
+            .tool_search(ToolSearch::new().always_offer(["get_time"]))
+            // Every step: only `get_time` may be called.
+            .prepare_step(|step| {
+                aptix::PreparedStep::all().tools(
+                    step.catalog
+                        .only(["get_time"])
+                        .unwrap_or_else(|error| panic!("{error}")),
+                )
+            })
+            .build()?;
+        let mut conversation = Conversation::new("native-step");
+        let events = run(&agent, &mut conversation, Input::User("Weather?".into())).await;
+        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+        assert_eq!(
+            runs.of("weather_forecast"),
+            0,
+            "a tool the step left out ran"
+        );
+        let results = tool_results(&conversation.messages);
+        assert_eq!(results[0]["error"]["code"], "unknown_tool", "{results:?}");
+        Ok(())
+    })
+}
+
 #[test]
 fn tool_search_refuses_what_it_cannot_do() -> TestResult {
     let runs = Runs::default();

@@ -144,6 +144,9 @@ impl Agent {
                         tool_choice: inner.settings.tool_choice.clone(),
                     },
                 };
+                // Whether `prepare_step` chose this step's tools itself: the
+                // provider's search then reveals none beyond them.
+                let step_chose = offered.narrowed.is_some();
                 let deferred_tools = match loaded {
                     Some(loaded) => {
                         offered.narrowed.get_or_insert(loaded.catalog);
@@ -353,8 +356,8 @@ impl Agent {
                     runnable: None,
                 });
                 // The provider's own tool search may have found tools this
-                // very turn calls.
-                if let Some(turn) = conversation.messages.last() {
+                // very turn calls, unless the step chose its tools.
+                if !step_chose && let Some(turn) = conversation.messages.last() {
                     offered.narrowed = self.widened(offered.narrowed.take(), turn);
                 }
                 if turn.tool_calls.is_empty() {
@@ -680,16 +683,19 @@ impl Agent {
     }
 
     /// The event for a call forming in the model's stream: opened with its
-    /// kind, then its argument text, unless the tool declares secrets.
-    /// A call is looked up by its place in the turn, never by its id: a
-    /// model may give two calls one id, and one of them may hold secrets.
+    /// kind, then its argument text, only when the tool is known and
+    /// declares no secrets. A call is looked up by its place in the turn,
+    /// never by its id: a model may give two calls one id, and one of them
+    /// may hold secrets. A name the agent does not know shows no argument
+    /// text: it may be the first piece of one it does (`lo`, then `gin`).
     fn forming(&self, seen: CallSeen, shown: &mut Vec<bool>) -> Option<AgentEvent> {
         match seen {
             CallSeen::Opened { call, id, name } => {
                 if shown.len() <= call {
                     shown.resize(call + 1, false);
                 }
-                shown[call] = !self.redactions(&name).hides_anything();
+                shown[call] = self.inner.executor.catalog().get(&name).is_some()
+                    && !self.redactions(&name).hides_anything();
                 Some(AgentEvent::ToolCallOpened {
                     kind: self.kind_of(&name),
                     id,
