@@ -341,8 +341,9 @@ fn python_reference_server_over_stdio() {
         let tools = connected(stdio_toolset(&python, &record).prefix("ref")).await;
         the_reference_server(tools.clone(), &record, "stdio").await;
 
-        // A server killed mid-call: a transient error quoting its stderr;
-        // the next call starts it again.
+        // A server killed mid-call: a transient error; its stderr goes to
+        // the log, never to the model (a server may write anything there,
+        // its command line's keys included); the next call starts it again.
         let catalog = catalog_of(&tools);
         let ctx = ToolContext::new();
         let crashed = run(&catalog, call("k1", "ref_crash", json!({})), &ctx).await;
@@ -354,7 +355,7 @@ fn python_reference_server_over_stdio() {
         );
         let message = error_message(&crashed);
         assert!(message.contains("closed during the call"), "{message}");
-        assert!(message.contains("crashing on purpose"), "{message}");
+        assert!(!message.contains("crashing on purpose"), "{message}");
         let again = run(
             &catalog,
             call("k2", "ref_echo", json!({"text": "back"})),

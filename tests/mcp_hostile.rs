@@ -570,3 +570,339 @@ fn sampling_keeps_to_its_budget_per_minute_and_in_tokens() {
         }
     });
 }
+
+// ---------------------------------------------------------------------------
+// The red team's second pass (2026-11-27): R3-R6, C1-C3.
+
+/// R3: each page's `nextCursor` was kept (and cloned) without counting: 12
+/// MiB cursors grew the process by hundreds of MiB within every limit.
+#[test]
+fn huge_cursors_end_the_listing() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::HugeCursors {
+            cursor_bytes: 12 << 20,
+        });
+        let before = peak_rss_kib();
+        let error = match connect(toolset(&server)).await {
+            Ok(tools) => panic!("a listing of 12 MiB cursors was accepted: {tools:?}"),
+            Err(error) => error,
+        };
+        assert!(error.to_string().contains("cursor"), "{error}");
+        assert!(stats(&server).lists <= 2, "{:?}", stats(&server));
+        let grew_mib = peak_rss_kib().saturating_sub(before) / 1024;
+        assert!(
+            grew_mib < 128,
+            "the listing grew the process by {grew_mib} MiB"
+        );
+    });
+}
+
+/// R5: the sampling budgets counted the tokens a request asked for, not
+/// the prompt it sent: 8 requests of 12 MiB had the model read 96 MiB in
+/// one call.
+#[test]
+fn sampling_prompts_are_bounded() {
+    block_on_threads(2, async {
+        let server = HostileMcpServer::new(Misbehaviour::SamplingPrompts {
+            per_call: 8,
+            prompt_bytes: 2 << 20,
+        });
+        let model = completions();
+        let tools = connect(toolset(&server).sampling(model.clone()))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let envelope = call(&tools, "sample").await;
+        assert!(envelope.is_ok(), "{}", envelope.to_json_string());
+        let seen = stats(&server);
+        assert_eq!(seen.requests_refused, 8, "{seen:?}");
+        assert!(model.requests().is_empty(), "the model read the prompts");
+    });
+}
+
+/// R6: the listing's checks (each tool's validator, with its patterns)
+/// ran after `list_timeout`, for as long as the server's schemas made
+/// them: a listing within every other limit kept `connect` busy for
+/// 23 CPU-seconds.
+#[test]
+fn checking_a_listing_keeps_to_the_list_timeout() {
+    block_on_threads(2, async {
+        let tools: Vec<serde_json::Value> = (0..200)
+            .map(|index| {
+                let properties: serde_json::Map<String, serde_json::Value> = (0..40)
+                    .map(|field| {
+                        (
+                            format!("f{field}"),
+                            serde_json::json!({ "type": "string", "pattern": "^[^x]{1,300}$" }),
+                        )
+                    })
+                    .collect();
+                serde_json::json!({
+                    "name": format!("t{index}"),
+                    "description": "Checks a lot.",
+                    "inputSchema": { "type": "object", "properties": properties }
+                })
+            })
+            .collect();
+        let server = HostileMcpServer::new(Misbehaviour::Lists(tools));
+        let limits = McpLimits::default().list_timeout(Duration::from_millis(300));
+        match connect(toolset(&server).limits(limits)).await {
+            Ok(tools) => panic!(
+                "8,000 patterns were checked within 300 ms: {:?}",
+                tools.names().len()
+            ),
+            Err(error) => assert!(
+                error.to_string().contains("McpLimits::list_timeout"),
+                "{error}"
+            ),
+        }
+    });
+}
+
+/// R4: a remote tool whose fields look secret shows no values; the walk
+/// missed fields behind `#/definitions/..`, `then`, `patternProperties`
+/// and `dependentSchemas`.
+#[test]
+fn secret_looking_fields_anywhere_in_a_remote_schema_hide_its_values() {
+    use aptix::{Agent, AgentEvent, Conversation, Input};
+    block_on_threads(2, async {
+        let schemas = [
+            (
+                "via_definitions",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": { "auth": { "$ref": "#/definitions/Creds" } },
+                    "definitions": { "Creds": { "type": "object", "properties": { "password": { "type": "string" } } } }
+                }),
+                serde_json::json!({ "auth": { "password": "PW-DEFINITIONS-1" } }),
+            ),
+            (
+                "via_then",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": { "kind": { "type": "string" } },
+                    "if": { "properties": { "kind": { "const": "login" } } },
+                    "then": { "properties": { "password": { "type": "string" } } }
+                }),
+                serde_json::json!({ "kind": "login", "password": "PW-THEN-2" }),
+            ),
+            (
+                "via_pattern",
+                serde_json::json!({
+                    "type": "object",
+                    "patternProperties": { "^api_key$": { "type": "string" } }
+                }),
+                serde_json::json!({ "api_key": "PW-PATTERN-3" }),
+            ),
+            (
+                "via_dependent",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": { "user": { "type": "string" } },
+                    "dependentSchemas": { "user": { "properties": { "secret": { "type": "string" } } } }
+                }),
+                serde_json::json!({ "user": "ada", "secret": "PW-DEPENDENT-4" }),
+            ),
+        ];
+        let listed = schemas
+            .iter()
+            .map(|(name, schema, _)| {
+                serde_json::json!({ "name": name, "description": "Signs in.", "inputSchema": schema })
+            })
+            .collect();
+        let server = HostileMcpServer::new(Misbehaviour::Lists(listed));
+        let tools = connect(toolset(&server))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let catalog = Catalog::builder()
+            .entries(tools.entries())
+            .build()
+            .unwrap_or_else(|error| panic!("the catalog: {error}"));
+        let mut turn = ScriptedTurn::new();
+        for (index, (name, _, arguments)) in schemas.iter().enumerate() {
+            turn = turn.tool_call(&format!("s{index}"), name, &arguments.to_string());
+        }
+        let agent = Agent::builder()
+            .model(
+                ScriptedModel::new(vec![turn, ScriptedTurn::new().text("done")])
+                    .with_dialect(aptix::Dialect::Anthropic),
+            )
+            .catalog(catalog)
+            .build()
+            .unwrap_or_else(|error| panic!("the agent: {error}"));
+        let mut conversation = Conversation::new("secret-walk");
+        let events: Vec<AgentEvent> = futures_util::StreamExt::collect(
+            agent.run(&mut conversation, Input::User("go".into())),
+        )
+        .await;
+        let leaks: Vec<String> = events
+            .iter()
+            .map(|event| format!("{event:?}"))
+            .filter(|text| text.contains("PW-"))
+            .collect();
+        assert!(leaks.is_empty(), "{leaks:#?}");
+    });
+}
+
+/// C1: the default label kept the URL's path, where hosted servers put
+/// keys; it reached every tool's usage text and the errors.
+#[test]
+fn a_key_in_a_url_path_reaches_no_model() {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    block_on_threads(2, async {
+        const PATH_KEY: &str = "sk-live-PATH-KEY-111";
+        let catalog = Catalog::builder()
+            .entries([aptix::ToolEntry::from_json_schema(
+                "hosted_echo",
+                "When the test calls it.",
+                "Answers its arguments.",
+                serde_json::json!({ "type": "object", "properties": {} }),
+                |arguments, _context| async move { Ok(arguments) },
+            )])
+            .build()
+            .unwrap_or_else(|error| panic!("the catalog: {error}"));
+        let handler = aptix::mcp::McpServer::new(catalog).handler();
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            std::sync::Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let path = format!("/s/{PATH_KEY}/mcp");
+        let router = axum::Router::new().route_service(&path, service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|error| panic!("bind: {error}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|error| panic!("addr: {error}"));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let tools = connect(McpToolset::http(format!("http://{addr}{path}")))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let seen = seen_by_the_model(&tools);
+        assert!(seen.contains("hosted_echo"), "{seen}");
+        assert!(!seen.contains(PATH_KEY), "{seen}");
+        assert!(!tools.server().contains(PATH_KEY), "{}", tools.server());
+        tools.close().await;
+        let dead = format!("http://127.0.0.1:9/s/{PATH_KEY}/mcp");
+        match connect(McpToolset::http(dead)).await {
+            Ok(tools) => panic!("connected to nothing: {tools:?}"),
+            Err(error) => assert!(!error.to_string().contains(PATH_KEY), "{error}"),
+        }
+    });
+}
+
+/// Log lines, written by a TRACE subscriber with the recommended filter.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buffer) = self.0.lock() {
+            buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// C2: after the server went away, rmcp logged its HTTP client's error at
+/// ERROR, which names the URL, query key included, past the recommended
+/// filter.
+#[test]
+fn a_url_key_reaches_no_log_line() {
+    aptix_testkit::block_on(async {
+        const QUERY_KEY: &str = "sk-live-QUERY-KEY-222";
+        const USERINFO: &str = "sk-live-USERINFO-PW-333";
+        const BEARER: &str = "sk-live-BEARER-444";
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(aptix::mcp::hide_sdk_payloads(
+                tracing_subscriber::EnvFilter::new("trace"),
+            ))
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let catalog = Catalog::builder()
+            .entries([aptix::ToolEntry::from_json_schema(
+                "hosted_echo",
+                "When the test calls it.",
+                "Answers its arguments.",
+                serde_json::json!({ "type": "object", "properties": {} }),
+                |arguments, _context| async move { Ok(arguments) },
+            )])
+            .build()
+            .unwrap_or_else(|error| panic!("the catalog: {error}"));
+        let hosted = aptix::mcp::McpServer::new(catalog)
+            .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+            .await
+            .unwrap_or_else(|error| panic!("bind: {error}"));
+        let url = format!(
+            "http://ada:{USERINFO}@{}/mcp?api_key={QUERY_KEY}",
+            hosted.local_addr()
+        );
+        let tools = connect(McpToolset::http(url).bearer_token(BEARER))
+            .await
+            .unwrap_or_else(|error| panic!("connect: {error}"));
+        let first = call(&tools, "hosted_echo").await;
+        assert!(first.is_ok(), "{}", first.to_json_string());
+        let _ = hosted.shutdown().await;
+        let second = call(&tools, "hosted_echo").await;
+        tools.close().await;
+        drop(tools);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let logged = captured.text();
+        for secret in [QUERY_KEY, USERINFO, BEARER] {
+            assert!(
+                !second.to_json_string().contains(secret),
+                "{}",
+                second.to_json_string()
+            );
+            let lines: Vec<&str> = logged
+                .lines()
+                .filter(|line| line.contains(secret))
+                .collect();
+            assert!(
+                lines.is_empty(),
+                "{secret} is in the log:\n{}",
+                lines.join("\n")
+            );
+        }
+    });
+}
+
+/// C3: a stdio server that names its command line on stderr (a start-up
+/// banner) and dies during a call: the stderr tail was quoted in the
+/// envelope the model reads.
+#[test]
+fn a_key_on_the_command_line_reaches_no_model_through_stderr() {
+    block_on_threads(2, async {
+        const ARG_KEY: &str = "sk-live-ARGV-KEY-666";
+        let tools = connect(McpToolset::stdio(plain_server(&[
+            "--banner",
+            &format!("--api-key={ARG_KEY}"),
+        ])))
+        .await
+        .unwrap_or_else(|error| panic!("connect: {error}"));
+        let envelope = call(&tools, "crash").await;
+        let text = envelope.to_json_string();
+        assert!(envelope.error_code().is_some(), "{text}");
+        assert!(!text.contains(ARG_KEY), "{text}");
+        assert!(!text.contains("sk-live"), "{text}");
+        tools.close().await;
+    });
+}

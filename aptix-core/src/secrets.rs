@@ -279,6 +279,7 @@ impl Walk<'_> {
                 path.truncate(before);
             }
         }
+        // Every keyword whose subschemas describe this same value.
         for key in ["anyOf", "oneOf", "allOf"] {
             if let Some(Value::Array(branches)) = schema.get(key) {
                 for branch in branches {
@@ -286,9 +287,40 @@ impl Walk<'_> {
                 }
             }
         }
-        for key in ["items", "additionalProperties"] {
+        for key in ["if", "then", "else", "not"] {
+            if let Some(branch) = schema.get(key) {
+                self.node(branch, path, in_array, depth, found);
+            }
+        }
+        for key in ["dependentSchemas", "dependencies"] {
+            if let Some(Value::Object(branches)) = schema.get(key) {
+                // `dependencies` may also list names: those are no schema.
+                for branch in branches.values().filter(|branch| branch.is_object()) {
+                    self.node(branch, path, in_array, depth, found);
+                }
+            }
+        }
+        // Members whose names are not listed: the value's own, one step down.
+        for key in ["additionalProperties", "unevaluatedProperties"] {
             if let Some(inner) = schema.get(key) {
-                self.element(inner, path, "/0", key == "items" || in_array, depth, found);
+                self.element(inner, path, "/0", in_array, depth, found);
+            }
+        }
+        if let Some(Value::Object(patterns)) = schema.get("patternProperties") {
+            for (pattern, inner) in patterns {
+                // The member's name is not known, only a pattern of it: a
+                // pattern that reads as a secret name makes the whole
+                // object secret.
+                if looks_secret(pattern) && !is_boolean(inner, self.root) {
+                    found.push(Found::Field(path.clone()));
+                }
+                self.element(inner, path, "/0", in_array, depth, found);
+            }
+        }
+        // Elements of an array: reported as the array.
+        for key in ["items", "contains", "unevaluatedItems"] {
+            if let Some(inner) = schema.get(key) {
+                self.element(inner, path, "/0", true, depth, found);
             }
         }
         if let Some(Value::Array(items)) = schema.get("prefixItems") {
@@ -352,14 +384,12 @@ impl Walk<'_> {
         depth: usize,
         found: &mut Vec<Found>,
     ) {
-        let name = if reference == "#" {
-            "#".to_owned()
-        } else {
-            match reference.strip_prefix("#/$defs/") {
-                Some(name) => name.to_owned(),
-                None => return,
-            }
+        // Any local reference, by its JSON pointer: `#/$defs/..`,
+        // draft-07's `#/definitions/..`, `#/properties/..`, `#` itself.
+        let Some(pointer) = reference.strip_prefix('#') else {
+            return;
         };
+        let name = reference.to_owned();
         if self.in_progress.contains(&name) {
             found.push(Found::Cycle(path.to_owned(), name));
             return;
@@ -367,13 +397,9 @@ impl Walk<'_> {
         let inside = match self.memo.get(&name) {
             Some(inside) => inside.clone(),
             None => {
-                let root = self.root;
-                let target = if name == "#" {
-                    Some(root)
-                } else {
-                    root.get("$defs").and_then(|defs| defs.get(&name))
+                let Some(target) = self.root.pointer(pointer) else {
+                    return;
                 };
-                let Some(target) = target else { return };
                 self.in_progress.push(name.clone());
                 let mut inside = Vec::new();
                 self.node(target, &mut String::new(), false, depth + 1, &mut inside);
@@ -420,8 +446,8 @@ impl Walk<'_> {
 fn is_boolean(schema: &Value, root: &Value) -> bool {
     let schema = match schema.get("$ref").and_then(Value::as_str) {
         Some(reference) => match reference
-            .strip_prefix("#/$defs/")
-            .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))
+            .strip_prefix('#')
+            .and_then(|pointer| root.pointer(pointer))
         {
             Some(target) => target,
             None => return false,

@@ -123,6 +123,24 @@ pub enum Misbehaviour {
         /// Requests sent during each call.
         per_call: usize,
     },
+    /// Every `tools/list` answered with one tool and a new cursor of
+    /// `cursor_bytes` bytes, forever.
+    HugeCursors {
+        /// Bytes of each cursor.
+        cursor_bytes: usize,
+    },
+    /// `sampling/createMessage` requests during each call of the tool
+    /// `sample`, each with a prompt of `prompt_bytes` bytes and `maxTokens`
+    /// 1; the call answers once they are all answered.
+    SamplingPrompts {
+        /// Requests sent during each call.
+        per_call: usize,
+        /// Bytes of each request's prompt.
+        prompt_bytes: usize,
+    },
+    /// Lists exactly these tools (beside `noop`), each as given: a
+    /// definition of the test's own.
+    Lists(Vec<Value>),
 }
 
 /// What the server was asked and what it sent, across its connections.
@@ -378,6 +396,23 @@ impl Session {
                 next = Some((page + 1).to_string());
             }
             Misbehaviour::RepeatedCursor => next = Some("again".to_owned()),
+            Misbehaviour::HugeCursors { cursor_bytes } => {
+                let page: u64 = cursor
+                    .and_then(|c| c.get(..8))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                let mut cursor = format!("{:08}", page + 1);
+                cursor.push_str(&"c".repeat(cursor_bytes));
+                next = Some(cursor);
+            }
+            Misbehaviour::SamplingPrompts { .. } => {
+                tools.push(tool(
+                    "sample",
+                    "Asks the client's model.",
+                    json!({ "type": "object", "properties": {} }),
+                ));
+            }
+            Misbehaviour::Lists(ref listed) => tools.extend(listed.iter().cloned()),
             Misbehaviour::NoListAnswer => return Vec::new(),
             Misbehaviour::HugeResult { .. } => {
                 tools.push(tool(
@@ -435,6 +470,32 @@ impl Session {
                 let (count, max_tokens) = (*per_call, *max_tokens);
                 let requests: Vec<String> = (0..count).map(|_| self.request_id()).collect();
                 let out = requests.iter().map(|id| sampling(id, max_tokens)).collect();
+                self.wait(id, requests, "sampled", out)
+            }
+            (
+                Misbehaviour::SamplingPrompts {
+                    per_call,
+                    prompt_bytes,
+                },
+                "sample",
+            ) => {
+                let (count, bytes) = (*per_call, *prompt_bytes);
+                let requests: Vec<String> = (0..count).map(|_| self.request_id()).collect();
+                let prompt = "x".repeat(bytes);
+                let out = requests
+                    .iter()
+                    .map(|id| {
+                        json!({
+                            "jsonrpc": "2.0",
+                            "id": id,
+                            "method": "sampling/createMessage",
+                            "params": {
+                                "messages": [{ "role": "user", "content": { "type": "text", "text": prompt } }],
+                                "maxTokens": 1
+                            }
+                        })
+                    })
+                    .collect();
                 self.wait(id, requests, "sampled", out)
             }
             (Misbehaviour::ElicitationFlood { per_call }, "ask") => {

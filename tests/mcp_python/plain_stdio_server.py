@@ -2,11 +2,14 @@
 library only), for tests/mcp_hostile.rs: what a child process started with
 `McpToolset::stdio` can do that an in-process server cannot.
 
-    plain_stdio_server.py [--flood-stderr BYTES] [any other arguments]
+    plain_stdio_server.py [--flood-stderr BYTES] [--banner] [any other arguments]
 
-It lists one tool, `echo`, which answers its arguments as text. With
-`--flood-stderr BYTES` it first writes BYTES bytes to stderr without a
-newline. Other arguments (a key on the command line, say) are ignored.
+It lists two tools: `echo`, which answers its arguments as text, and
+`crash`, which writes why to stderr and exits (as a server whose upstream
+refused it may). With `--flood-stderr BYTES` it first writes BYTES bytes to
+stderr without a newline; with `--banner` it first writes a line naming
+its arguments to stderr, as many servers do when they start. Other
+arguments (a key on the command line, say) are ignored.
 """
 
 import json
@@ -15,6 +18,9 @@ import sys
 
 def main():
     args = sys.argv[1:]
+    if "--banner" in args:
+        sys.stderr.write("plain-mcp starting: argv=%s\n" % " ".join(args))
+        sys.stderr.flush()
     if "--flood-stderr" in args:
         remaining = int(args[args.index("--flood-stderr") + 1])
         chunk = b"x" * (1 << 16)
@@ -47,9 +53,18 @@ def main():
                             "type": "object",
                             "properties": {"text": {"type": "string"}},
                         },
-                    }
+                    },
+                    {
+                        "name": "crash",
+                        "description": "Fails upstream, and exits.",
+                        "inputSchema": {"type": "object", "properties": {}},
+                    },
                 ]
             }
+        elif method == "tools/call" and message.get("params", {}).get("name") == "crash":
+            sys.stderr.write("upstream said 401 for %s; exiting\n" % " ".join(args))
+            sys.stderr.flush()
+            sys.exit(1)
         elif method == "tools/call":
             text = json.dumps(message.get("params", {}).get("arguments", {}))
             result = {"content": [{"type": "text", "text": text}]}

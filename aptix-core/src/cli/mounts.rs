@@ -45,18 +45,14 @@ impl Mounts {
             // The program's name, never the line: its arguments may hold a
             // key, and the label is in every tool's usage text. Two servers
             // of one program are told apart by their order.
-            let program = program_of(line);
-            let mut label = program.clone();
-            let mut nth = 1;
-            while labels.contains(&label) {
-                nth += 1;
-                label = format!("{program}-{nth}");
-            }
-            labels.push(label.clone());
+            let label = unique(program_of(line), &mut labels);
             toolsets.push(McpToolset::stdio(command).label(label));
         }
         for url in &self.http {
-            let mut toolset = McpToolset::http(url.clone());
+            // Scheme, host and port: two servers of one host are told
+            // apart by their order.
+            let label = unique(crate::mcp::client_url_label(url), &mut labels);
+            let mut toolset = McpToolset::http(url.clone()).label(label);
             if let Some(token) = std::env::var("MCP_BEARER_TOKEN")
                 .ok()
                 .filter(|token| !token.is_empty())
@@ -78,6 +74,19 @@ impl Mounts {
         }
         Ok(mounted)
     }
+}
+
+/// `label`, or `label-2`, `label-3`, … when an earlier mount has it: a
+/// lock file keeps each server's tools under its label.
+fn unique(label: String, labels: &mut Vec<String>) -> String {
+    let mut unique = label.clone();
+    let mut nth = 1;
+    while labels.contains(&unique) {
+        nth += 1;
+        unique = format!("{label}-{nth}");
+    }
+    labels.push(unique.clone());
+    unique
 }
 
 /// The file name of the program a shell command line runs: its first word
@@ -124,7 +133,7 @@ pub(super) fn write_lock(
 
 #[cfg(test)]
 mod tests {
-    use super::program_of;
+    use super::{program_of, unique};
 
     #[test]
     fn a_mounts_label_is_its_programs_name_without_arguments() {
@@ -135,5 +144,17 @@ mod tests {
         );
         assert_eq!(program_of("  npx -y @modelcontextprotocol/server-x"), "npx");
         assert_eq!(program_of(""), "mcp-server");
+    }
+
+    #[test]
+    fn two_mounts_of_one_program_or_host_get_their_own_labels() {
+        let mut labels = Vec::new();
+        assert_eq!(unique("python3".into(), &mut labels), "python3");
+        assert_eq!(unique("python3".into(), &mut labels), "python3-2");
+        assert_eq!(
+            unique("http://127.0.0.1:8080".into(), &mut labels),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(unique("python3".into(), &mut labels), "python3-3");
     }
 }

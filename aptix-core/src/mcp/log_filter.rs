@@ -7,13 +7,23 @@
 //! redaction (`redact`, `log_fields`) governs Aptix's own events only. So a
 //! declared secret of an MCP call reaches the log unless rmcp's events below
 //! WARN are filtered out, which is what [`log_filter`] does; its WARN and
-//! ERROR events (a session that failed, a message it could not read) stay.
+//! ERROR events (a session that failed, a message it could not read) stay,
+//! except its HTTP client's, which name the URL they failed on (a key in
+//! its query with it): Aptix logs those failures itself, scrubbed.
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::Directive;
 
-/// The directive that holds rmcp to WARN and above.
-const QUIET_SDK: &str = "rmcp=warn";
+/// The directives that hold rmcp to WARN and above, and silence its HTTP
+/// client: that logs its errors at ERROR, and an HTTP error names the URL
+/// it failed on, query keys and all. Aptix logs each failure of a mounted
+/// server itself, with the URL's credentials taken out.
+const QUIET_SDK: &[&str] = &[
+    "rmcp=warn",
+    "rmcp::transport::streamable_http_client=off",
+    "rmcp::transport::common=off",
+    "rmcp::transport::worker=off",
+];
 
 /// The log filter to give a program that serves or mounts MCP servers:
 /// `RUST_LOG` (or `default` when it is unset or does not parse), with the
@@ -34,13 +44,15 @@ pub fn log_filter(default: &str) -> EnvFilter {
 /// `filter` with the MCP SDK's own events below WARN left out: what
 /// [`log_filter`] adds to `RUST_LOG`, for a filter built otherwise.
 pub fn hide_sdk_payloads(filter: EnvFilter) -> EnvFilter {
-    match QUIET_SDK.parse::<Directive>() {
-        // Added last, it replaces any directive of the same target.
-        Ok(quiet) => filter.add_directive(quiet),
-        // The constant parses (a test says so); were it not to, nothing of
-        // the SDK is logged rather than everything.
-        Err(_) => filter.add_directive(tracing_subscriber::filter::LevelFilter::OFF.into()),
-    }
+    QUIET_SDK.iter().fold(filter, |filter, directive| {
+        match directive.parse::<Directive>() {
+            // Added last, it replaces any directive of the same target.
+            Ok(quiet) => filter.add_directive(quiet),
+            // The constants parse (a test says so); were one not to,
+            // nothing is logged rather than everything.
+            Err(_) => filter.add_directive(tracing_subscriber::filter::LevelFilter::OFF.into()),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -49,7 +61,11 @@ mod tests {
 
     #[test]
     fn the_directive_parses_and_replaces_the_programs_own() {
-        assert!(QUIET_SDK.parse::<Directive>().is_ok());
+        assert!(
+            QUIET_SDK
+                .iter()
+                .all(|directive| directive.parse::<Directive>().is_ok())
+        );
         let filter = hide_sdk_payloads(EnvFilter::new("debug,rmcp=trace"));
         let text = filter.to_string();
         assert!(text.contains("rmcp=warn"), "{text}");

@@ -81,13 +81,13 @@ use crate::context::ToolContext;
 use crate::executor::Executor;
 
 pub use crate::content::{Content, ResourceContents, ToolReturn};
-#[cfg(all(feature = "mcp-client", feature = "cli"))]
-pub(crate) use client::program_label as client_program_label;
 #[cfg(feature = "mcp-client")]
 pub use client::{
     ElicitationAnswer, ElicitationReply, ElicitationRequest, Elicitor, McpClientError, McpLimits,
     McpLock, McpTools, McpToolset, PinnedTool, RefusedTool, RequireApproval,
 };
+#[cfg(all(feature = "mcp-client", feature = "cli"))]
+pub(crate) use client::{program_label as client_program_label, url_label as client_url_label};
 pub use handler::AptixMcpHandler;
 pub use http::HttpServer;
 pub use log_filter::{hide_sdk_payloads, log_filter};

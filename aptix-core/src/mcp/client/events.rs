@@ -382,6 +382,20 @@ impl ClientHandler for Events {
                 rmcp::model::CreateMessageRequestMethod,
             >());
         };
+        let prompt = params.system_prompt.as_ref().map_or(0, String::len)
+            + super::limits::json_bytes(&params.messages);
+        let most = self.hub.limits.max_sampling_prompt_bytes;
+        if prompt > most {
+            tracing::warn!(server = %self.hub.label, prompt, most, "refused an MCP server's sampling request: its prompt is larger than the limit");
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "the sampling request's prompt is {}, more than the {} this client sends its model",
+                    super::limits::size(prompt),
+                    super::limits::size(most)
+                ),
+                None,
+            ));
+        }
         let granted = sampler.granted(&params);
         let cancellation = self.hub.sampling_allowed(granted).map_err(|refusal| {
             tracing::warn!(server = %self.hub.label, %refusal, "refused an MCP server's sampling request");

@@ -39,6 +39,7 @@ pub struct McpLimits {
     pub(super) sampling_requests_per_call: u32,
     pub(super) sampling_tokens_per_call: u64,
     pub(super) sampling_requests_per_minute: u32,
+    pub(super) max_sampling_prompt_bytes: usize,
     pub(super) elicitations_per_call: u32,
 }
 
@@ -58,6 +59,7 @@ impl Default for McpLimits {
             sampling_requests_per_call: 8,
             sampling_tokens_per_call: 32_768,
             sampling_requests_per_minute: 60,
+            max_sampling_prompt_bytes: 256 << 10,
             elicitations_per_call: 8,
         }
     }
@@ -159,6 +161,15 @@ impl McpLimits {
     /// minute, over all its calls (default 60).
     pub fn sampling_requests_per_minute(mut self, requests: u32) -> Self {
         self.sampling_requests_per_minute = requests;
+        self
+    }
+
+    /// The most bytes one sampling request's prompt may hold (its system
+    /// prompt and messages, as JSON; default 256 KiB): the budgets above
+    /// count what the model writes, this what it reads. A larger request
+    /// is refused.
+    pub fn max_sampling_prompt_bytes(mut self, bytes: usize) -> Self {
+        self.max_sampling_prompt_bytes = bytes;
         self
     }
 

@@ -31,6 +31,11 @@ const STDERR_TAIL: usize = 2048;
 /// is counted, not kept (a server may write gigabytes without a newline).
 const STDERR_LINE: usize = 4096;
 
+/// Bytes of a listing's cursor: an opaque position, a few dozen bytes in
+/// practice. A longer one ends the listing (its pages' cursors are kept to
+/// see one repeat, and count against the listing's bytes).
+const MAX_CURSOR_BYTES: usize = 4096;
+
 /// A connection made by the application ([`super::McpToolset::connector`]).
 pub(super) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> Stream for S {}
@@ -111,11 +116,11 @@ pub(crate) fn program_label(program: &std::ffi::OsStr) -> String {
         .into_owned()
 }
 
-/// The default label of an HTTP server: the URL's scheme, host, port and
-/// path (`https://mcp.example.com/mcp`), never its user, password, query
-/// or fragment, where keys travel. A URL that does not parse is
+/// The default label of an HTTP server: the URL's scheme, host and port
+/// (`https://mcp.example.com`), never its path, user, password, query or
+/// fragment, where hosted servers put keys. A URL that does not parse is
 /// `an MCP server over HTTP`.
-pub(super) fn url_label(url: &str) -> String {
+pub(crate) fn url_label(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(parsed) => {
             let mut label = format!("{}://", parsed.scheme());
@@ -125,23 +130,27 @@ pub(super) fn url_label(url: &str) -> String {
             if let Some(port) = parsed.port() {
                 label.push_str(&format!(":{port}"));
             }
-            label.push_str(parsed.path());
             label
         }
         Err(_) => "an MCP server over HTTP".to_owned(),
     }
 }
 
-/// The parts of `url` that may carry a credential (user, password, query,
-/// fragment), to take out of any text this client shows: an HTTP library's
-/// error quotes the URL it failed on.
+/// Path segments, command-line arguments and environment values shorter
+/// than this are not taken out of messages: they are words (`mcp`, `-y`),
+/// not keys, and taking them out would garble every message.
+const SHORTEST_SECRET: usize = 8;
+
+/// The texts of `url` that may carry a credential, to take out of any text
+/// this client shows (an HTTP library's error quotes the URL it failed
+/// on): the whole URL, as given and as parsed, and its user, password,
+/// query, fragment and longer path segments.
 fn url_secrets(url: &str) -> Vec<String> {
-    let mut secrets = Vec::new();
+    let mut secrets = vec![url.to_owned()];
     let Ok(parsed) = reqwest::Url::parse(url) else {
-        // Unparseable: the whole text stays out of messages.
-        secrets.push(url.to_owned());
         return secrets;
     };
+    secrets.push(parsed.as_str().to_owned());
     if !parsed.username().is_empty() {
         secrets.push(parsed.username().to_owned());
     }
@@ -155,9 +164,41 @@ fn url_secrets(url: &str) -> Vec<String> {
     if let Some((_, fragment)) = url.split_once('#') {
         secrets.push(fragment.to_owned());
     }
+    for path in [parsed.path(), url] {
+        secrets.extend(
+            path.split(['/', '?', '#', '&', '='])
+                .filter(|segment| segment.len() >= SHORTEST_SECRET && !segment.contains(':'))
+                .map(str::to_owned),
+        );
+    }
+    ordered(secrets)
+}
+
+/// The texts of a stdio server's command that may carry a credential, to
+/// take out of its stderr wherever it is quoted: each longer argument, the
+/// value after its `=`, and each environment value set on the command.
+fn command_secrets(command: &std::process::Command) -> Vec<String> {
+    let mut secrets = Vec::new();
+    for argument in command.get_args() {
+        let argument = argument.to_string_lossy();
+        if let Some((_, value)) = argument.split_once('=') {
+            secrets.push(value.to_owned());
+        }
+        secrets.push(argument.into_owned());
+    }
+    for (_, value) in command.get_envs() {
+        secrets.extend(value.map(|value| value.to_string_lossy().into_owned()));
+    }
+    secrets.retain(|secret| secret.len() >= SHORTEST_SECRET);
+    ordered(secrets)
+}
+
+/// `secrets` without empty or repeated ones, longest first, so that a part
+/// of a longer secret is not taken out before it (leaving the rest).
+fn ordered(mut secrets: Vec<String>) -> Vec<String> {
     secrets.retain(|secret| !secret.is_empty());
-    // Longest first, so that a part of a longer secret is not left behind.
     secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets.dedup();
     secrets
 }
 
@@ -293,7 +334,8 @@ impl Link {
     pub(super) fn new(endpoint: Endpoint, label: String, limits: McpLimits, hub: Arc<Hub>) -> Self {
         let secrets = match &endpoint {
             Endpoint::Http { url, .. } => url_secrets(url),
-            _ => Vec::new(),
+            Endpoint::Stdio(command) => command_secrets(command),
+            Endpoint::Connector(_) => Vec::new(),
         };
         Link {
             endpoint,
@@ -316,7 +358,8 @@ impl Link {
     }
 
     /// `text` without the parts of the endpoint that may carry a
-    /// credential: what an error of the HTTP client quotes of the URL.
+    /// credential: what an error of the HTTP client quotes of the URL, what
+    /// a server's stderr says of its own command line.
     pub(super) fn scrub(&self, text: String) -> String {
         self.secrets
             .iter()
@@ -540,6 +583,14 @@ impl Link {
             match listed.next_cursor {
                 None => return Ok(tools),
                 Some(next) => {
+                    if next.len() > MAX_CURSOR_BYTES {
+                        return Err(self.list_error(format!(
+                            "the server sent a cursor of {}, more than the {} a cursor may hold",
+                            size(next.len()),
+                            size(MAX_CURSOR_BYTES)
+                        )));
+                    }
+                    bytes = bytes.saturating_add(next.len());
                     if !cursors.insert(next.clone()) {
                         return Err(self.list_error(format!(
                             "the server sent the cursor `{}` a second time (the listing would never end)",
@@ -571,7 +622,15 @@ impl Link {
         let (peer, generation) = self
             .peer()
             .await
-            .map_err(|error| CallFailure::Gone(format!("{error}")))?;
+            .map_err(|error| {
+                // The whole error (its stderr, say) goes to the log; the
+                // model learns the server is gone.
+                tracing::warn!(server = %self.label, %error, "could not start the MCP server again for a call");
+                CallFailure::Gone(format!(
+                    "the MCP server `{}` stopped and could not be started again",
+                    self.label
+                ))
+            })?;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
         ));
@@ -614,10 +673,15 @@ impl Link {
         match error {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 self.forget(generation).await;
+                // Its stderr goes to the log, not to the model: a server may
+                // write anything there, its own command line included.
+                let stderr = self.stderr.quoted();
+                if !stderr.is_empty() {
+                    tracing::warn!(server = %self.label, stderr = %self.scrub(stderr), "an MCP server closed its connection during a call");
+                }
                 CallFailure::Closed(format!(
-                    "the connection to the MCP server `{}` closed during the call{}",
-                    self.label,
-                    self.stderr.quoted()
+                    "the connection to the MCP server `{}` closed during the call",
+                    self.label
                 ))
             }
             ServiceError::McpError(error) => CallFailure::Protocol(format!(

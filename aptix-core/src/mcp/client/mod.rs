@@ -67,8 +67,8 @@ pub use limits::McpLimits;
 pub use lock::{McpLock, PinnedTool};
 
 use events::Hub;
-pub(crate) use link::program_label;
 use link::{Endpoint, Link};
+pub(crate) use link::{program_label, url_label};
 
 /// Which of a server's tools need a person's approval for each call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -511,18 +511,32 @@ impl Shared {
     /// the runtime's workers.
     async fn refresh(self: &Arc<Self>) -> Result<(), McpClientError> {
         let _turn = self.turn.lock().await;
+        // The listing and the checks of what it listed share one time limit:
+        // the checks' cost is the server's choice as much as the pages'.
+        let limit = self.link.limits().list_timeout;
+        let deadline = std::time::Instant::now() + limit;
         let listed = self.link.list_tools().await;
         self.relist_lock().last = Some(tokio::time::Instant::now());
         let tools = listed?;
         let shared = Arc::clone(self);
-        let listing = tokio::task::spawn_blocking(move || {
-            remote::listing(&shared.offer, &shared.link, tools)
+        let checked = tokio::task::spawn_blocking(move || {
+            remote::listing(&shared.offer, &shared.link, tools, deadline)
         })
-        .await
-        .map_err(|error| McpClientError::List {
+        .await;
+        let failed = |message: String| McpClientError::List {
             server: self.offer.label.clone(),
-            message: format!("checking the listed tools failed: {error}"),
-        })?;
+            message,
+        };
+        let listing = match checked {
+            Ok(Ok(listing)) => listing,
+            Ok(Err(checked)) => {
+                return Err(failed(format!(
+                    "checking the listed tools took longer than {} (the limit, McpLimits::list_timeout): {checked} of them were checked",
+                    crate::executor::humanize(limit)
+                )));
+            }
+            Err(error) => return Err(failed(format!("checking the listed tools failed: {error}"))),
+        };
         *self.listing.lock().unwrap_or_else(|e| e.into_inner()) = listing;
         self.changes.send_modify(|version| *version += 1);
         Ok(())

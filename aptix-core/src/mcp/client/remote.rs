@@ -23,10 +23,19 @@ use crate::tool::{serialize_output, validated_value};
 const REMOTE_SCHEMA: &str = "the MCP server's inputSchema";
 
 /// The entries of `tools` (each with its size as JSON), and the tools
-/// refused.
-pub(super) fn listing(offer: &Offer, link: &Arc<Link>, tools: Vec<(Tool, usize)>) -> Listing {
+/// refused; `Err` with how many were checked when `deadline` passed first
+/// (the checks stop there, and so does their CPU cost).
+pub(super) fn listing(
+    offer: &Offer,
+    link: &Arc<Link>,
+    tools: Vec<(Tool, usize)>,
+    deadline: std::time::Instant,
+) -> Result<Listing, usize> {
     let mut listing = Listing::default();
-    for (tool, bytes) in tools {
+    for (checked, (tool, bytes)) in tools.into_iter().enumerate() {
+        if std::time::Instant::now() >= deadline {
+            return Err(checked);
+        }
         let remote = tool.name.to_string();
         // Bounded before anything walks it: the checks below (secrets,
         // references, the validator, dialects) are linear in the schema,
@@ -72,7 +81,7 @@ pub(super) fn listing(offer: &Offer, link: &Arc<Link>, tools: Vec<(Tool, usize)>
         }
         listing.listed.insert(remote, listed);
     }
-    listing
+    Ok(listing)
 }
 
 /// Why a listed tool is too big to be checked, if it is: its definition's
