@@ -394,11 +394,16 @@ impl Agent {
                         )
                     })
                     .collect();
-                // Each call as the model made it, before its reason is taken out.
+                // Each call as the model made it, before its reason is taken
+                // out: what a durable run's ledger rows name (a plain run
+                // records nothing, and hashes nothing).
                 let requested: Vec<String> = turn
                     .tool_calls
                     .iter()
-                    .map(|call| call::requested(&call.name, &call.arguments))
+                    .map(|call| match journal {
+                        Some(_) => call::requested(&call.name, &call.arguments),
+                        None => String::new(),
+                    })
                     .collect();
                 // The calls are in the store before any of them runs, so a
                 // crash from here on is noticed and recovered; the calls
