@@ -631,3 +631,36 @@ async fn loopback_peers_are_not_limited_per_peer_body() {
     assert_eq!(status_of(&head), "403", "{head}");
     shutdown(server).await;
 }
+
+#[test]
+fn ipv6_loopback_peers_are_not_limited_per_peer() {
+    aptix_testkit::block_on(ipv6_loopback_peers_are_not_limited_per_peer_body())
+}
+
+async fn ipv6_loopback_peers_are_not_limited_per_peer_body() {
+    // `::1` is loopback as `127.0.0.1` is, although its /64 (`::`) is not.
+    let Ok(server) = McpServer::new(catalog())
+        .max_connections(8)
+        .max_connections_per_peer(1)
+        .bind_http("[::1]:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+    else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("this machine has no IPv6 loopback to test its exemption");
+        }
+        eprintln!("notice: no IPv6 loopback; its per-peer exemption is not tested");
+        return;
+    };
+    // One local connection held, then a polite local client: both served.
+    let mut held = connect(&server).await;
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    send(
+        &mut held,
+        b"GET /mcp HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let head = read_head(&mut held).await;
+    assert_eq!(status_of(&head), "403", "{head}");
+    shutdown(server).await;
+}

@@ -772,15 +772,16 @@ impl Peers {
     /// `127.0.0.1`, which a per-peer limit cannot tell apart; refusing them
     /// would lock out every local client with a hostile one, where waiting
     /// for a connection (`max_connections`, in the order they came) serves
-    /// each in turn.
+    /// each in turn. Loopback is told from the address itself, not its
+    /// peer: `::1`'s /64 is `::`, which is not loopback.
     fn admit(self: &Arc<Self>, address: IpAddr) -> Option<PeerSlot> {
-        let peer = peer_of(address);
-        if peer.is_loopback() {
+        if is_loopback(address) {
             return Some(PeerSlot {
                 peers: Arc::clone(self),
                 peer: None,
             });
         }
+        let peer = peer_of(address);
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(peer).or_insert(0);
         if *count >= self.max {
@@ -819,6 +820,13 @@ impl Drop for PeerSlot {
             }
         }
     }
+}
+
+/// Whether `address` is loopback: `127.0.0.0/8`, `::1`, or an IPv4-mapped
+/// loopback address (`::ffff:127.0.0.1`, as a dual-stack socket sees an
+/// IPv4 client).
+fn is_loopback(address: IpAddr) -> bool {
+    address.to_canonical().is_loopback()
 }
 
 /// The peer an address belongs to: an IPv4 address (IPv4-mapped IPv6
@@ -882,6 +890,8 @@ mod tests {
             .parse::<IpAddr>()
             .unwrap_or_else(|error| panic!("{error}"));
         assert!((0..3).all(|_| peers.admit(mapped).is_some()));
+        // Nor is IPv6 loopback, whose /64 (`::`) is not loopback.
+        assert!((0..3).all(|_| peers.admit(IpAddr::from(Ipv6Addr::LOCALHOST)).is_some()));
         // A peer with nothing open is forgotten.
         assert!(
             peers

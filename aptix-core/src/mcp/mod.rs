@@ -350,9 +350,10 @@ impl McpServer {
     /// IPv4 address or an IPv6 /64 (one host's usual share); its connections
     /// beyond the limit are closed at once. Loopback peers are not limited:
     /// every local process, and a reverse proxy on the same host, is the one
-    /// address `127.0.0.1`, so this limit cannot tell them apart (they wait
-    /// for a connection in turn instead). A reverse proxy on another host is
-    /// one peer too: raise the limit (up to `max_connections`) for it.
+    /// address `127.0.0.1` (or `::1`), so this limit cannot tell them apart
+    /// (they wait for a connection in turn instead). A reverse proxy on
+    /// another host is one peer too: raise the limit (up to
+    /// `max_connections`) for it.
     pub fn max_connections_per_peer(mut self, connections: usize) -> Self {
         self.limits.max_connections_per_peer = connections.max(1);
         self
