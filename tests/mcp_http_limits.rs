@@ -389,11 +389,15 @@ async fn a_peer_that_reads_nothing_is_dropped_body() {
 
 /// A session that finished its handshake; its id.
 async fn initialized_session(server: &HttpServer) -> String {
-    let (status, session) = polite_initialize(server).await;
+    initialized_session_at(&server.url()).await
+}
+
+async fn initialized_session_at(url: &str) -> String {
+    let (status, session) = polite_initialize_at(url, false).await;
     assert_eq!(status, 200);
     let session = session.unwrap_or_else(|| panic!("no session id"));
     let status = reqwest::Client::new()
-        .post(server.url())
+        .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("mcp-session-id", &session)
         .header("mcp-protocol-version", "2025-06-18")
@@ -408,11 +412,18 @@ async fn initialized_session(server: &HttpServer) -> String {
 
 /// A raw SSE `GET` for `session`; the connection, its response head read.
 async fn open_stream(server: &HttpServer, session: &str, close: bool) -> (TcpStream, String) {
-    let mut stream = connect(server).await;
     let port = server.local_addr().port();
+    open_stream_at(SocketAddr::from(([127, 0, 0, 1], port)), session, close).await
+}
+
+/// The same, to `address` (and with it as `Host`).
+async fn open_stream_at(address: SocketAddr, session: &str, close: bool) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(address)
+        .await
+        .unwrap_or_else(|error| panic!("connecting to {address}: {error}"));
     let connection = if close { "Connection: close\r\n" } else { "" };
     let request = format!(
-        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\
+        "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\
          mcp-session-id: {session}\r\nmcp-protocol-version: 2025-06-18\r\n{connection}\r\n"
     );
     send(&mut stream, request.as_bytes()).await;
@@ -662,5 +673,185 @@ async fn ipv6_loopback_peers_are_not_limited_per_peer_body() {
     .await;
     let head = read_head(&mut held).await;
     assert_eq!(status_of(&head), "403", "{head}");
+    shutdown(server).await;
+}
+
+/// The status of a `ping` in `session`: 200 while the session is open, 404
+/// once it is closed.
+async fn ping_at(url: &str, session: &str) -> u16 {
+    let request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .send();
+    tokio::time::timeout(PATIENCE, request)
+        .await
+        .unwrap_or_else(|_| panic!("a ping got no answer"))
+        .unwrap_or_else(|error| panic!("a ping failed: {error}"))
+        .status()
+        .as_u16()
+}
+
+#[test]
+fn one_client_cannot_take_every_session() {
+    aptix_testkit::block_on(one_client_cannot_take_every_session_body())
+}
+
+async fn one_client_cannot_take_every_session_body() {
+    // One local client opens every session and initializes each, so that
+    // none expires as uninitialized (red team H2, with a cap of 4). Its
+    // sessions are idle at once: the red team's waited 31 s.
+    let server = bind(
+        McpServer::new(catalog())
+            .max_sessions(4)
+            .session_eviction_min_idle(Duration::ZERO),
+    )
+    .await;
+    let url = server.url();
+    let mut hog = Vec::new();
+    for _ in 0..4 {
+        hog.push(initialized_session(&server).await);
+    }
+    // Its second and fourth are used again since: the first is the least
+    // recently used.
+    for session in [&hog[1], &hog[3], &hog[2]] {
+        assert_eq!(ping_at(&url, session).await, 200);
+    }
+    let (status, session) = polite_initialize(&server).await;
+    assert_eq!(
+        status, 200,
+        "one client holding every session (the cap) locks every other client out"
+    );
+    assert!(session.is_some());
+    // The least recently used session made room; the others are open.
+    assert_eq!(ping_at(&url, &hog[0]).await, 404);
+    for session in &hog[1..] {
+        assert_eq!(ping_at(&url, session).await, 200);
+    }
+    shutdown(server).await;
+}
+
+#[test]
+fn a_session_in_use_is_never_closed_to_make_room() {
+    aptix_testkit::block_on(a_session_in_use_is_never_closed_to_make_room_body())
+}
+
+async fn a_session_in_use_is_never_closed_to_make_room_body() {
+    let server = bind(
+        McpServer::new(catalog())
+            .max_sessions(2)
+            .session_eviction_min_idle(Duration::ZERO),
+    )
+    .await;
+    let url = server.url();
+    let first = initialized_session(&server).await;
+    let second = initialized_session(&server).await;
+    // The first, least recently used, has an SSE stream open: the second
+    // makes room.
+    let (_first_stream, head) = open_stream(&server, &first, false).await;
+    assert_eq!(status_of(&head), "200", "{head}");
+    let third = initialized_session(&server).await;
+    assert_eq!(ping_at(&url, &second).await, 404);
+    assert_eq!(ping_at(&url, &first).await, 200);
+    // Every session in use: a new one is refused.
+    let (_third_stream, head) = open_stream(&server, &third, false).await;
+    assert_eq!(status_of(&head), "200", "{head}");
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 503, "a session in use was closed to make room");
+    shutdown(server).await;
+}
+
+#[test]
+fn one_peer_cannot_hold_every_session() {
+    aptix_testkit::block_on(one_peer_cannot_hold_every_session_body())
+}
+
+async fn one_peer_cannot_hold_every_session_body() {
+    // The hostile peer connects through another address of this machine
+    // (loopback peers are not limited per peer).
+    let Some(peer) = non_loopback_address() else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("this machine has no address other than loopback to test the per-peer cap");
+        }
+        eprintln!("notice: no address other than loopback; the per-peer session cap is not tested");
+        return;
+    };
+    // A global cap beyond the test: only the per-peer cap acts.
+    let server = McpServer::new(catalog())
+        .allow_host(peer.to_string())
+        .max_sessions(100)
+        .max_sessions_per_peer(2)
+        .session_eviction_min_idle(Duration::ZERO)
+        .bind_http(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let port = server.local_addr().port();
+    let remote = format!("http://{peer}:{port}/mcp");
+    let local = format!("http://127.0.0.1:{port}/mcp");
+    // A local session, older than all of the peer's.
+    let polite = initialized_session_at(&local).await;
+    let mut hog = Vec::new();
+    for _ in 0..4 {
+        hog.push(initialized_session_at(&remote).await);
+    }
+    // The peer keeps its two most recent sessions; each new one beyond
+    // closed its own least recently used.
+    assert_eq!(ping_at(&remote, &hog[0]).await, 404);
+    assert_eq!(ping_at(&remote, &hog[1]).await, 404);
+    assert_eq!(ping_at(&remote, &hog[2]).await, 200);
+    assert_eq!(ping_at(&remote, &hog[3]).await, 200);
+    assert_eq!(ping_at(&local, &polite).await, 200);
+    // Each of its sessions in use: the peer's next one is refused.
+    let mut streams = Vec::new();
+    for session in &hog[2..] {
+        let (stream, head) = open_stream_at(SocketAddr::new(peer, port), session, false).await;
+        assert_eq!(status_of(&head), "200", "{head}");
+        streams.push(stream);
+    }
+    let (status, _) = polite_initialize_at(&remote, false).await;
+    assert_eq!(status, 429, "a peer got a session beyond its cap");
+    // A local client is still served.
+    let (status, _) = polite_initialize_at(&local, false).await;
+    assert_eq!(status, 200);
+    drop(streams);
+    shutdown(server).await;
+}
+
+#[test]
+fn a_recently_used_session_is_not_closed_to_make_room() {
+    aptix_testkit::block_on(a_recently_used_session_is_not_closed_to_make_room_body())
+}
+
+async fn a_recently_used_session_is_not_closed_to_make_room_body() {
+    let server = bind(
+        McpServer::new(catalog())
+            .max_sessions(2)
+            .session_eviction_min_idle(Duration::from_secs(600)),
+    )
+    .await;
+    let url = server.url();
+    let sessions = [
+        initialized_session(&server).await,
+        initialized_session(&server).await,
+    ];
+    let (status, session) = polite_initialize(&server).await;
+    assert_eq!(status, 503, "a session used a moment ago was closed");
+    assert!(session.is_none());
+    for session in &sessions {
+        assert_eq!(ping_at(&url, session).await, 200);
+    }
+    // Closing one makes room.
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &sessions[0])
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
     shutdown(server).await;
 }

@@ -24,7 +24,9 @@
 //! * SSE streams (`GET`s, which last as long as their session) have a budget
 //!   of their own, at most half the connections, so that requests always
 //!   find a connection;
-//! * sessions are capped (see `sessions.rs`).
+//! * sessions are capped, overall and per peer (see `sessions.rs`): each
+//!   request carries its connection's [`Opener`] in its extensions, for the
+//!   session manager to count a new session to its peer.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -51,7 +53,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::sessions::CappedSessions;
+use super::sessions::{CappedSessions, Opener, SessionLimits, SessionsError};
 use super::{HttpLimits, McpError, McpServer};
 
 /// The path the MCP endpoint is served at.
@@ -143,7 +145,12 @@ pub(crate) async fn bind(server: McpServer, addr: SocketAddr) -> Result<HttpServ
         // for them forever otherwise.
         .with_cancellation_token(shutdown.child_token());
     let limits = server.limits;
-    let sessions = CappedSessions::new(limits.max_sessions, limits.uninitialized_session_timeout);
+    let sessions = CappedSessions::new(SessionLimits {
+        max: limits.max_sessions,
+        max_per_peer: limits.max_sessions_per_peer,
+        min_idle: limits.session_eviction_min_idle,
+        uninitialized_life: limits.uninitialized_session_timeout,
+    });
     let handler = server.handler();
     let service = StreamableHttpService::new(
         move || Ok(handler.new_session()),
@@ -164,8 +171,10 @@ pub(crate) async fn bind(server: McpServer, addr: SocketAddr) -> Result<HttpServ
 }
 
 /// Answers a new session's `initialize` (a POST without a session id) with
-/// 503 while the session cap is reached; the session manager checks again
-/// when it creates the session, so a race past this check is refused there.
+/// 503 while the session cap is reached, or 429 while its peer's is, and no
+/// idle session can make room; the session manager checks again when it
+/// counts the session to its peer, so a race past this check is refused
+/// there (rmcp answers that with a 500).
 async fn refuse_sessions_beyond_the_cap(
     axum::extract::State(sessions): axum::extract::State<CappedSessions>,
     request: axum::extract::Request,
@@ -173,14 +182,25 @@ async fn refuse_sessions_beyond_the_cap(
 ) -> axum::response::Response {
     let opens_a_session = request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    if opens_a_session && let Some(refusal) = sessions.refusal().await {
+    let opener = request
+        .extensions()
+        .get::<Opener>()
+        .copied()
+        .unwrap_or(Opener::Local);
+    if opens_a_session && let Some(refusal) = sessions.refusal(opener) {
+        let status = match refusal {
+            SessionsError::PeerFull(_) => axum::http::StatusCode::TOO_MANY_REQUESTS,
+            SessionsError::Full(_) | SessionsError::Local(_) => {
+                axum::http::StatusCode::SERVICE_UNAVAILABLE
+            }
+        };
         let body = serde_json::json!({
             "jsonrpc": "2.0",
             "id": null,
             "error": { "code": -32000, "message": refusal.to_string() },
         });
         return axum::response::Response::builder()
-            .status(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+            .status(status)
             .header(axum::http::header::CONTENT_TYPE, "application/json")
             .header(axum::http::header::RETRY_AFTER, "5")
             .body(axum::body::Body::from(body.to_string()))
@@ -297,7 +317,7 @@ async fn admit(
 /// most [`IDLE_CLOSE_GRACE`] or the idle timeout if shorter: a peer that
 /// does not let it close, such as an HTTP/2 peer that never answers the
 /// `GOAWAY`'s ping, is dropped).
-/// Its writes are under the write timeout ([`TimedWrites`]). `_held` (its
+/// Its writes are under the write timeout ([`TimedWrites`]). `held` (its
 /// connection permit and its peer's slot) is given back when it ends.
 async fn connection(
     stream: tokio::net::TcpStream,
@@ -305,7 +325,7 @@ async fn connection(
     shared: Arc<Shared>,
     limits: HttpLimits,
     stop: CancellationToken,
-    _held: (OwnedSemaphorePermit, PeerSlot),
+    held: (OwnedSemaphorePermit, PeerSlot),
 ) {
     /// Why the connection stopped being served as usual.
     enum Outcome {
@@ -317,6 +337,7 @@ async fn connection(
     let service = ConnectionService {
         shared,
         activity: Arc::clone(&activity),
+        opener: held.1.opener(),
     };
     let stream = TimedWrites::new(stream, limits.write_timeout);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
@@ -538,11 +559,12 @@ impl Drop for InFlight {
 }
 
 /// The router as one connection's service: it counts the connection's
-/// requests in flight, puts a deadline on request bodies, and keeps SSE
-/// streams within their budget.
+/// requests in flight, puts a deadline on request bodies, keeps SSE
+/// streams within their budget, and marks each request with its opener.
 struct ConnectionService {
     shared: Arc<Shared>,
     activity: Arc<Activity>,
+    opener: Opener,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnectionService {
@@ -580,7 +602,8 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         } else {
             None
         };
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        parts.extensions.insert(self.opener);
         let timeout = self.shared.body_timeout;
         let (body, expired) = Deadline::new(body, timeout);
         let response =
@@ -801,6 +824,13 @@ impl Peers {
 struct PeerSlot {
     peers: Arc<Peers>,
     peer: Option<IpAddr>,
+}
+
+impl PeerSlot {
+    /// Who this connection's new sessions are counted to.
+    fn opener(&self) -> Opener {
+        self.peer.map_or(Opener::Local, Opener::Remote)
+    }
 }
 
 impl Drop for PeerSlot {

@@ -163,6 +163,8 @@ pub(crate) struct HttpLimits {
     pub(crate) max_connections_per_peer: usize,
     pub(crate) max_sse_streams: usize,
     pub(crate) max_sessions: usize,
+    pub(crate) max_sessions_per_peer: usize,
+    pub(crate) session_eviction_min_idle: std::time::Duration,
     pub(crate) uninitialized_session_timeout: std::time::Duration,
 }
 
@@ -179,6 +181,8 @@ impl Default for HttpLimits {
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             max_sse_streams: DEFAULT_MAX_SSE_STREAMS,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_peer: DEFAULT_MAX_SESSIONS_PER_PEER,
+            session_eviction_min_idle: DEFAULT_SESSION_EVICTION_MIN_IDLE,
             uninitialized_session_timeout: DEFAULT_UNINITIALIZED_SESSION_TIMEOUT,
         }
     }
@@ -211,6 +215,14 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 32;
 pub const DEFAULT_MAX_SSE_STREAMS: usize = 128;
 /// How many MCP sessions may be open at once ([`McpServer::max_sessions`]).
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// How many MCP sessions one peer may hold at once
+/// ([`McpServer::max_sessions_per_peer`]): well below
+/// [`DEFAULT_MAX_SESSIONS`], so that it takes 16 peers to fill the server.
+pub const DEFAULT_MAX_SESSIONS_PER_PEER: usize = 64;
+/// How long a session must go unused before a new session may close it to
+/// make room ([`McpServer::session_eviction_min_idle`]).
+pub const DEFAULT_SESSION_EVICTION_MIN_IDLE: std::time::Duration =
+    std::time::Duration::from_secs(10);
 /// How long a session may wait for `notifications/initialized`
 /// ([`McpServer::uninitialized_session_timeout`]).
 pub const DEFAULT_UNINITIALIZED_SESSION_TIMEOUT: std::time::Duration =
@@ -372,11 +384,51 @@ impl McpServer {
     }
 
     /// How many MCP sessions may be open at once over HTTP (default
-    /// [`DEFAULT_MAX_SESSIONS`], at least 1). An `initialize` beyond that
-    /// is refused with 503 until a session ends (a client's `DELETE`, the
-    /// idle timeout, or [`McpServer::uninitialized_session_timeout`]).
+    /// [`DEFAULT_MAX_SESSIONS`], at least 1). A session ends with its
+    /// client's `DELETE`, rmcp's idle timeout (five minutes), or
+    /// [`McpServer::uninitialized_session_timeout`]; an `initialize` beyond
+    /// the cap closes an idle session to make room: the least recently used
+    /// one of the peer that holds the most (local clients count as one
+    /// peer), so that one client that opened every session and left them
+    /// cannot lock the others out for five minutes, and a client with a few
+    /// keeps them while another holds many. Its client gets `404` for it and
+    /// must initialize again, as after the idle timeout. Idle means no
+    /// request or SSE stream in flight, and unused for
+    /// [`McpServer::session_eviction_min_idle`]; with no such session, the
+    /// `initialize` is refused with `503`.
     pub fn max_sessions(mut self, sessions: usize) -> Self {
         self.limits.max_sessions = sessions.max(1);
+        self
+    }
+
+    /// How many MCP sessions one peer may hold at once over HTTP (default
+    /// [`DEFAULT_MAX_SESSIONS_PER_PEER`], at least 1), so that one peer
+    /// cannot take most of [`McpServer::max_sessions`] and push every other
+    /// client's sessions out. A peer is counted as for
+    /// [`McpServer::max_connections_per_peer`], and loopback clients are not
+    /// limited (nor told apart) here either. A peer's `initialize` beyond it
+    /// closes that peer's own least recently used idle session (idle as for
+    /// [`McpServer::max_sessions`]); with none, it is refused with `429` and
+    /// `Retry-After`. A reverse proxy on another host is one peer: raise the
+    /// limit (up to `max_sessions`) for it.
+    pub fn max_sessions_per_peer(mut self, sessions: usize) -> Self {
+        self.limits.max_sessions_per_peer = sessions.max(1);
+        self
+    }
+
+    /// How long a session must go unused (no request, no SSE stream) before
+    /// a new session may close it to make room under
+    /// [`McpServer::max_sessions`] or [`McpServer::max_sessions_per_peer`]
+    /// (default [`DEFAULT_SESSION_EVICTION_MIN_IDLE`]). It keeps a client that
+    /// opens sessions fast from closing every session used a moment ago
+    /// (another client between two calls); but a client that uses each of
+    /// its sessions within it keeps them all, and can hold the cap against
+    /// new clients. `Duration::ZERO` closes the least recently used session
+    /// with nothing in flight, however recently used: only sessions in use
+    /// then keep new ones out, but a client that opens sessions fast closes
+    /// the others' between their calls.
+    pub fn session_eviction_min_idle(mut self, min_idle: std::time::Duration) -> Self {
+        self.limits.session_eviction_min_idle = min_idle;
         self
     }
 
