@@ -855,3 +855,98 @@ async fn a_recently_used_session_is_not_closed_to_make_room_body() {
     assert_eq!(status, 200);
     shutdown(server).await;
 }
+
+#[test]
+fn a_zero_window_http2_peer_cannot_hold_its_connection() {
+    aptix_testkit::block_on(a_zero_window_http2_peer_cannot_hold_its_connection_body())
+}
+
+async fn a_zero_window_http2_peer_cannot_hold_its_connection_body() {
+    // Every other limit short: none of them ends these connections, as an
+    // answer that cannot be sent is in flight, its peer answers pings, and
+    // no socket write waits (red team H3). Only the send timeout does.
+    let short = Duration::from_millis(300);
+    let server = bind(
+        McpServer::new(catalog())
+            .max_connections(5)
+            .response_send_timeout(short)
+            .idle_timeout(short)
+            .header_read_timeout(short)
+            .request_body_timeout(short)
+            .write_timeout(short)
+            .http2_keep_alive_interval(short)
+            .http2_keep_alive_timeout(short),
+    )
+    .await;
+    // One slot: an HTTP/2 SSE stream, open past the send timeout while it
+    // waits for events (not to be sent).
+    let session = initialized_session(&server).await;
+    let events_client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let request = events_client
+        .get(server.url())
+        .header("Accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send();
+    let mut events = tokio::time::timeout(PATIENCE, request)
+        .await
+        .unwrap_or_else(|_| panic!("no SSE stream"))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(events.status(), 200);
+    // On every other slot, an HTTP/2 peer that lets the server send no
+    // byte of any answer's body.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let client = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .http2_initial_stream_window_size(0)
+            .build()
+            .unwrap_or_else(|error| panic!("{error}"));
+        let request = client
+            .post(server.url())
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(initialize_body())
+            .send();
+        // The head is not flow-controlled: it comes.
+        let response = tokio::time::timeout(PATIENCE, request)
+            .await
+            .unwrap_or_else(|_| panic!("no response head"))
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(response.status(), 200);
+        held.push((client, response));
+    }
+    let (status, _) = polite_initialize(&server).await;
+    assert_eq!(status, 200);
+    // Each of their connections was dropped: the body never comes.
+    for (_client, response) in held {
+        let body = tokio::time::timeout(PATIENCE, response.bytes())
+            .await
+            .unwrap_or_else(|_| panic!("a zero-window HTTP/2 peer still held its connection"));
+        assert!(body.is_err(), "a body was sent through a zero window");
+    }
+    // The stream, older than they, is still open: closing its session
+    // ends it cleanly, where a dropped connection would fail it.
+    let deleted = reqwest::Client::new()
+        .delete(server.url())
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    loop {
+        match tokio::time::timeout(PATIENCE, events.chunk()).await {
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => break,
+            Ok(Err(error)) => {
+                panic!("the server dropped an SSE stream that waited for events: {error}")
+            }
+            Err(_) => panic!("the SSE stream of a deleted session is still open"),
+        }
+    }
+    shutdown(server).await;
+}

@@ -20,7 +20,9 @@
 //!   its start too: hyper's HTTP/1-or-2 detection has no timeout of its own);
 //! * HTTP/2 connections are pinged, and dropped when the peer stops
 //!   answering; any connection is dropped when a write waits longer than
-//!   the write timeout for the peer to read;
+//!   the write timeout for the peer to read, or when an HTTP/2 answer waits
+//!   longer than the send timeout to be sent (a peer that grants no
+//!   flow-control window holds the answer without any write waiting);
 //! * SSE streams (`GET`s, which last as long as their session) have a budget
 //!   of their own, at most half the connections, so that requests always
 //!   find a connection;
@@ -317,8 +319,10 @@ async fn admit(
 /// most [`IDLE_CLOSE_GRACE`] or the idle timeout if shorter: a peer that
 /// does not let it close, such as an HTTP/2 peer that never answers the
 /// `GOAWAY`'s ping, is dropped).
-/// Its writes are under the write timeout ([`TimedWrites`]). `held` (its
-/// connection permit and its peer's slot) is given back when it ends.
+/// Its writes are under the write timeout ([`TimedWrites`]), and its
+/// HTTP/2 answers under the send timeout ([`Activity::stalled_for`]): past
+/// it, the connection is dropped, also while it shuts down. `held` (its connection
+/// permit and its peer's slot) is given back when it ends.
 async fn connection(
     stream: tokio::net::TcpStream,
     builder: Arc<auto::Builder<TokioExecutor>>,
@@ -332,6 +336,7 @@ async fn connection(
         Ended(Result<(), Box<dyn std::error::Error + Send + Sync>>),
         Idle,
         Stop,
+        Stalled,
     }
     let activity = Arc::new(Activity::new());
     let service = ConnectionService {
@@ -344,13 +349,16 @@ async fn connection(
     // Boxed: polled here, then shut down gracefully and run to its end.
     let mut connection = Box::pin(connection);
     let idle_timeout = limits.idle_timeout;
+    let send_timeout = limits.response_send_timeout;
     let outcome = {
         let idle = Box::pin(activity.idle_for(idle_timeout));
         let stopped = Box::pin(stop.cancelled());
-        match select(connection.as_mut(), select(idle, stopped)).await {
+        let stalled = Box::pin(activity.stalled_for(send_timeout));
+        match select(connection.as_mut(), select(idle, select(stopped, stalled))).await {
             Either::Left((served, _)) => Outcome::Ended(served),
             Either::Right((Either::Left(_), _)) => Outcome::Idle,
-            Either::Right((Either::Right(_), _)) => Outcome::Stop,
+            Either::Right((Either::Right((Either::Left(_), _)), _)) => Outcome::Stop,
+            Either::Right((Either::Right((Either::Right(_), _)), _)) => Outcome::Stalled,
         }
     };
     let served = match outcome {
@@ -369,7 +377,25 @@ async fn connection(
         }
         Outcome::Stop => {
             connection.as_mut().graceful_shutdown();
-            connection.await
+            // Graceful shutdown waits for every answer to be sent.
+            let stalled = Box::pin(activity.stalled_for(send_timeout));
+            match select(connection, stalled).await {
+                Either::Left((served, _)) => served,
+                Either::Right(_) => {
+                    tracing::debug!(
+                        ?send_timeout,
+                        "MCP HTTP connection dropped on shutdown: an answer could not be sent"
+                    );
+                    Ok(())
+                }
+            }
+        }
+        Outcome::Stalled => {
+            tracing::debug!(
+                ?send_timeout,
+                "MCP HTTP connection dropped: an answer waited too long to be sent"
+            );
+            Ok(())
         }
     };
     if let Err(error) = served {
@@ -483,7 +509,8 @@ impl AsyncWrite for TimedWrites {
 }
 
 /// Whether a connection has requests in flight, and since when it has had
-/// none: its idle timeout.
+/// none: its idle timeout; and since when each answer has waited to be
+/// sent: its send timeout.
 #[derive(Debug)]
 struct Activity {
     /// Requests received and not yet answered to their end (an SSE stream
@@ -496,6 +523,13 @@ struct Activity {
     idle_since: Mutex<Instant>,
     /// Woken when `in_flight` falls to 0.
     became_idle: Notify,
+    /// The answers (by request) that hyper holds and has not asked the next
+    /// part of yet, and since when: it asks once it has sent the previous
+    /// part, or handed it to the peer's flow-control window. An answer
+    /// still in this map past the send timeout cannot be sent.
+    unsent: Mutex<HashMap<u64, Instant>>,
+    /// Woken when an answer starts to wait while none did.
+    began_waiting: Notify,
 }
 
 impl Activity {
@@ -505,6 +539,8 @@ impl Activity {
             received: AtomicU64::new(0),
             idle_since: Mutex::new(Instant::now()),
             became_idle: Notify::new(),
+            unsent: Mutex::new(HashMap::new()),
+            began_waiting: Notify::new(),
         }
     }
 
@@ -512,8 +548,34 @@ impl Activity {
     /// body) is dropped.
     fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.received.fetch_add(1, Ordering::AcqRel);
-        InFlight(Arc::clone(self))
+        let id = self.received.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            activity: Arc::clone(self),
+            id,
+        }
+    }
+
+    fn unsent(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
+        self.unsent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Completes once an answer has waited `timeout` to be sent.
+    async fn stalled_for(&self, timeout: Duration) {
+        loop {
+            let oldest = self.unsent().values().min().copied();
+            let Some(since) = oldest else {
+                // A wake-up from before this wait is kept by `Notify`.
+                self.began_waiting.notified().await;
+                continue;
+            };
+            let deadline = since + timeout.min(LONGEST);
+            if Instant::now() >= deadline {
+                return;
+            }
+            // Answers that start to wait meanwhile wait since later; one
+            // that stops waiting leaves a later deadline, seen on waking.
+            tokio::time::sleep_until(deadline).await;
+        }
     }
 
     /// Completes once the connection has had no request in flight for
@@ -543,17 +605,40 @@ impl Activity {
 
 /// A request in flight on its connection (see [`Activity`]).
 #[derive(Debug)]
-struct InFlight(Arc<Activity>);
+struct InFlight {
+    activity: Arc<Activity>,
+    /// Its number on the connection.
+    id: u64,
+}
+
+impl InFlight {
+    /// Its answer (or a part of it) is in hyper's hands, to be sent.
+    fn handed_over(&self) {
+        let mut unsent = self.activity.unsent();
+        let first = unsent.is_empty();
+        unsent.insert(self.id, Instant::now());
+        drop(unsent);
+        if first {
+            self.activity.began_waiting.notify_one();
+        }
+    }
+
+    /// Hyper asks for the next part of its answer: it sent the last.
+    fn taken(&self) {
+        self.activity.unsent().remove(&self.id);
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+        self.taken();
+        if self.activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             *self
-                .0
+                .activity
                 .idle_since
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Instant::now();
-            self.0.became_idle.notify_one();
+            self.activity.became_idle.notify_one();
         }
     }
 }
@@ -592,11 +677,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
                             self.shared.stream_budget
                         ),
                     );
-                    return Box::pin(std::future::ready(Ok(refusal.map(|body| Tracked {
-                        body,
-                        _in_flight: in_flight,
-                        _stream: None,
-                    }))));
+                    return Box::pin(std::future::ready(Ok(
+                        refusal.map(|body| Tracked::new(body, in_flight, None, http1))
+                    )));
                 }
             }
         } else {
@@ -628,11 +711,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
             } else {
                 response
             };
-            Ok(response.map(|body| Tracked {
-                body,
-                _in_flight: in_flight,
-                _stream: stream,
-            }))
+            Ok(response.map(|body| Tracked::new(body, in_flight, stream, http1)))
         })
     }
 }
@@ -665,10 +744,41 @@ fn refusal(status: StatusCode, http1: bool, message: String) -> Response<Body> {
 
 /// A response body that keeps its request in flight (and its SSE stream's
 /// permit) until hyper drops it, at its end or when the peer goes.
+///
+/// On HTTP/2 it also tells its connection when it waits to be sent: from
+/// when hyper gets it, and from each part it yields, until hyper asks for
+/// more, which hyper does once the peer's flow-control window lets it send
+/// the last part (an SSE stream waiting for its next event is not waiting
+/// to be sent). On HTTP/1 only a socket write can keep hyper from asking,
+/// and the write timeout covers those, restarting with any progress; hyper
+/// buffers up to a few hundred KiB there, which a slow but steady reader
+/// could take longer than the send timeout to drain.
 struct Tracked {
     body: Body,
-    _in_flight: InFlight,
+    in_flight: InFlight,
+    /// Whether it tells when it waits to be sent (HTTP/2).
+    timed: bool,
     _stream: Option<OwnedSemaphorePermit>,
+}
+
+impl Tracked {
+    fn new(
+        body: Body,
+        in_flight: InFlight,
+        stream: Option<OwnedSemaphorePermit>,
+        http1: bool,
+    ) -> Self {
+        let timed = !http1;
+        if timed {
+            in_flight.handed_over();
+        }
+        Tracked {
+            body,
+            in_flight,
+            timed,
+            _stream: stream,
+        }
+    }
 }
 
 impl HttpBody for Tracked {
@@ -679,7 +789,16 @@ impl HttpBody for Tracked {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        if !this.timed {
+            return Pin::new(&mut this.body).poll_frame(cx);
+        }
+        this.in_flight.taken();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            this.in_flight.handed_over();
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -159,6 +159,7 @@ pub(crate) struct HttpLimits {
     pub(crate) http2_keep_alive_interval: std::time::Duration,
     pub(crate) http2_keep_alive_timeout: std::time::Duration,
     pub(crate) write_timeout: std::time::Duration,
+    pub(crate) response_send_timeout: std::time::Duration,
     pub(crate) max_connections: usize,
     pub(crate) max_connections_per_peer: usize,
     pub(crate) max_sse_streams: usize,
@@ -177,6 +178,7 @@ impl Default for HttpLimits {
             http2_keep_alive_interval: DEFAULT_HTTP2_KEEP_ALIVE_INTERVAL,
             http2_keep_alive_timeout: DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
+            response_send_timeout: DEFAULT_RESPONSE_SEND_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             max_sse_streams: DEFAULT_MAX_SSE_STREAMS,
@@ -205,6 +207,9 @@ pub const DEFAULT_HTTP2_KEEP_ALIVE_TIMEOUT: std::time::Duration =
 /// How long a write to a client may wait for it to read
 /// ([`McpServer::write_timeout`]).
 pub const DEFAULT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long an HTTP/2 answer may wait to be sent
+/// ([`McpServer::response_send_timeout`]).
+pub const DEFAULT_RESPONSE_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How many HTTP connections are served at once ([`McpServer::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// How many HTTP connections one peer may hold at once
@@ -342,6 +347,22 @@ impl McpServer {
     /// Any progress starts the wait again, so a slow reader is not cut off.
     pub fn write_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.limits.write_timeout = timeout;
+        self
+    }
+
+    /// How long an HTTP/2 answer may wait to be sent before its connection
+    /// is dropped (default [`DEFAULT_RESPONSE_SEND_TIMEOUT`]): from when it
+    /// is ready, and from each part of its body, until the client's
+    /// flow-control window lets the server send that part. A client that
+    /// grants no window (and answers pings) would otherwise hold its
+    /// connection forever: nothing is written, so
+    /// [`McpServer::write_timeout`] never starts, and the answer stays in
+    /// flight, so [`McpServer::idle_timeout`] never does. Any window the
+    /// client grants starts the wait again, and an SSE stream waiting for
+    /// its next event is not waiting to be sent. HTTP/1 answers wait only
+    /// for socket writes, under the write timeout.
+    pub fn response_send_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.limits.response_send_timeout = timeout;
         self
     }
 
