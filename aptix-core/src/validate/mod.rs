@@ -35,8 +35,8 @@ use fused::FusedValidator;
 /// Most violations one rejection lists; the rest are only counted.
 pub const MAX_VIOLATIONS: usize = 20;
 
-/// Subschema compilations made while checking `null` members, per thread
-/// (tests count them). A map under a lock rather than `thread_local!`,
+/// Schema work done on this thread (tests count it): subschemas compiled while checking
+/// `null` members, and patterns compiled by the fused validator. A map under a lock rather than `thread_local!`,
 /// whose expansion is `unsafe` code.
 #[cfg(test)]
 pub(crate) mod compilations {
@@ -570,9 +570,10 @@ fn invalid_arguments(violations: Vec<(String, String)>, more: usize) -> Rejectio
 }
 
 /// Where a `null` member can be read as "absent": for each schema location the validator can
-/// reach, which optional members do not accept `null` themselves. Deciding that takes a schema
-/// compilation per property, so it is done once per validator, the first time a document needs
-/// it, never per member of a document.
+/// reach, which optional members do not accept `null` themselves. Decided by reading the
+/// keywords that apply to `null` (see [`NullAnswers`]), with each `$ref` resolved once, so the
+/// plan costs work linear in the schema; it is made once per validator, the first time a
+/// document needs it, never per member of a document.
 #[derive(Debug, Default)]
 struct NullPlan {
     /// Node 0 is the root; empty when no object or array schema has anything to strip.
@@ -600,7 +601,8 @@ impl NullPlan {
     fn build(root: &Value) -> NullPlan {
         let mut plan = NullPlan::default();
         let mut refs = std::collections::HashMap::new();
-        plan.node(root, root, &mut refs, 0);
+        let mut nulls = NullAnswers::default();
+        plan.node(root, root, &mut refs, &mut nulls, 0);
         plan
     }
 
@@ -611,6 +613,7 @@ impl NullPlan {
         schema: &'s Value,
         root: &'s Value,
         refs: &mut std::collections::HashMap<&'s str, Option<usize>>,
+        nulls: &mut NullAnswers<'s>,
         depth: usize,
     ) -> Option<usize> {
         if depth > MAX_PLAN_DEPTH {
@@ -620,17 +623,12 @@ impl NullPlan {
             if let Some(known) = refs.get(reference) {
                 return *known;
             }
-            let target = match reference {
-                "#" => root,
-                _ => reference
-                    .strip_prefix("#/$defs/")
-                    .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name)))?,
-            };
+            let target = resolve_local(reference, root)?;
             // Reserved before descending, so a recursive reference finds it.
             let id = self.nodes.len();
             self.nodes.push(PlanNode::default());
             refs.insert(reference, Some(id));
-            self.fill(id, target, root, refs, depth);
+            self.fill(id, target, root, refs, nulls, depth);
             return Some(id);
         }
         if schema.get("properties").is_none() && schema.get("items").is_none() {
@@ -638,7 +636,7 @@ impl NullPlan {
         }
         let id = self.nodes.len();
         self.nodes.push(PlanNode::default());
-        self.fill(id, schema, root, refs, depth);
+        self.fill(id, schema, root, refs, nulls, depth);
         Some(id)
     }
 
@@ -648,6 +646,7 @@ impl NullPlan {
         schema: &'s Value,
         root: &'s Value,
         refs: &mut std::collections::HashMap<&'s str, Option<usize>>,
+        nulls: &mut NullAnswers<'s>,
         depth: usize,
     ) {
         if depth == 0 {
@@ -655,14 +654,15 @@ impl NullPlan {
         }
         let mut node = PlanNode::default();
         if let Some(Value::Object(properties)) = schema.get("properties") {
-            let required: Vec<&str> = schema
+            let required: std::collections::HashSet<&str> = schema
                 .get("required")
                 .and_then(Value::as_array)
                 .map(|names| names.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             for (name, property) in properties {
-                let drop_null = !required.contains(&name.as_str()) && !accepts_null(property, root);
-                let next = self.node(property, root, refs, depth + 1);
+                let drop_null = !required.contains(name.as_str())
+                    && nulls.accepts(property, root, 0) == Some(false);
+                let next = self.node(property, root, refs, nulls, depth + 1);
                 if drop_null || next.is_some() {
                     node.members
                         .insert(name.clone(), PlanMember { drop_null, next });
@@ -670,7 +670,7 @@ impl NullPlan {
             }
         }
         if let Some(items) = schema.get("items") {
-            node.items = self.node(items, root, refs, depth + 1);
+            node.items = self.node(items, root, refs, nulls, depth + 1);
         }
         if let Some(slot) = self.nodes.get_mut(id) {
             *slot = node;
@@ -714,28 +714,138 @@ impl NullPlan {
     }
 }
 
-/// Whether `schema` accepts `null`. The fused validator's answer on a scalar is exact, so
-/// `jsonschema` is asked only about a schema it declines.
-fn accepts_null(schema: &Value, root: &Value) -> bool {
-    #[cfg(test)]
-    compilations::add();
-    let schema = with_defs(schema, root);
-    if let Some(fused) = FusedValidator::compile(&schema) {
-        return fused.parse::<Value>("null").is_some();
+/// The schema a local `$ref` (`#` or `#/$defs/<name>`) points to.
+fn resolve_local<'s>(reference: &str, root: &'s Value) -> Option<&'s Value> {
+    match reference {
+        "#" => Some(root),
+        _ => reference
+            .strip_prefix("#/$defs/")
+            .and_then(|name| root.get("$defs").and_then(|defs| defs.get(name))),
     }
-    jsonschema::draft202012::new(&schema)
-        .map(|validator| validator.is_valid(&Value::Null))
-        .unwrap_or(true)
 }
 
-/// A subschema made self-contained by carrying the root's `$defs`.
-fn with_defs(schema: &Value, root: &Value) -> Value {
-    match (schema, root.get("$defs")) {
-        (Value::Object(map), Some(defs)) => {
-            let mut map = map.clone();
-            map.insert("$defs".into(), defs.clone());
-            Value::Object(map)
+/// Whether schemas accept `null`, decided from the keywords that apply to `null` and nothing
+/// else: `type`, `enum`, `const`, `$ref`, `allOf`, `anyOf`, `oneOf`, `not` and
+/// `if`/`then`/`else` (every other keyword constrains only strings, numbers, arrays or
+/// objects). `None` where that is not certain (a reference it cannot resolve, a cycle, a
+/// keyword like `$dynamicRef`): such a member is never dropped, and the document is refused as
+/// the model sent it. Each definition is decided once.
+#[derive(Default)]
+struct NullAnswers<'s> {
+    /// The answers for `$ref`s; `None` inside while one is being decided, so that a cycle
+    /// answers "not certain".
+    refs: std::collections::HashMap<&'s str, Option<bool>>,
+}
+
+impl<'s> NullAnswers<'s> {
+    fn accepts(&mut self, schema: &'s Value, root: &'s Value, depth: usize) -> Option<bool> {
+        if depth > MAX_PLAN_DEPTH {
+            return None;
         }
-        _ => schema.clone(),
+        let node = match schema {
+            Value::Bool(accepts) => return Some(*accepts),
+            Value::Object(node) => node,
+            _ => return None,
+        };
+        // Every keyword must accept `null`: false as soon as one refuses it.
+        let mut answer = Some(true);
+        let mut and = |part: Option<bool>| {
+            answer = match (answer, part) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            };
+        };
+        for (keyword, value) in node {
+            match keyword.as_str() {
+                "type" => and(match value {
+                    Value::String(name) => Some(name == "null"),
+                    Value::Array(names) => Some(names.iter().any(|name| name == "null")),
+                    _ => None,
+                }),
+                "enum" => and(value.as_array().map(|values| values.contains(&Value::Null))),
+                "const" => and(Some(value.is_null())),
+                "$ref" => {
+                    let part = match value.as_str() {
+                        Some(reference) => self.reference(reference, root, depth),
+                        None => None,
+                    };
+                    and(part);
+                }
+                "allOf" => {
+                    let mut all = Some(true);
+                    for branch in value.as_array().into_iter().flatten() {
+                        all = match (all, self.accepts(branch, root, depth + 1)) {
+                            (Some(false), _) | (_, Some(false)) => Some(false),
+                            (Some(true), Some(true)) => Some(true),
+                            _ => None,
+                        };
+                    }
+                    and(value.as_array().and(all));
+                }
+                "anyOf" | "oneOf" => {
+                    let Some(branches) = value.as_array() else {
+                        and(None);
+                        continue;
+                    };
+                    let (mut yes, mut unsure) = (0usize, 0usize);
+                    for branch in branches {
+                        match self.accepts(branch, root, depth + 1) {
+                            Some(true) => yes += 1,
+                            Some(false) => {}
+                            None => unsure += 1,
+                        }
+                    }
+                    and(if keyword == "anyOf" {
+                        match (yes, unsure) {
+                            (0, 0) => Some(false),
+                            (0, _) => None,
+                            _ => Some(true),
+                        }
+                    } else {
+                        // Exactly one branch.
+                        match (yes, unsure) {
+                            (2.., _) => Some(false),
+                            (1, 0) => Some(true),
+                            (0, 0) => Some(false),
+                            _ => None,
+                        }
+                    });
+                }
+                "not" => {
+                    let part = self.accepts(value, root, depth + 1).map(|accepts| !accepts);
+                    and(part);
+                }
+                "if" => {
+                    let branch = match self.accepts(value, root, depth + 1) {
+                        Some(true) => node.get("then"),
+                        Some(false) => node.get("else"),
+                        None => {
+                            and(None);
+                            continue;
+                        }
+                    };
+                    let part = match branch {
+                        Some(branch) => self.accepts(branch, root, depth + 1),
+                        None => Some(true),
+                    };
+                    and(part);
+                }
+                "$dynamicRef" | "$recursiveRef" => and(None),
+                _ => {}
+            }
+        }
+        answer
+    }
+
+    fn reference(&mut self, reference: &'s str, root: &'s Value, depth: usize) -> Option<bool> {
+        if let Some(known) = self.refs.get(reference) {
+            return *known;
+        }
+        let target = resolve_local(reference, root)?;
+        self.refs.insert(reference, None);
+        let answer = self.accepts(target, root, depth + 1);
+        self.refs.insert(reference, answer);
+        answer
     }
 }

@@ -544,3 +544,106 @@ fn map_keys_read_as_bytes_are_read() {
         .unwrap_or_else(|rejection| panic!("{rejection:?}"));
     assert_eq!(parsed, expected);
 }
+
+/// The red team's schema (2026-11-27, R1): `props` optional string properties, one required,
+/// and `defs` definitions each with a `pattern`.
+fn nullplan_bomb(props: usize, defs: usize) -> Value {
+    let mut properties = serde_json::Map::new();
+    properties.insert("must".into(), serde_json::json!({"type": "string"}));
+    for i in 0..props {
+        properties.insert(format!("p{i}"), serde_json::json!({"type": "string"}));
+    }
+    let mut definitions = serde_json::Map::new();
+    for i in 0..defs {
+        definitions.insert(
+            format!("d{i}"),
+            serde_json::json!({"type": "string", "pattern": "^[^x]{1,30}$"}),
+        );
+    }
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": ["must"],
+        "$defs": definitions,
+    })
+}
+
+/// Planning which `null` members read as absent compiles no schema and no pattern: the first
+/// invalid call of a tool costs work linear in its schema, not a compilation of every
+/// definition per optional property (R1).
+#[test]
+fn planning_nulls_compiles_nothing_per_property() {
+    for (props, defs) in [(4, 4), (40, 40)] {
+        let validator = ArgsValidator::new(&nullplan_bomb(props, defs)).expect("compiles");
+        compilations::reset();
+        let rejection = validator
+            .parse::<Value>(r#"{"p0": "x", "p1": null}"#)
+            .expect_err("`must` is missing");
+        assert_eq!(rejection.code, ErrorCode::InvalidArguments);
+        assert_eq!(
+            compilations::count(),
+            0,
+            "{props} optional properties, {defs} definitions"
+        );
+    }
+}
+
+/// The plan's answer to "does this schema accept `null`" is `jsonschema`'s wherever it gives
+/// one, and it gives one for the shapes schemars writes.
+#[test]
+fn null_answers_agree_with_jsonschema() {
+    use serde_json::json;
+    let defs = json!({
+        "S": {"type": "string"},
+        "N": {"type": ["integer", "null"]},
+        "Loop": {"$ref": "#/$defs/Loop"},
+    });
+    let decided = [
+        json!(true),
+        json!(false),
+        json!({}),
+        json!({"minLength": 3}),
+        json!({"type": "string"}),
+        json!({"type": ["string", "null"]}),
+        json!({"enum": ["a", null]}),
+        json!({"enum": ["a"]}),
+        json!({"const": null}),
+        json!({"const": 0}),
+        json!({"$ref": "#/$defs/S"}),
+        json!({"$ref": "#/$defs/N"}),
+        json!({"anyOf": [{"$ref": "#/$defs/S"}, {"type": "null"}]}),
+        json!({"anyOf": [{"$ref": "#/$defs/S"}, {"type": "integer"}]}),
+        json!({"oneOf": [{"type": "null"}, {"enum": [null, 1]}]}),
+        json!({"oneOf": [{"type": "null"}, {"type": "string"}]}),
+        json!({"allOf": [{"$ref": "#/$defs/N"}, {"type": "integer"}]}),
+        json!({"allOf": [{"$ref": "#/$defs/N"}, {"minimum": 1}]}),
+        json!({"not": {"type": "null"}}),
+        json!({"not": {"type": "string"}}),
+        json!({"if": {"type": "null"}, "then": false}),
+        json!({"if": {"type": "string"}, "else": {"type": "integer"}}),
+        json!({"type": "object", "nullable": true}),
+        json!({"$ref": "#/$defs/S", "default": null}),
+    ];
+    let undecided = [
+        json!({"$ref": "#/$defs/Loop"}),
+        json!({"$ref": "#/$defs/Missing"}),
+        json!({"anyOf": [{"$ref": "#/$defs/Loop"}, {"type": "string"}]}),
+    ];
+    for schema in decided.iter().chain(&undecided) {
+        let mut whole = match schema {
+            Value::Object(node) => node.clone(),
+            _ => serde_json::Map::new(),
+        };
+        whole.insert("$defs".into(), defs.clone());
+        let whole = match schema {
+            Value::Bool(_) => schema.clone(),
+            _ => Value::Object(whole),
+        };
+        let answer = super::NullAnswers::default().accepts(&whole, &whole, 0);
+        let decided = decided.contains(schema);
+        assert_eq!(answer.is_some(), decided, "{schema}");
+        if let (Some(answer), Ok(reference)) = (answer, jsonschema::draft202012::new(&whole)) {
+            assert_eq!(answer, reference.is_valid(&Value::Null), "{schema}");
+        }
+    }
+}

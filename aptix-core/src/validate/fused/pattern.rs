@@ -334,6 +334,8 @@ pub(super) enum Pattern {
 
 impl Pattern {
     pub(super) fn compile(pattern: &str) -> Option<Pattern> {
+        #[cfg(test)]
+        crate::validate::compilations::add();
         let regex = Regex::new(&translate_pattern(pattern)?).ok()?;
         Some(match run_of(pattern) {
             Some((set, min, max)) if run_agrees(&regex, set, min, max) => {
