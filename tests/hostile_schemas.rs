@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use aptix::executor::ToolCall;
 use aptix::prelude::*;
-use aptix::{Catalog, Executor, ToolEntry};
+use aptix::{Catalog, CatalogError, CatalogProblem, DefinitionError, Executor, ToolEntry};
 use serde_json::{Map, Value, json};
 
 /// Far longer than any bounded answer takes in a debug build on a loaded
@@ -44,6 +44,24 @@ fn entry(name: &str, parameters: Value) -> aptix::ToolEntryBuilder {
         parameters,
         never_run,
     )
+}
+
+fn refusal(built: Result<Catalog, CatalogError>) -> String {
+    match built {
+        Ok(catalog) => panic!(
+            "the catalog was built with {:?}",
+            catalog
+                .definitions()
+                .map(|d| d.name().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        Err(error) => match error.problems.as_slice() {
+            [CatalogProblem::Definition(DefinitionError::InvalidSchema { message, .. })] => {
+                message.clone()
+            }
+            other => panic!("{other:?}"),
+        },
+    }
 }
 
 // ---------------------------------------------------------------------
@@ -105,4 +123,122 @@ fn an_invalid_call_costs_work_linear_in_the_schema() {
     });
     assert!(envelope.contains("invalid_arguments"), "{envelope}");
     assert!(envelope.contains("must"), "{envelope}");
+}
+
+// ---------------------------------------------------------------------
+// R7: a pattern the fused validator declines (a lookahead) ran on
+// fancy-regex, whose backtracking is bounded only per string (1M steps);
+// patterns compiled without a size bound of their own.
+// ---------------------------------------------------------------------
+
+/// Exponential for a backtracking engine on a run of `a`s.
+const BACKTRACKING: &str = "^(?:(?:a|(?=a)a)+b|a+)$";
+
+fn string_property(pattern: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {"q": {"type": "string", "pattern": pattern, "description": "Query."}},
+        "additionalProperties": false,
+    })
+}
+
+/// A pattern no linear-time engine runs is refused when the catalog is
+/// built, naming the pattern: the arguments of a call are never matched
+/// against it by a backtracking engine.
+#[test]
+fn a_pattern_without_a_linear_time_match_is_refused_in_parameters() {
+    let message = refusal(
+        Catalog::builder()
+            .entry(entry("scan", string_property(BACKTRACKING)))
+            .build(),
+    );
+    assert!(
+        message.contains(BACKTRACKING) && message.contains("linear-time"),
+        "{message}"
+    );
+}
+
+/// The same in an output schema, against which a remote server's results
+/// (and a client's or a person's) are checked.
+#[test]
+fn a_pattern_without_a_linear_time_match_is_refused_in_an_output_schema() {
+    let output = json!({
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "string", "pattern": BACKTRACKING}}},
+    });
+    let built = Catalog::builder()
+        .entry(
+            entry(
+                "scan",
+                json!({"type": "object", "additionalProperties": false}),
+            )
+            .output_schema(output),
+        )
+        .build();
+    let built = match built {
+        // Refused when first used, it must at least not run: checked on a
+        // thread, as the red team's result (200 strings of 17 `a`s) would.
+        Ok(catalog) => {
+            let definition = catalog.get("scan").cloned().expect("listed");
+            let items: Vec<Value> = (0..200).map(|_| Value::String("a".repeat(17))).collect();
+            let checked = within_hang("checking a result", move || {
+                definition.check_output(&json!({"items": items}))
+            });
+            panic!("the catalog was built; checking a result gave {checked:?}")
+        }
+        Err(error) => Err(error),
+    };
+    let message = refusal(built);
+    assert!(
+        message.contains("output schema") && message.contains("linear-time"),
+        "{message}"
+    );
+}
+
+/// Distinct patterns, each under the size bound of one pattern, that
+/// together would compile to far more than one schema's patterns may.
+fn many_large_patterns(count: usize) -> Value {
+    let mut properties = Map::new();
+    for i in 0..count {
+        // A class of all but one character, 400 times: about 600 KB of
+        // compiled automaton each.
+        let excluded = char::from(b'a' + (i % 26) as u8);
+        let pattern = format!("^[^{excluded}]{{1,400}}x{i}$");
+        properties.insert(
+            format!("p{i}"),
+            json!({"type": "string", "pattern": pattern, "description": "Text."}),
+        );
+    }
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
+/// One pattern compiles to a bounded automaton, and so do a schema's
+/// patterns together: 64 large ones (under 4 KB of schema) are refused,
+/// naming the bound, instead of taking some 40 MB in each of two engines.
+#[test]
+fn a_schema_whose_patterns_compile_too_large_is_refused() {
+    let message = refusal(
+        Catalog::builder()
+            .entry(entry("wide", many_large_patterns(64)))
+            .build(),
+    );
+    assert!(
+        message.contains("patterns would compile to more than"),
+        "{message}"
+    );
+    // One pattern far past the bound of one pattern.
+    let message = refusal(
+        Catalog::builder()
+            .entry(entry("long", string_property("^(?:[^a]{1,1000}){1,8}$")))
+            .build(),
+    );
+    assert!(
+        message.contains("/properties/q/pattern") && message.contains("MiB"),
+        "{message}"
+    );
+    // A few large ones are fine.
+    Catalog::builder()
+        .entry(entry("some", many_large_patterns(2)))
+        .build()
+        .expect("two large patterns");
 }

@@ -20,6 +20,7 @@ use crate::schema::dialect::{self, Dialect, DialectError};
 use crate::schema::meta_fields;
 use crate::schema::{DefinitionError, check_field_descriptions, check_object_root, close_objects};
 use crate::validate::ArgsValidator;
+use crate::validate::patterns;
 
 /// The complete, checked definition of one tool. Cheap to clone: the
 /// value is shared.
@@ -112,12 +113,16 @@ impl ToolDefinition {
             check_field_descriptions(&texts.name, &texts.args_type, &parameters, &location)?;
         }
         meta_fields::check_parameter_names(&texts.name, &texts.args_type, &parameters, &location)?;
-        let validator =
-            ArgsValidator::new(&parameters).map_err(|message| DefinitionError::InvalidSchema {
-                tool: texts.name.clone().into_owned(),
-                message,
-                source_location: location,
-            })?;
+        let invalid = |message: String| DefinitionError::InvalidSchema {
+            tool: texts.name.clone().into_owned(),
+            message,
+            source_location: location.clone(),
+        };
+        let validator = ArgsValidator::new(&parameters).map_err(invalid)?;
+        // The output validator is built when first needed; a pattern it could not run is
+        // refused now, with the tool.
+        patterns::check_patterns(&output)
+            .map_err(|message| invalid(format!("its output schema: {message}")))?;
         Ok(ToolDefinition {
             inner: Arc::new(Inner {
                 name: texts.name,
@@ -295,7 +300,7 @@ impl ToolDefinition {
         let validator = self.inner.output_validator.get_or_init(|| {
             let mut schema = self.inner.output.clone();
             close_objects(&mut schema, true);
-            jsonschema::draft202012::new(&schema).map_err(|error| error.to_string())
+            patterns::reference_validator(&schema)
         });
         let validator = validator.as_ref().map_err(|error| {
             format!(

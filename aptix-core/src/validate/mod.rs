@@ -12,6 +12,7 @@
 //! object is refused by both layers.
 
 mod fused;
+pub mod patterns;
 // `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
@@ -119,7 +120,7 @@ impl ArgsValidator {
         let fused = FusedValidator::compile(schema);
         let full = OnceLock::new();
         if fused.is_none() {
-            let built = jsonschema::draft202012::new(schema).map_err(|error| error.to_string())?;
+            let built = patterns::reference_validator(schema)?;
             let _ = full.set(Ok(built));
         }
         Ok(ArgsValidator {
@@ -176,9 +177,10 @@ impl ArgsValidator {
         if !value.is_object() {
             return Err(not_object(&value));
         }
-        let full = match self.full.get_or_init(|| {
-            jsonschema::draft202012::new(&self.schema).map_err(|error| error.to_string())
-        }) {
+        let full = match self
+            .full
+            .get_or_init(|| patterns::reference_validator(&self.schema))
+        {
             Ok(full) => full,
             Err(error) => return Err(unusable_schema(error)),
         };

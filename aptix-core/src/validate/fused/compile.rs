@@ -14,6 +14,7 @@ use super::{
     ANY, Checks, FusedValidator, Id, Kind, MAX_CHAIN, MAX_NAME_LEN, MAX_SCHEMA_DEPTH, MAX_SLOTS,
     NEVER, Node, ROOT, Route, Slot, T_ARR, T_BOOL, T_INT, T_NULL, T_NUM, T_OBJ, T_STR,
 };
+use crate::validate::patterns::PatternBudget;
 
 /// The compiled form of `schema`, or `None` where it declines (see [`FusedValidator::compile`]).
 pub(super) fn compile(schema: &Value) -> Option<FusedValidator> {
@@ -23,6 +24,8 @@ pub(super) fn compile(schema: &Value) -> Option<FusedValidator> {
     let mut compiler = Compiler {
         kinds: vec![Kind::Any, Kind::Never, Kind::Any],
         defs: HashMap::new(),
+        patterns: HashMap::new(),
+        budget: PatternBudget::default(),
     };
     if let Value::Object(root) = schema
         && let Some(defs) = root.get("$defs")
@@ -48,6 +51,10 @@ pub(super) fn compile(schema: &Value) -> Option<FusedValidator> {
 struct Compiler {
     kinds: Vec<Kind>,
     defs: HashMap<String, Id>,
+    /// Each distinct pattern compiled once.
+    patterns: HashMap<String, Pattern>,
+    /// What the schema's patterns may still compile to.
+    budget: PatternBudget,
 }
 
 impl Compiler {
@@ -75,6 +82,15 @@ impl Compiler {
             return None;
         }
         list.iter().map(|s| self.schema(s)).collect()
+    }
+
+    fn pattern(&mut self, pattern: &str) -> Option<Pattern> {
+        if let Some(known) = self.patterns.get(pattern) {
+            return Some(known.clone());
+        }
+        let compiled = Pattern::compile(pattern, &mut self.budget)?;
+        self.patterns.insert(pattern.to_owned(), compiled.clone());
+        Some(compiled)
     }
 
     fn reference(&self, reference: &str) -> Option<Id> {
@@ -134,9 +150,7 @@ impl Compiler {
                 "multipleOf" => checks.multiple_of = Some(parse_divisor(value)?),
                 "minLength" => checks.min_length = Some(value.as_u64()?),
                 "maxLength" => checks.max_length = Some(value.as_u64()?),
-                "pattern" => {
-                    checks.pattern = Some(Pattern::compile(value.as_str()?)?);
-                }
+                "pattern" => checks.pattern = Some(self.pattern(value.as_str()?)?),
                 "items" => checks.items = self.schema(value)?,
                 "prefixItems" => checks.prefix_items = self.schemas(value)?.into_vec(),
                 "minItems" => checks.min_items = Some(value.as_u64()?),

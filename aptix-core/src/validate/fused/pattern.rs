@@ -6,7 +6,9 @@
 
 use std::fmt::Write as _;
 
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
+
+use crate::validate::patterns::PatternBudget;
 
 /// Deepest group nesting in a `pattern`.
 const MAX_GROUP_DEPTH: usize = 16;
@@ -321,7 +323,7 @@ impl Translator {
 }
 
 /// A compiled `pattern`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum Pattern {
     Regex(Regex),
     /// `^[set]{min,max}$` over ASCII characters: a bitmap test per byte, no regex engine.
@@ -333,10 +335,13 @@ pub(super) enum Pattern {
 }
 
 impl Pattern {
-    pub(super) fn compile(pattern: &str) -> Option<Pattern> {
-        #[cfg(test)]
-        crate::validate::compilations::add();
-        let regex = Regex::new(&translate_pattern(pattern)?).ok()?;
+    /// The pattern compiled within what `budget` leaves (see [`crate::validate::patterns`]);
+    /// `None` outside the subset or past the bounds.
+    pub(super) fn compile(pattern: &str, budget: &mut PatternBudget) -> Option<Pattern> {
+        let translated = translate_pattern(pattern)?;
+        let regex = budget
+            .compile(|limit| RegexBuilder::new(&translated).size_limit(limit).build())
+            .ok()?;
         Some(match run_of(pattern) {
             Some((set, min, max)) if run_agrees(&regex, set, min, max) => {
                 Pattern::Run { set, min, max }

@@ -671,7 +671,10 @@ fn simple_patterns_skip_the_regex_engine() {
         ("^[_-a]+$", false),
         ("^[a-z]+?$", false),
     ] {
-        let compiled = Pattern::compile(pattern);
+        let compiled = Pattern::compile(
+            pattern,
+            &mut crate::validate::patterns::PatternBudget::default(),
+        );
         assert!(compiled.is_some(), "{pattern}");
         assert_eq!(
             matches!(compiled, Some(Pattern::Run { .. })),
