@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use aptix::executor::ToolCall;
 use aptix::prelude::*;
-use aptix::{Catalog, CatalogError, CatalogProblem, DefinitionError, Executor, ToolEntry};
+use aptix::{Catalog, CatalogError, CatalogProblem, DefinitionError, Dialect, Executor, ToolEntry};
 use serde_json::{Map, Value, json};
 
 /// Far longer than any bounded answer takes in a debug build on a loaded
@@ -241,4 +241,189 @@ fn a_schema_whose_patterns_compile_too_large_is_refused() {
         .entry(entry("some", many_large_patterns(2)))
         .build()
         .expect("two large patterns");
+}
+
+// ---------------------------------------------------------------------
+// R2: OpenAI strict lowering inlined every `$ref` that carries a
+// description; 1024 inlines of one large definition made a tool spec a
+// thousand times its schema.
+// ---------------------------------------------------------------------
+
+/// `refs` properties each `{"$ref": "#/$defs/Big", "description": "x"}`,
+/// and `Big` an object of `fields` string properties.
+fn inline_bomb(refs: usize, fields: usize) -> Value {
+    let mut big = Map::new();
+    for i in 0..fields {
+        big.insert(
+            format!("f{i}"),
+            json!({"type": "string", "description": "A field."}),
+        );
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for i in 0..refs {
+        properties.insert(
+            format!("r{i}"),
+            json!({"$ref": "#/$defs/Big", "description": "x"}),
+        );
+        required.push(Value::String(format!("r{i}")));
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+        "$defs": {"Big": {"type": "object", "properties": big, "additionalProperties": false}},
+    })
+}
+
+fn lowered_bytes(parameters: &Value, dialect: Dialect) -> Result<usize, aptix::DialectError> {
+    let parameters = parameters.clone();
+    within_hang("lowering", move || {
+        aptix::schema::dialect::lower(dialect, &parameters).map(|lowered| lowered.to_string().len())
+    })
+}
+
+/// The OpenAI strict spec of a tool stays within a small multiple of its
+/// schema: past the bound, a `$ref` keeps its reference and loses its
+/// description instead of being copied again.
+#[test]
+fn openai_strict_lowering_stays_within_a_multiple_of_the_schema() {
+    let parameters = inline_bomb(1020, 300);
+    let canonical = parameters.to_string().len();
+    let catalog = Catalog::builder()
+        .entry(entry("wide", parameters.clone()))
+        .build()
+        .expect("catalog");
+    let sent = within_hang("lowering the catalog", move || {
+        catalog
+            .lower(Dialect::OpenAiStrict)
+            .map(|tools| Value::Array(tools).to_string().len())
+    })
+    .expect("lowered");
+    assert!(
+        sent < 8 * canonical,
+        "a schema of {canonical} bytes lowered to {sent} bytes (x{})",
+        sent / canonical
+    );
+    // A few such references are still inlined with their descriptions.
+    let small = inline_bomb(3, 4);
+    let lowered = aptix::schema::dialect::lower(Dialect::OpenAiStrict, &small).expect("lowered");
+    assert_eq!(lowered["properties"]["r0"]["description"], "x");
+    assert!(
+        lowered["properties"]["r0"]["properties"].get("f0").is_some(),
+        "{lowered}"
+    );
+}
+
+/// Gemini has no `$ref` and must inline every one: past the bound the
+/// lowering is refused, naming the limit.
+#[test]
+fn gemini_lowering_is_refused_past_the_bound() {
+    let parameters = inline_bomb(1020, 300);
+    let canonical = parameters.to_string().len();
+    match lowered_bytes(&parameters, Dialect::Gemini) {
+        Ok(sent) => panic!("a schema of {canonical} bytes lowered to {sent} bytes for Gemini"),
+        Err(error) => assert!(error.reason.contains("bytes"), "{error}"),
+    }
+    // Anthropic and MCP take the schema as it is.
+    for dialect in [Dialect::Anthropic, Dialect::Mcp, Dialect::OpenAiCompatible] {
+        assert_eq!(
+            lowered_bytes(&parameters, dialect),
+            Ok(canonical),
+            "{dialect}"
+        );
+    }
+}
+
+/// An object closed beside `anyOf` is written out once per branch for
+/// OpenAI strict mode: many branches of a large object are refused rather
+/// than multiplied.
+#[test]
+fn distributing_an_object_over_many_branches_is_bounded() {
+    let mut properties = Map::new();
+    for i in 0..200 {
+        properties.insert(
+            format!("f{i}"),
+            json!({"type": "string", "description": "A field."}),
+        );
+    }
+    let branches: Vec<Value> = (0..2000)
+        .map(|i| json!({"required": [format!("f{}", i % 200)]}))
+        .collect();
+    let parameters = json!({
+        "type": "object",
+        "properties": properties,
+        "anyOf": branches,
+        "unevaluatedProperties": false,
+    });
+    let wrapped = json!({
+        "type": "object",
+        "properties": {"w": parameters},
+        "required": ["w"],
+        "additionalProperties": false,
+    });
+    let canonical = wrapped.to_string().len();
+    match lowered_bytes(&wrapped, Dialect::OpenAiStrict) {
+        Ok(sent) => assert!(
+            sent < 8 * canonical,
+            "a schema of {canonical} bytes lowered to {sent} bytes (x{})",
+            sent / canonical
+        ),
+        Err(error) => assert!(error.reason.contains("bytes"), "{error}"),
+    }
+}
+
+/// Proving the branches of a `oneOf` mutually exclusive (OpenAI strict and
+/// Gemini read it as `anyOf`) follows shared required members: a
+/// definition whose required members all refer to itself made that proof
+/// exponential in its depth.
+#[test]
+fn proving_branches_exclusive_is_bounded() {
+    let mut inner = Map::new();
+    let mut required = Vec::new();
+    for i in 0..12 {
+        inner.insert(format!("m{i}"), json!({"$ref": "#/$defs/Node"}));
+        required.push(Value::String(format!("m{i}")));
+    }
+    let parameters = json!({
+        "type": "object",
+        "properties": {"x": {"oneOf": [{"$ref": "#/$defs/Node"}, {"$ref": "#/$defs/Node"}]}},
+        "required": ["x"],
+        "additionalProperties": false,
+        "$defs": {"Node": {"type": "object", "properties": inner, "required": required, "additionalProperties": false}},
+    });
+    for dialect in [Dialect::OpenAiStrict, Dialect::Gemini] {
+        // Not provably exclusive (both branches are the same schema): refused,
+        // once the steps a proof may take are spent.
+        match lowered_bytes(&parameters, dialect) {
+            Ok(sent) => panic!("lowered to {sent} bytes for {dialect}"),
+            Err(error) => assert!(error.reason.contains("steps"), "{error}"),
+        }
+    }
+}
+
+/// Each `$ref` is checked not to lead into a loop of bare references; a
+/// long chain of them checked once per reference was quadratic.
+#[test]
+fn checking_chains_of_references_is_bounded() {
+    let mut defs = Map::new();
+    let links = 6000;
+    for i in 0..links {
+        defs.insert(
+            format!("d{i}"),
+            json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+        );
+    }
+    defs.insert(format!("d{links}"), json!({"type": "string"}));
+    let parameters = json!({
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/d0", "description": "A chain."}},
+        "required": ["x"],
+        "additionalProperties": false,
+        "$defs": defs,
+    });
+    for dialect in Dialect::ALL {
+        let _ = lowered_bytes(&parameters, dialect);
+    }
 }

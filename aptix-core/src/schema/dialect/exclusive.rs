@@ -1,7 +1,7 @@
 //! Whether two branches of a `oneOf` can both match a value: the proof that
 //! lets a dialect without `oneOf` read it as `anyOf`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -16,10 +16,21 @@ use super::lowering::{is_bare_ref, resolve_ref};
 /// distinct `const`/`enum` values, a shared required tag property with
 /// disjoint values (internally and adjacently tagged), and a required key
 /// that the other closed object forbids (externally tagged).
-pub(super) fn disjoint(root: &Value, a: &Value, b: &Value, depth: usize) -> bool {
-    if depth > 8 {
+///
+/// Each call takes one of `steps`; with none left the answer is "not proven", so that
+/// schemas whose required members refer back to themselves cannot make the proof
+/// exponential in its depth.
+pub(super) fn disjoint(
+    root: &Value,
+    a: &Value,
+    b: &Value,
+    depth: usize,
+    steps: &mut usize,
+) -> bool {
+    if depth > 8 || *steps == 0 {
         return false;
     }
+    *steps -= 1;
     let a = follow_refs(root, a);
     let b = follow_refs(root, b);
     let (a, b) = match (a, b) {
@@ -74,7 +85,7 @@ pub(super) fn disjoint(root: &Value, a: &Value, b: &Value, depth: usize) -> bool
             if let (Some(sa), Some(sb)) = (
                 a_properties.and_then(|p| p.get(*name)),
                 b_properties.and_then(|p| p.get(*name)),
-            ) && disjoint(root, sa, sb, depth + 1)
+            ) && disjoint(root, sa, sb, depth + 1, steps)
             {
                 return true;
             }
@@ -84,6 +95,110 @@ pub(super) fn disjoint(root: &Value, a: &Value, b: &Value, depth: usize) -> bool
         }
     }
     false
+}
+
+/// True only if no JSON value can be valid against two of `branches`, proven in one pass over
+/// them for the shapes of serde's enums, which can have hundreds of variants: every branch
+/// limited to `const`/`enum` scalars no other branch has (unit variants); objects that all
+/// require one member whose values differ (internally and adjacently tagged); closed objects
+/// each requiring a member no other declares (externally tagged). `false` means "not proven
+/// here": [`disjoint`] may still prove it pair by pair.
+pub(super) fn all_disjoint_at_once(root: &Value, branches: &[Value]) -> bool {
+    let nodes: Option<Vec<&Map<String, Value>>> = branches
+        .iter()
+        .map(|branch| follow_refs(root, branch).as_object())
+        .collect();
+    let Some(nodes) = nodes else {
+        return false;
+    };
+    if distinct_values(nodes.iter().copied()) {
+        return true;
+    }
+    let objects_only = nodes
+        .iter()
+        .all(|node| declared_types(node).is_some_and(|types| types.iter().all(|t| *t == "object")));
+    if !objects_only {
+        return false;
+    }
+    own_required_members(&nodes) || distinct_tags(root, &nodes)
+}
+
+/// Each schema admits only its `const`/`enum` scalars, and no two share one.
+fn distinct_values<'v>(nodes: impl Iterator<Item = &'v Map<String, Value>>) -> bool {
+    let mut seen: HashSet<(u8, String)> = HashSet::new();
+    for node in nodes {
+        let Some(values) = finite_values(node) else {
+            return false;
+        };
+        let mut own: HashSet<(u8, String)> = HashSet::new();
+        for value in values {
+            let key = match value {
+                Value::Null => (0, String::new()),
+                Value::Bool(b) => (1, b.to_string()),
+                // Numbers compare by value (`1` equals `1.0`); one that is not a finite
+                // `f64` is left to the pairwise proof.
+                Value::Number(n) => match n.as_f64() {
+                    Some(f) if f.is_finite() => (2, (f + 0.0).to_bits().to_string()),
+                    _ => return false,
+                },
+                Value::String(text) => (3, text.clone()),
+                Value::Array(_) | Value::Object(_) => return false,
+            };
+            own.insert(key);
+        }
+        if !own.into_iter().all(|key| seen.insert(key)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Closed objects, each requiring a member that no other declares.
+fn own_required_members(nodes: &[&Map<String, Value>]) -> bool {
+    let mut declared: HashMap<&str, usize> = HashMap::new();
+    for node in nodes {
+        if node.get("additionalProperties") != Some(&Value::Bool(false))
+            || node.contains_key("patternProperties")
+        {
+            return false;
+        }
+        for name in node
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|properties| properties.keys())
+        {
+            *declared.entry(name.as_str()).or_default() += 1;
+        }
+    }
+    nodes.iter().all(|node| {
+        let own = node.get("properties").and_then(Value::as_object);
+        required_names(node).iter().any(|name| {
+            let mine = usize::from(own.is_some_and(|p| p.contains_key(*name)));
+            declared.get(name).copied().unwrap_or(0) == mine
+        })
+    })
+}
+
+/// Objects that all require one member (one of the first few the first branch requires)
+/// whose schemas admit distinct `const`/`enum` scalars.
+fn distinct_tags(root: &Value, nodes: &[&Map<String, Value>]) -> bool {
+    let Some(first) = nodes.first() else {
+        return true;
+    };
+    required_names(first).iter().take(4).any(|tag| {
+        let tags: Option<Vec<&Map<String, Value>>> = nodes
+            .iter()
+            .map(|node| {
+                if !required_names(node).contains(tag) {
+                    return None;
+                }
+                let schema = node.get("properties")?.get(*tag)?;
+                follow_refs(root, schema).as_object()
+            })
+            .collect();
+        tags.is_some_and(|tags| distinct_values(tags.into_iter()))
+    })
 }
 
 /// Follows bare `$ref`s (a few hops at most) so that branches written as

@@ -346,6 +346,8 @@ pub(super) fn gemini_ref(
             ),
         ));
     }
+    let size = cx.size_of(&pointer, target);
+    cx.copy(size, &at)?;
     cx.expand(&at)?;
     cx.open.push(pointer.clone());
     let lowered = gemini_schema(cx, target, &pointer, depth + 1);

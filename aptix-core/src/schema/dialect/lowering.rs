@@ -1,11 +1,11 @@
 //! What every lowering shares: the walk's state, its limits and errors,
 //! JSON pointers and `$ref` resolution, and the reading of keywords.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::exclusive::disjoint;
+use super::exclusive::{all_disjoint_at_once, disjoint};
 use super::{Dialect, DialectError};
 
 /// Deepest schema nesting followed (inlined references count), so that no
@@ -15,6 +15,21 @@ pub(super) const MAX_DEPTH: usize = 128;
 /// Most `$ref`s inlined for one tool. Inlining a DAG of definitions can grow
 /// exponentially; no real tool comes near this.
 pub(super) const MAX_EXPANSIONS: usize = 1024;
+
+/// Fewest bytes of canonical schema the lowering of one tool may copy (`$ref`s inlined, an
+/// object written out once per branch), whatever the size of its schema.
+pub(super) const MIN_COPY_BYTES: usize = 256 << 10;
+
+/// Otherwise, how many times the size of its canonical schema the lowering of one tool may
+/// copy: a schema within an MCP server's listing limits cannot lower to a tool spec much larger
+/// than itself, which is sent with every model request.
+pub(super) const COPY_FACTOR: usize = 4;
+
+/// Most steps (comparisons of two subschemas) spent proving the branches of a tool's `oneOf`s
+/// mutually exclusive; past it a proof is not found.
+/// The shapes serde's enums take are proven in one pass
+/// ([`all_disjoint_at_once`]), whatever their number of variants.
+pub(super) const MAX_PROOF_STEPS: usize = 20_000;
 
 /// Annotations that every dialect here can carry, kept as they are.
 pub(super) const KEPT_ANNOTATIONS: [&str; 2] = ["description", "title"];
@@ -68,6 +83,13 @@ pub(super) struct Lowering<'a> {
     pub(super) open: Vec<String>,
     /// `$ref`s inlined so far.
     expansions: usize,
+    /// Bytes of canonical schema copied so far, and the bound (measured when first needed).
+    copied: usize,
+    copy_limit: Option<usize>,
+    /// The size of each definition copied, measured once.
+    sizes: HashMap<String, usize>,
+    /// Steps left for proving branches exclusive.
+    proof_steps: usize,
 }
 
 impl<'a> Lowering<'a> {
@@ -78,7 +100,59 @@ impl<'a> Lowering<'a> {
             root,
             open: vec![String::new()],
             expansions: 0,
+            copied: 0,
+            copy_limit: None,
+            sizes: HashMap::new(),
+            proof_steps: MAX_PROOF_STEPS,
         }
+    }
+
+    /// The most bytes of canonical schema this lowering may copy: [`COPY_FACTOR`] times the
+    /// schema, at least [`MIN_COPY_BYTES`].
+    fn copy_limit(&mut self) -> usize {
+        let root = self.root;
+        *self.copy_limit.get_or_insert_with(|| {
+            (COPY_FACTOR.saturating_mul(json_size(root))).max(MIN_COPY_BYTES)
+        })
+    }
+
+    /// The size of the schema at `pointer`, as JSON text (about), measured once.
+    pub(super) fn size_of(&mut self, pointer: &str, target: &Value) -> usize {
+        if let Some(known) = self.sizes.get(pointer) {
+            return *known;
+        }
+        let size = json_size(target);
+        self.sizes.insert(pointer.to_owned(), size);
+        size
+    }
+
+    /// Counts `bytes` more of canonical schema copied; false, and nothing counted, when that
+    /// would pass [`Lowering::copy_limit`].
+    pub(super) fn try_copy(&mut self, bytes: usize) -> bool {
+        let limit = self.copy_limit();
+        match self.copied.checked_add(bytes) {
+            Some(copied) if copied <= limit => {
+                self.copied = copied;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Lowering::try_copy`], or the error that names the bound.
+    pub(super) fn copy(&mut self, bytes: usize, path: &str) -> Result<(), DialectError> {
+        if self.try_copy(bytes) {
+            return Ok(());
+        }
+        let limit = self.copy_limit();
+        Err(self.error(
+            path,
+            format!(
+                "{} needs the schema copied here, and the lowering of one tool may copy at most {limit} bytes of it ({COPY_FACTOR} times the schema, at least {} KiB), so that its tool spec stays near the size of its schema",
+                self.dialect.provider(),
+                MIN_COPY_BYTES >> 10
+            ),
+        ))
     }
 
     pub(super) fn error(&self, path: &str, reason: impl Into<String>) -> DialectError {
@@ -226,17 +300,25 @@ impl<'a> Lowering<'a> {
     /// Proves that `oneOf` may be read as `anyOf`: true when no value can
     /// match two branches, so "exactly one" and "at least one" agree.
     pub(super) fn check_exclusive(
-        &self,
+        &mut self,
         branches: &[Value],
         path: &str,
     ) -> Result<(), DialectError> {
+        if all_disjoint_at_once(self.root, branches) {
+            return Ok(());
+        }
         for (i, a) in branches.iter().enumerate() {
             for (j, b) in branches.iter().enumerate().skip(i + 1) {
-                if !disjoint(self.root, a, b, 0) {
+                if !disjoint(self.root, a, b, 0, &mut self.proof_steps) {
+                    let within = if self.proof_steps == 0 {
+                        format!(" within {MAX_PROOF_STEPS} steps")
+                    } else {
+                        String::new()
+                    };
                     return Err(self.error(
                         path,
                         format!(
-                            "{} does not support `oneOf`, and branches {i} and {j} are not provably mutually exclusive, so it cannot be rewritten as `anyOf`",
+                            "{} does not support `oneOf`, and branches {i} and {j} are not provably mutually exclusive{within}, so it cannot be rewritten as `anyOf`",
                             self.dialect.provider()
                         ),
                     ));
@@ -265,6 +347,22 @@ pub(super) fn pointer_push(path: &str, token: &str) -> String {
         }
     }
     out
+}
+
+/// About the length of `value` as JSON text: strings without their escapes, numbers as 8.
+/// Linear in `value`, with no allocation.
+pub(super) fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => items
+            .iter()
+            .fold(2, |size, item| size.saturating_add(json_size(item) + 1)),
+        Value::Object(members) => members.iter().fold(2, |size, (name, member)| {
+            size.saturating_add(name.len() + 4 + json_size(member))
+        }),
+    }
 }
 
 /// Percent-decodes a URI fragment. A `%` not followed by two hex digits is
@@ -448,6 +546,7 @@ pub(super) fn check_references(
     schema: &Value,
     path: &str,
     depth: usize,
+    verified: &mut HashSet<String>,
 ) -> Result<(), DialectError> {
     if depth > MAX_DEPTH {
         return Err(cx.error(
@@ -461,7 +560,7 @@ pub(super) fn check_references(
     for (keyword, value) in node {
         let at = pointer_push(path, keyword);
         match keyword.as_str() {
-            "$ref" => check_reference(cx, value, &at)?,
+            "$ref" => check_reference(cx, value, &at, verified)?,
             "items"
             | "additionalProperties"
             | "not"
@@ -476,15 +575,27 @@ pub(super) fn check_references(
             | "contentSchema" => match value {
                 Value::Array(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        check_references(cx, item, &pointer_push(&at, &i.to_string()), depth + 1)?;
+                        check_references(
+                            cx,
+                            item,
+                            &pointer_push(&at, &i.to_string()),
+                            depth + 1,
+                            verified,
+                        )?;
                     }
                 }
-                _ => check_references(cx, value, &at, depth + 1)?,
+                _ => check_references(cx, value, &at, depth + 1, verified)?,
             },
             "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
                 if let Value::Array(items) = value {
                     for (i, item) in items.iter().enumerate() {
-                        check_references(cx, item, &pointer_push(&at, &i.to_string()), depth + 1)?;
+                        check_references(
+                            cx,
+                            item,
+                            &pointer_push(&at, &i.to_string()),
+                            depth + 1,
+                            verified,
+                        )?;
                     }
                 }
             }
@@ -492,7 +603,7 @@ pub(super) fn check_references(
             | "dependencies" => {
                 if let Value::Object(schemas) = value {
                     for (name, sub) in schemas {
-                        check_references(cx, sub, &pointer_push(&at, name), depth + 1)?;
+                        check_references(cx, sub, &pointer_push(&at, name), depth + 1, verified)?;
                     }
                 }
             }
@@ -502,20 +613,34 @@ pub(super) fn check_references(
     Ok(())
 }
 
-pub(super) fn check_reference(cx: &Lowering, value: &Value, at: &str) -> Result<(), DialectError> {
+/// One `$ref`: it resolves, and the bare references it leads through end at a schema.
+/// `verified` holds the pointers already known to end at one, so that a long chain is
+/// followed once, not once per reference into it.
+pub(super) fn check_reference(
+    cx: &Lowering,
+    value: &Value,
+    at: &str,
+    verified: &mut HashSet<String>,
+) -> Result<(), DialectError> {
     let Value::String(reference) = value else {
         return Err(cx.malformed(at, "a reference string"));
     };
     let (mut target, pointer) = resolve_ref(cx.root, reference).map_err(|r| cx.error(at, r))?;
+    if verified.contains(&pointer) {
+        return Ok(());
+    }
     let mut seen = BTreeSet::from([pointer]);
     while let Some(node) = target.as_object().filter(|node| is_bare_ref(node)) {
         let Some(Value::String(next)) = node.get("$ref") else {
             // A malformed `$ref` in the target is reported where it stands.
-            return Ok(());
+            break;
         };
         let Ok((next_target, next_pointer)) = resolve_ref(cx.root, next) else {
-            return Ok(());
+            break;
         };
+        if verified.contains(&next_pointer) {
+            break;
+        }
         if !seen.insert(next_pointer) {
             return Err(cx.error(
                 at,
@@ -526,5 +651,6 @@ pub(super) fn check_reference(cx: &Lowering, value: &Value, at: &str) -> Result<
         }
         target = next_target;
     }
+    verified.extend(seen);
     Ok(())
 }

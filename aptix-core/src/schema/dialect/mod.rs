@@ -32,7 +32,8 @@
 //! * the root `$schema`, which names the canonical dialect;
 //! * OpenAI only: the `description`/`title` beside a `$ref` that points back
 //!   into a schema being lowered (strict mode accepts no keywords beside
-//!   `$ref`, and such a reference cannot be inlined);
+//!   `$ref`, and such a reference cannot be inlined), or whose inlining would
+//!   pass the bound on copies below;
 //! * Gemini only: `additionalProperties: false` and `unevaluatedProperties:
 //!   false`, which Gemini cannot express
 //!   (the executor validates arguments against the canonical schema, so extra
@@ -64,7 +65,7 @@
 //! * [`Dialect::OpenAiStrict`]: OpenAI Structured Outputs strict mode. Objects
 //!   closed with every property required (see above); `$defs`/`$ref` kept,
 //!   recursion included, except that a `$ref` carrying a description is
-//!   replaced by its definition; `oneOf` becomes `anyOf` when its branches
+//!   replaced by its definition (within the bounds below); `oneOf` becomes `anyOf` when its branches
 //!   are provably mutually exclusive (serde's tagged enum shapes are);
 //!   unsupported keywords and formats refused.
 //! * [`Dialect::OpenAiCompatible`]: OpenAI tools without strict mode, for
@@ -80,6 +81,25 @@
 //!
 //! Every dialect checks that the root is an object schema and that every
 //! `$ref` resolves inside the parameters.
+//!
+//! # Bounds
+//!
+//! A schema may come from another MCP server, and its lowering is sent with
+//! every model request, so no schema lowers to much more than itself, nor
+//! takes much more work than its size:
+//!
+//! * the copies one tool's lowering makes (definitions inlined for a `$ref`,
+//!   an object written out once per branch) come to at most 4 times the
+//!   canonical schema, or 256 KiB for a smaller one, in bytes of JSON; past
+//!   it, OpenAI strict mode keeps the bare `$ref` and drops its annotations,
+//!   and what cannot be expressed without the copy (Gemini's inlining, a
+//!   distributed object) is a [`DialectError`] that names the bound; at most
+//!   1024 `$ref`s are inlined, however small;
+//! * the proof that `oneOf` branches are mutually exclusive takes one pass
+//!   for the shapes of serde's enums, and at most 20,000 comparisons of two
+//!   subschemas otherwise;
+//! * a chain of bare `$ref`s is followed once, not once per reference into
+//!   it; nesting, inlined references included, stops at 128 levels.
 //!
 //! All functions here are pure and deterministic: the same input always gives
 //! the same output, and the input is never modified.
@@ -246,7 +266,13 @@ impl std::error::Error for DialectError {}
 pub fn lower(dialect: Dialect, parameters: &Value) -> Result<Value, DialectError> {
     let mut cx = Lowering::new(dialect, parameters);
     let root = cx.check_root()?;
-    check_references(&cx, parameters, "", 0)?;
+    check_references(
+        &cx,
+        parameters,
+        "",
+        0,
+        &mut std::collections::HashSet::new(),
+    )?;
     match dialect {
         Dialect::OpenAiStrict => openai::lower(&mut cx, root),
         Dialect::Anthropic => anthropic::lower(&cx, root),

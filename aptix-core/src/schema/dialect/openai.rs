@@ -142,11 +142,23 @@ pub(super) const DISTRIBUTABLE: [&str; 5] =
 /// per branch, with the outer members added to each: `{"oneOf": [{outer + branch, closed}, ..]}`.
 /// Anything that does not merge that simply is refused.
 pub(super) fn openai_distribute(
-    cx: &Lowering,
+    cx: &mut Lowering,
     node: &Map<String, Value>,
     path: &str,
 ) -> Result<Value, DialectError> {
     let at = pointer_push(path, "unevaluatedProperties");
+    // The outer members are written out once per branch.
+    let outer = ["properties", "required"]
+        .iter()
+        .filter_map(|keyword| node.get(*keyword))
+        .map(json_size)
+        .sum::<usize>();
+    let branches = ["oneOf", "anyOf"]
+        .iter()
+        .filter_map(|keyword| node.get(*keyword).and_then(Value::as_array))
+        .map(Vec::len)
+        .sum::<usize>();
+    cx.copy(outer.saturating_mul(branches), &at)?;
     let cannot = |reason: &str| {
         cx.error(
             &at,
@@ -183,6 +195,7 @@ pub(super) fn openai_distribute(
     let Some(Value::Array(branches)) = node.get(*combinator) else {
         return Err(cx.malformed(&pointer_push(path, combinator), "an array of schemas"));
     };
+
     let mut merged_branches = Vec::with_capacity(branches.len());
     for branch in branches {
         let Some(branch) = branch.as_object().filter(|b| mergeable(b, &[])) else {
@@ -376,6 +389,18 @@ pub(super) fn openai_ref(
         Value::Object(bare)
     };
     if parts.annotations.is_empty() || cx.open.contains(&parts.pointer) {
+        return Ok(bare());
+    }
+    // Past the bound on copies (see `Lowering::try_copy`), the annotations are dropped as for
+    // a recursive reference: a large definition inlined for every description it is given
+    // would make the tool spec many times its schema.
+    let size = cx.size_of(&parts.pointer, parts.target);
+    if !cx.try_copy(size) {
+        tracing::debug!(
+            path,
+            reference = parts.reference.as_str(),
+            "OpenAI strict lowering: the bound on copies is reached; the description beside this `$ref` is dropped instead of inlining its definition"
+        );
         return Ok(bare());
     }
     cx.expand(&pointer_push(path, "$ref"))?;

@@ -2017,3 +2017,155 @@ fn errors_of_lower_name_the_tool_once_told() {
     );
     assert_eq!(unnamed.for_tool(NAME), err(Dialect::Mcp, &parameters));
 }
+
+// ---- Bounds on hostile schemas ----------------------------------------
+
+/// `count` branches of `oneOf` in `shape` (`unit`, `internal` or `external`, serde's enum
+/// representations), as the parameter `e`.
+fn many_variants(shape: &str, count: usize) -> Value {
+    let branches: Vec<Value> = (0..count)
+        .map(|i| match shape {
+            "unit" => json!({"type": "string", "const": format!("v{i}"), "description": "A variant."}),
+            "internal" => json!({
+                "type": "object",
+                "properties": {"kind": {"type": "string", "const": format!("v{i}")}, "x": {"type": "integer"}},
+                "required": ["kind", "x"],
+                "additionalProperties": false,
+            }),
+            _ => json!({
+                "type": "object",
+                "properties": {format!("V{i}"): {"type": "integer"}},
+                "required": [format!("V{i}")],
+                "additionalProperties": false,
+            }),
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {"e": {"oneOf": branches}},
+        "required": ["e"],
+        "additionalProperties": false,
+    })
+}
+
+/// The enums serde writes are proven exclusive in one pass, however many variants: pair by
+/// pair, 1000 variants would take 500,000 steps, far past the proof's bound.
+#[test]
+fn enums_of_many_variants_are_proven_exclusive_in_one_pass() {
+    for shape in ["unit", "internal", "external"] {
+        let parameters = many_variants(shape, 1000);
+        for dialect in [Dialect::OpenAiStrict, Dialect::Gemini] {
+            let lowered = lower(dialect, &parameters).unwrap_or_else(|e| panic!("{shape}: {e}"));
+            assert_eq!(
+                lowered["properties"]["e"]["anyOf"].as_array().map(Vec::len),
+                Some(1000),
+                "{shape} {dialect}"
+            );
+        }
+    }
+    // Two variants that share a value are not exclusive, whichever way it is looked at.
+    let mut parameters = many_variants("internal", 3);
+    parameters["properties"]["e"]["oneOf"][2]["properties"]["kind"]["const"] = json!("v0");
+    assert!(lower(Dialect::OpenAiStrict, &parameters).is_err());
+    let mut parameters = many_variants("unit", 3);
+    parameters["properties"]["e"]["oneOf"][2]["const"] = json!("v0");
+    assert!(lower(Dialect::Gemini, &parameters).is_err());
+}
+
+/// A proof that does not end within its steps is refused, saying so.
+#[test]
+fn proofs_of_exclusive_branches_stop_at_their_bound() {
+    let names: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
+    let properties: Map<String, Value> = names
+        .iter()
+        .map(|name| (name.clone(), json!({"$ref": "#/$defs/Node"})))
+        .collect();
+    let parameters = json!({
+        "type": "object",
+        "properties": {"x": {"oneOf": [{"$ref": "#/$defs/Node"}, {"$ref": "#/$defs/Node"}]}},
+        "required": ["x"],
+        "additionalProperties": false,
+        "$defs": {"Node": {"type": "object", "properties": properties, "required": names, "additionalProperties": false}},
+    });
+    assert_eq!(
+        err(Dialect::OpenAiStrict, &parameters),
+        error(
+            Dialect::OpenAiStrict,
+            "/properties/x/oneOf",
+            "OpenAI strict mode does not support `oneOf`, and branches 0 and 1 are not provably mutually exclusive within 20000 steps, so it cannot be rewritten as `anyOf`"
+        )
+    );
+}
+
+/// `refs` required properties, each a `$ref` with a description to a definition of
+/// `fields` strings.
+fn described_refs(refs: usize, fields: usize) -> Value {
+    let big: Map<String, Value> = (0..fields)
+        .map(|i| (format!("f{i}"), json!({"type": "string"})))
+        .collect();
+    let properties: Map<String, Value> = (0..refs)
+        .map(|i| {
+            (
+                format!("r{i}"),
+                json!({"$ref": "#/$defs/Big", "description": "x"}),
+            )
+        })
+        .collect();
+    let required: Vec<String> = properties.keys().cloned().collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+        "$defs": {"Big": {"type": "object", "properties": big, "required": [], "additionalProperties": false}},
+    })
+}
+
+/// Inlining stops at the bound on copies: OpenAI strict keeps the reference and drops its
+/// description (which validates nothing), Gemini, which has no `$ref`, is refused.
+#[test]
+fn inlining_stops_at_the_bound_on_copies() {
+    let parameters = described_refs(200, 100);
+    let canonical = parameters.to_string().len();
+    let lowered = lower(Dialect::OpenAiStrict, &parameters).expect("lowers");
+    let properties = lowered["properties"].as_object().expect("properties");
+    let inlined = properties
+        .values()
+        .filter(|p| p.get("description").is_some())
+        .count();
+    let bare = properties
+        .values()
+        .filter(|p| *p == &json!({"$ref": "#/$defs/Big"}))
+        .count();
+    assert!(inlined > 0 && bare > 0, "{inlined} inlined, {bare} bare");
+    assert_eq!(inlined + bare, 200);
+    let size = lowered.to_string().len();
+    assert!(
+        size < 2 * lowering::MIN_COPY_BYTES + 2 * canonical,
+        "{size}"
+    );
+    // The first ones, in order, keep their descriptions.
+    assert!(
+        properties
+            .values()
+            .take(inlined)
+            .all(|p| p["description"] == "x")
+    );
+    let error = err(Dialect::Gemini, &parameters);
+    // Gemini copies as much, and stops at the first reference OpenAI kept bare.
+    let first_bare = properties.keys().nth(inlined).expect("a bare reference");
+    assert_eq!(error.path, format!("/properties/{first_bare}/$ref"));
+    assert!(
+        error
+            .reason
+            .contains(&format!("at most {} bytes", lowering::MIN_COPY_BYTES)),
+        "{error}"
+    );
+    // Within the bound, nothing changes.
+    let small = described_refs(3, 3);
+    assert_eq!(
+        lower(Dialect::OpenAiStrict, &small).expect("lowers")["properties"]["r2"]["description"],
+        "x"
+    );
+    assert!(lower(Dialect::Gemini, &small).is_ok());
+}
