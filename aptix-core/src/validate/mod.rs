@@ -12,7 +12,7 @@
 //! object is refused by both layers.
 
 mod fused;
-pub mod patterns;
+pub(crate) mod patterns;
 // `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
 // compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
 // compiled here. The derived `Clone` copies field by field instead.
@@ -115,7 +115,8 @@ pub struct Rejection {
 
 impl ArgsValidator {
     /// Compiles `schema` (a canonical parameters schema). The error is
-    /// jsonschema's message for a schema it cannot compile.
+    /// jsonschema's message for a schema it cannot compile, or names a `pattern` outside the
+    /// bounds on patterns (one the linear-time `regex` engine cannot run, or too large).
     pub fn new(schema: &Value) -> Result<Self, String> {
         let fused = FusedValidator::compile(schema);
         let full = OnceLock::new();

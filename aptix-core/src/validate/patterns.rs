@@ -19,11 +19,11 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 /// Largest automaton one pattern may compile to, in bytes.
-pub const MAX_PATTERN_BYTES: usize = 2 << 20;
+pub(crate) const MAX_PATTERN_BYTES: usize = 2 << 20;
 
 /// Most the distinct patterns of one schema may compile to together, in bytes, each counted
 /// at the smallest of the size limits tried that it fits in (4 KiB, 32 KiB, 256 KiB, 2 MiB).
-pub const MAX_SCHEMA_PATTERN_BYTES: usize = 8 << 20;
+pub(crate) const MAX_SCHEMA_PATTERN_BYTES: usize = 8 << 20;
 
 /// The size limits a pattern is compiled with, smallest first.
 const TIERS: [usize; 4] = [4 << 10, 32 << 10, 256 << 10, MAX_PATTERN_BYTES];
