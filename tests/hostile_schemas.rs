@@ -311,7 +311,9 @@ fn openai_strict_lowering_stays_within_a_multiple_of_the_schema() {
     let lowered = aptix::schema::dialect::lower(Dialect::OpenAiStrict, &small).expect("lowered");
     assert_eq!(lowered["properties"]["r0"]["description"], "x");
     assert!(
-        lowered["properties"]["r0"]["properties"].get("f0").is_some(),
+        lowered["properties"]["r0"]["properties"]
+            .get("f0")
+            .is_some(),
         "{lowered}"
     );
 }
