@@ -109,11 +109,11 @@ impl Agent {
         over: Option<(usize, usize)>,
         runnable: Option<&Catalog>,
         choice: &ToolChoice,
-        ids: EnvelopeIds,
+        ids: impl FnOnce() -> EnvelopeIds,
     ) -> Option<Envelope> {
         if let Some((made, allowed)) = over {
             return Some(Envelope::error(
-                ids,
+                ids(),
                 ErrorCode::Failed,
                 format!(
                     "This turn made {made} tool calls and at most {allowed} run per turn, so this call was not run. Make it again in a later turn if it is still needed."
@@ -151,7 +151,7 @@ impl Agent {
             ),
         };
         Some(Envelope::error_with(
-            ids,
+            ids(),
             EnvelopeError {
                 code: ErrorCode::UnknownTool,
                 message,
@@ -180,7 +180,7 @@ impl Agent {
         };
         let allowed = self.inner.settings.max_calls_per_turn;
         let over = (position >= allowed).then_some((made, allowed));
-        self.refusal(&call, over, runnable, &ToolChoice::Auto, ids)
+        self.refusal(&call, over, runnable, &ToolChoice::Auto, || ids)
     }
 
     /// Runs one call of a turn in a task of its own, so that a tool that

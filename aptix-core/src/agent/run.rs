@@ -386,7 +386,7 @@ impl Agent {
                             (position >= allowed).then_some((made, allowed)),
                             runnable.as_ref(),
                             &step_choice,
-                            EnvelopeIds {
+                            || EnvelopeIds {
                                 tool_call_id: call.id.as_str().into(),
                                 conversation_id: Some(conversation.id.as_str().into()),
                                 session_id: context.session_id().map(Into::into),
