@@ -237,6 +237,29 @@ impl Process {
         runtime.shutdown_timeout(Duration::from_secs(2));
     }
 
+    /// Sends `text` to conversation `id`, and checks that the run stops on
+    /// a call waiting for a person.
+    fn send_until_suspended(&self, id: &str, text: &str) {
+        let events: Vec<AgentEvent> = self.runtime.block_on(async {
+            self.agent
+                .send(id, Input::User(text.into()))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .collect()
+                .await
+        });
+        assert!(
+            events.iter().any(|event| matches!(
+                event,
+                AgentEvent::Done {
+                    reason: DoneReason::Suspended(_),
+                    ..
+                }
+            )),
+            "the call should wait for a person: {events:#?}"
+        );
+    }
+
     /// Waits until the stored conversation rests, and returns it.
     fn wait_idle(&self, id: &str) -> Conversation {
         self.runtime.block_on(async {
@@ -490,25 +513,7 @@ fn approving_what_pending_showed(
             ScriptedTurn::new().text("Done."),
         ],
     );
-    let events: Vec<AgentEvent> = process.runtime.block_on(async {
-        process
-            .agent
-            .send(&id, Input::User("clean up".into()))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .collect()
-            .await
-    });
-    assert!(
-        events.iter().any(|event| matches!(
-            event,
-            AgentEvent::Done {
-                reason: DoneReason::Suspended(_),
-                ..
-            }
-        )),
-        "{events:#?}"
-    );
+    process.send_until_suspended(&id, "clean up");
     let pending = process
         .runtime
         .block_on(process.agent.pending(&id))
@@ -693,25 +698,7 @@ fn approve_an_edit(
             ScriptedTurn::new().text("Done."),
         ],
     );
-    let events: Vec<AgentEvent> = process.runtime.block_on(async {
-        process
-            .agent
-            .send(&id, Input::User("go".into()))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .collect()
-            .await
-    });
-    assert!(
-        events.iter().any(|event| matches!(
-            event,
-            AgentEvent::Done {
-                reason: DoneReason::Suspended(_),
-                ..
-            }
-        )),
-        "the call should wait for a person: {events:#?}"
-    );
+    process.send_until_suspended(&id, "go");
     let resolved = process.runtime.block_on(process.agent.resolve(
         &id,
         "c1",

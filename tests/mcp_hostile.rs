@@ -5,6 +5,8 @@
 
 #![cfg(unix)]
 
+mod common;
+
 use std::time::Duration;
 
 use aptix::executor::ToolCall;
@@ -13,6 +15,7 @@ use aptix::prelude::*;
 use aptix::{Catalog, Envelope, ErrorCode, Executor};
 use aptix_testkit::hostile_mcp::{HostileMcpServer, Misbehaviour, Stats};
 use aptix_testkit::{ScriptedModel, ScriptedTurn, block_on_threads};
+use common::Captured;
 
 /// Long enough for any limit of these tests to fire on a loaded machine;
 /// reaching it means something hangs.
@@ -309,6 +312,21 @@ fn sampling_during_a_call_keeps_to_its_budget() {
     });
 }
 
+/// A catalog of one tool, `hosted_echo`, that answers its arguments: what
+/// the tests serve over HTTP.
+fn echo_catalog() -> Catalog {
+    Catalog::builder()
+        .entries([aptix::ToolEntry::from_json_schema(
+            "hosted_echo",
+            "When the test calls it.",
+            "Answers its arguments.",
+            serde_json::json!({ "type": "object", "properties": {} }),
+            |arguments, _context| async move { Ok(arguments) },
+        )])
+        .build()
+        .unwrap_or_else(|error| panic!("the echo catalog: {error}"))
+}
+
 /// The plain-Python stdio server of tests/mcp_python, with `args`.
 fn plain_server(args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new("python3");
@@ -368,16 +386,7 @@ fn keys_in_a_command_line_or_url_reach_no_model() {
 
         const URL_KEY: &str = "sk-live-URL-KEY-456";
         const PASSWORD: &str = "sk-live-PASSWORD-789";
-        let catalog = aptix::Catalog::builder()
-            .entries([aptix::ToolEntry::from_json_schema(
-                "hosted_echo",
-                "When the test calls it.",
-                "Answers its arguments.",
-                serde_json::json!({ "type": "object", "properties": {} }),
-                |arguments, _context| async move { Ok(arguments) },
-            )])
-            .build()
-            .unwrap_or_else(|error| panic!("the hosted catalog: {error}"));
+        let catalog = echo_catalog();
         let hosted = aptix::mcp::McpServer::new(catalog)
             .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
             .await
@@ -751,16 +760,7 @@ fn a_key_in_a_url_path_reaches_no_model() {
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
     block_on_threads(2, async {
         const PATH_KEY: &str = "sk-live-PATH-KEY-111";
-        let catalog = Catalog::builder()
-            .entries([aptix::ToolEntry::from_json_schema(
-                "hosted_echo",
-                "When the test calls it.",
-                "Answers its arguments.",
-                serde_json::json!({ "type": "object", "properties": {} }),
-                |arguments, _context| async move { Ok(arguments) },
-            )])
-            .build()
-            .unwrap_or_else(|error| panic!("the catalog: {error}"));
+        let catalog = echo_catalog();
         let handler = aptix::mcp::McpServer::new(catalog).handler();
         let service = StreamableHttpService::new(
             move || Ok(handler.clone()),
@@ -794,31 +794,6 @@ fn a_key_in_a_url_path_reaches_no_model() {
     });
 }
 
-/// Log lines, written by a TRACE subscriber with the recommended filter.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut buffer) = self.0.lock() {
-            buffer.extend_from_slice(bytes);
-        }
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        self.0
-            .lock()
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_default()
-    }
-}
-
 /// C2: after the server went away, rmcp logged its HTTP client's error at
 /// ERROR, which names the URL, query key included, past the recommended
 /// filter.
@@ -837,16 +812,7 @@ fn a_url_key_reaches_no_log_line() {
             .with_writer(move || writer.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
-        let catalog = Catalog::builder()
-            .entries([aptix::ToolEntry::from_json_schema(
-                "hosted_echo",
-                "When the test calls it.",
-                "Answers its arguments.",
-                serde_json::json!({ "type": "object", "properties": {} }),
-                |arguments, _context| async move { Ok(arguments) },
-            )])
-            .build()
-            .unwrap_or_else(|error| panic!("the catalog: {error}"));
+        let catalog = echo_catalog();
         let hosted = aptix::mcp::McpServer::new(catalog)
             .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
             .await

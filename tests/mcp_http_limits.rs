@@ -553,6 +553,20 @@ fn non_loopback_address() -> Option<IpAddr> {
         .filter(|address| !address.is_loopback() && !address.is_unspecified())
 }
 
+/// An address of this machine other than loopback, for a hostile peer
+/// that a per-peer limit applies to (loopback peers are exempt); `None`,
+/// with a notice, when there is none (a failure under `CI=true`).
+fn hostile_peer_address(what: &str) -> Option<IpAddr> {
+    let peer = non_loopback_address();
+    if peer.is_none() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("this machine has no address other than loopback to test {what}");
+        }
+        eprintln!("notice: no address other than loopback; {what} is not tested");
+    }
+    peer
+}
+
 #[test]
 fn one_peer_cannot_hold_every_connection() {
     aptix_testkit::block_on(one_peer_cannot_hold_every_connection_body())
@@ -561,11 +575,7 @@ fn one_peer_cannot_hold_every_connection() {
 async fn one_peer_cannot_hold_every_connection_body() {
     // Loopback peers are not limited (every local client is 127.0.0.1), so
     // the hostile peer connects through another address of this machine.
-    let Some(peer) = non_loopback_address() else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("this machine has no address other than loopback to test the per-peer limit");
-        }
-        eprintln!("notice: no address other than loopback; the per-peer limit is not tested");
+    let Some(peer) = hostile_peer_address("the per-peer limit") else {
         return;
     };
     // Timeouts beyond the test: only the per-peer limit acts.
@@ -771,11 +781,7 @@ fn one_peer_cannot_hold_every_session() {
 async fn one_peer_cannot_hold_every_session_body() {
     // The hostile peer connects through another address of this machine
     // (loopback peers are not limited per peer).
-    let Some(peer) = non_loopback_address() else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("this machine has no address other than loopback to test the per-peer cap");
-        }
-        eprintln!("notice: no address other than loopback; the per-peer session cap is not tested");
+    let Some(peer) = hostile_peer_address("the per-peer session cap") else {
         return;
     };
     // A global cap beyond the test: only the per-peer cap acts.

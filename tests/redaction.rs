@@ -3,9 +3,12 @@
 //! broken JSON, suspends for an approval), in the deny-list form
 //! (`redact`) and the allowlist form (`log_fields`).
 
+mod common;
+
 use aptix::prelude::*;
 use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, DurableAgent, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use common::Captured;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -105,30 +108,6 @@ pub struct ClientSignIn {
 pub struct SignedIn {
     /// The session secret.
     pub session: String,
-}
-
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut buffer) = self.0.lock() {
-            buffer.extend_from_slice(bytes);
-        }
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        self.0
-            .lock()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    }
 }
 
 /// Every tool this file declares with `#[agent_tool]`.

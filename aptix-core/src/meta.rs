@@ -369,6 +369,21 @@ impl Redaction {
     }
 }
 
+/// The reference tokens of a JSON pointer (RFC 6901), unescaped: `/a~1b/0`
+/// → `["a/b", "0"]`; the empty pointer (the whole value) → `[]`. How a
+/// [`Redaction`]'s pointers are compared with the places of values.
+pub(crate) fn pointer_tokens(pointer: &str) -> Vec<String> {
+    if pointer.is_empty() {
+        return Vec::new();
+    }
+    pointer
+        .strip_prefix('/')
+        .unwrap_or(pointer)
+        .split('/')
+        .map(|token| token.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
 /// Where a tool was declared, so that catalog errors can point at source code.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SourceLocation {

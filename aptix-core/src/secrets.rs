@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use crate::definition::ToolDefinition;
-use crate::meta::{Redaction, SourceLocation};
+use crate::meta::{Redaction, SourceLocation, pointer_tokens as tokens};
 
 /// A field whose name looks secret that the tool's redaction does not hide.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,19 +141,6 @@ fn covered(pointer: &str, pointers: &[&str]) -> bool {
 fn listed(pointer: &str, pointers: &[&str]) -> bool {
     let pointer = tokens(pointer);
     pointers.iter().any(|listed| tokens(listed) == pointer)
-}
-
-/// `/a~1b/0` → `["a/b", "0"]`; the empty pointer → `[]`.
-fn tokens(pointer: &str) -> Vec<String> {
-    if pointer.is_empty() {
-        return Vec::new();
-    }
-    pointer
-        .strip_prefix('/')
-        .unwrap_or(pointer)
-        .split('/')
-        .map(|token| token.replace("~1", "/").replace("~0", "~"))
-        .collect()
 }
 
 /// Whether any field of `schema` looks secret (the rule of

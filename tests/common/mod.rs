@@ -1,5 +1,6 @@
 //! Set-up shared by the integration tests that use it (`mod common;`):
-//! the stores a durable test runs on, and fresh ids.
+//! the stores a durable test runs on, fresh ids, and log lines captured to
+//! search for secrets.
 
 #![allow(dead_code)]
 
@@ -87,4 +88,31 @@ pub(crate) fn uuid() -> String {
             .unwrap_or(0),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// What a `tracing` subscriber writes, kept to be searched (for a secret
+/// that must not be there): `.with_writer(move || captured.clone())`.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buffer) = self.0.lock() {
+            buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Everything written so far.
+    pub(crate) fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
 }

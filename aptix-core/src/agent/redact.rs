@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 use crate::envelope::JsonText;
-use crate::meta::Redaction;
+use crate::meta::{Redaction, pointer_tokens as tokens};
 
 /// What a redacted value reads as.
 pub const REDACTED: &str = "[redacted]";
@@ -224,19 +224,6 @@ pub(crate) fn shows_path(path: &str, redaction: Redaction) -> bool {
             .iter()
             .any(|pointer| path.starts_with(pointer)),
     }
-}
-
-/// `/a~1b/0` → `["a/b", "0"]`; the empty pointer (the whole value) → `[]`.
-fn tokens(pointer: &str) -> Vec<String> {
-    if pointer.is_empty() {
-        return Vec::new();
-    }
-    pointer
-        .strip_prefix('/')
-        .unwrap_or(pointer)
-        .split('/')
-        .map(|token| token.replace("~1", "/").replace("~0", "~"))
-        .collect()
 }
 
 /// Keeps what is at or under an allowed pointer, descends into what is on

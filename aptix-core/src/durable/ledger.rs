@@ -416,10 +416,11 @@ impl Ledger {
             };
             // The approver's edit is an outside input like the model's
             // call: the hooks and the approval policy decide on it as they
-            // did on the call, before anything runs with it.
+            // did on the call, before anything runs with it (a policy that
+            // asks for a person is met: one approved these very arguments).
             let arguments = if changed.is_some() {
                 match self
-                    .steer_edit(
+                    .steer(
                         conversation,
                         context,
                         (&call.id, ran_as),
@@ -429,8 +430,8 @@ impl Ledger {
                     )
                     .await
                 {
-                    Ok(arguments) => arguments,
-                    Err(refused) => return Ok(refused),
+                    Ok((_, arguments, _)) => arguments,
+                    Err(decided) => return Ok(decided),
                 }
             } else {
                 arguments
@@ -491,80 +492,49 @@ impl Ledger {
         {
             return Ok(CallResult::Finished(ResultText::from_envelope(refusal)));
         }
-        let (name, arguments, validated) = if self.agent.has_hooks() {
-            match self
-                .agent
-                .before_run(&call.id, &call.name, &arguments, context, runnable, &ids)
-                .await
-            {
-                Before::Done(envelope) => {
-                    return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
-                }
-                Before::Halted {
-                    by,
-                    message,
-                    envelope,
-                } => {
-                    steering.halt = Some((by, message));
-                    return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
-                }
-                Before::Run {
-                    name,
-                    arguments,
-                    validated,
-                } => (name, arguments, validated),
-            }
-        } else {
-            (call.name.clone(), arguments, None)
+        let steered = self
+            .steer(
+                conversation,
+                context,
+                (&call.id, &call.name),
+                arguments,
+                runnable,
+                steering,
+            )
+            .await;
+        let (name, arguments, asked) = match steered {
+            Ok(steered) => steered,
+            Err(decided) => return Ok(decided),
         };
-        let mut gate = Gate::Model;
-        if self.agent.has_approval_policy() {
-            match self
-                .agent
-                .gate(
-                    &call.id,
-                    &name,
-                    &arguments,
-                    validated.as_ref(),
-                    context,
-                    &conversation.messages,
-                    &ids,
-                )
-                .await
-            {
-                PolicyGate::Declared => {}
-                PolicyGate::Ask => gate = Gate::Asked,
-                PolicyGate::Denied(envelope) => {
-                    return Ok(CallResult::Finished(ResultText::from_envelope(envelope)));
-                }
-            }
-        }
+        let gate = if asked { Gate::Asked } else { Gate::Model };
         let call_now = ToolCall::new(call.id.as_str(), name, arguments);
         steering.ran = Some(call_now.clone());
         self.execute_recorded_as(&call_now, context, gate, None, Some(requested))
             .await
     }
 
-    /// What the hooks and the approval policy make of arguments an
-    /// approver gave a call of `tool` (`Resolution::ApproveWithArgs`): the
-    /// arguments to run (a hook may rewrite them), or the call's result when
-    /// a hook answers, denies or halts, or the policy denies. A policy that
-    /// asks for a person is satisfied: one approved these very arguments.
-    async fn steer_edit(
+    /// What the hooks and the approval policy make of a call of `name`
+    /// that settling is about to run: the call to run (a hook may rewrite
+    /// its arguments, or rename an unknown name to a tool of `runnable`) and
+    /// whether the policy asks for a person; or the call's result, when a
+    /// hook answers, denies or halts it, or the policy denies it. As a run
+    /// decides for the model's calls, so settling decides for a call a
+    /// crash left unrecorded and for arguments an approver changed.
+    async fn steer(
         &self,
         conversation: &Conversation,
         context: &ToolContext,
-        (id, tool): (&str, &str),
+        (id, name): (&str, &str),
         arguments: String,
         runnable: Option<&Catalog>,
         steering: &mut Steering,
-    ) -> Result<String, CallResult> {
+    ) -> Result<(String, String, bool), CallResult> {
         let ids = || ids_for(conversation, id);
         let finished = |envelope| CallResult::Finished(ResultText::from_envelope(envelope));
-        let (arguments, validated) = if self.agent.has_hooks() {
+        let (name, arguments, validated) = if self.agent.has_hooks() {
             match self
                 .agent
-                .before_run(id, tool, &arguments, context, runnable, &ids)
+                .before_run(id, name, &arguments, context, runnable, &ids)
                 .await
             {
                 Before::Done(envelope) => return Err(finished(envelope)),
@@ -576,22 +546,21 @@ impl Ledger {
                     steering.halt = Some((by, message));
                     return Err(finished(envelope));
                 }
-                // The tool is known: a hook renames unknown names only.
                 Before::Run {
+                    name,
                     arguments,
                     validated,
-                    ..
-                } => (arguments, validated),
+                } => (name, arguments, validated),
             }
         } else {
-            (arguments, None)
+            (name.to_owned(), arguments, None)
         };
-        if self.agent.has_approval_policy()
-            && let PolicyGate::Denied(envelope) = self
+        let asked = if self.agent.has_approval_policy() {
+            match self
                 .agent
                 .gate(
                     id,
-                    tool,
+                    &name,
                     &arguments,
                     validated.as_ref(),
                     context,
@@ -599,10 +568,15 @@ impl Ledger {
                     &ids,
                 )
                 .await
-        {
-            return Err(finished(envelope));
-        }
-        Ok(arguments)
+            {
+                PolicyGate::Declared => false,
+                PolicyGate::Ask => true,
+                PolicyGate::Denied(envelope) => return Err(finished(envelope)),
+            }
+        } else {
+            false
+        };
+        Ok((name, arguments, asked))
     }
 
     /// The result of a wait that has not led to an execution: pending,
