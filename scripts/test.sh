@@ -47,9 +47,6 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "no unsafe code after macro expansion (scripts/no-unsafe.sh)"
-./scripts/no-unsafe.sh
-
 step "local model server (llama.cpp + SmolLM2-135M; built once, then cached)"
 APTIX_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
 export APTIX_TEST_LLM_URL

@@ -323,7 +323,6 @@ fn no_crate_derives_copy() {
     // `#[derive(Clone, Copy)]` adds an impl of `::core::clone::TrivialClone`,
     // an unsafe marker trait, to the crate; `Copy` is implemented by hand instead. Tests, benches
     // and examples too: each is a crate, and the rule is for all code.
-    // (`scripts/no-unsafe.sh` checks the expanded code whole.)
     let files = project_files();
     let mut found = Vec::new();
     for file in &files {

@@ -23,11 +23,99 @@ use proc_macro::TokenStream;
 /// the accepted signatures and the rules checked at compile time.
 #[proc_macro_attribute]
 pub fn agent_tool(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let attr = proc_macro2::TokenStream::from(attr);
-    let item = proc_macro2::TokenStream::from(item);
+    agent_tool2(attr.into(), item.into()).into()
+}
+
+/// The attribute on `proc_macro2` streams, so that unit tests can read what
+/// it generates.
+fn agent_tool2(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let parsed = parse::parse(attr, item.clone());
     match check::check(parsed) {
-        Ok(tool) => expand::expand(&tool).into(),
-        Err(failure) => fallback::fallback(failure, item).into(),
+        Ok(tool) => expand::expand(&tool),
+        Err(failure) => fallback::fallback(failure, item),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proc_macro2::{TokenStream, TokenTree};
+    use quote::ToTokens;
+    use std::path::Path;
+
+    /// Whether `stream` holds the identifier `unsafe`, groups entered.
+    fn holds_unsafe(stream: TokenStream) -> bool {
+        stream.into_iter().any(|tree| match tree {
+            TokenTree::Ident(ident) => ident == "unsafe",
+            TokenTree::Group(group) => holds_unsafe(group.stream()),
+            TokenTree::Punct(_) | TokenTree::Literal(_) => false,
+        })
+    }
+
+    /// Expands every `#[agent_tool]` item of the Rust files in `dir`; returns
+    /// how many it expanded.
+    fn expand_all_in(dir: &Path) -> usize {
+        let mut expanded = 0;
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+            .collect();
+        files.sort();
+        for path in files {
+            let source = std::fs::read_to_string(&path).unwrap_or_default();
+            let Ok(file) = syn::parse_file(&source) else {
+                continue; // a case about what does not parse
+            };
+            for mut item in file.items {
+                let attrs = match &mut item {
+                    syn::Item::Fn(item) => &mut item.attrs,
+                    syn::Item::Struct(item) => &mut item.attrs,
+                    _ => continue,
+                };
+                let Some(at) = attrs
+                    .iter()
+                    .position(|attr| attr.path().is_ident("agent_tool"))
+                else {
+                    continue;
+                };
+                let attr = attrs.remove(at);
+                let args = match attr.meta {
+                    syn::Meta::List(list) => list.tokens,
+                    _ => TokenStream::new(),
+                };
+                let output = super::agent_tool2(args, item.to_token_stream());
+                assert!(
+                    !holds_unsafe(output.clone()),
+                    "{}: the expansion holds `unsafe`:\n{output}",
+                    path.display()
+                );
+                expanded += 1;
+            }
+        }
+        expanded
+    }
+
+    /// A user's crate may say `forbid(unsafe_code)`, and what the attribute
+    /// generates there must pass it: no expansion holds `unsafe`, neither
+    /// of an accepted form (every trybuild pass case) nor the fallback that
+    /// carries contract errors (every compile-fail case).
+    #[test]
+    fn no_expansion_holds_unsafe() {
+        assert!(holds_unsafe(quote::quote!(
+            fn f() {
+                unsafe { g() }
+            }
+        )));
+        let ui = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ui");
+        let accepted = expand_all_in(&ui.join("pass"));
+        let refused = expand_all_in(&ui);
+        assert!(
+            accepted >= 20,
+            "only {accepted} accepted forms were expanded"
+        );
+        assert!(refused >= 60, "only {refused} refused forms were expanded");
     }
 }
