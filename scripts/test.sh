@@ -7,8 +7,11 @@
 # Each step prints how long it took, and the run ends with a table of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A clean clone is built once: incremental caches would only add gigabytes.
-if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+# A clean clone is built once and never debugged: incremental caches and
+# debug info would only add gigabytes (a panic still names its file and line).
+if [ -n "${CI:-}" ]; then
+  export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=false
+fi
 
 TIMES=()
 RUN_STARTED=$SECONDS
