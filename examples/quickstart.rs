@@ -13,6 +13,8 @@
 //! `APTIX_CALL_MODE=composed` offers the tools as one structured-output
 //! schema instead of native tool calls (for models without tool calling;
 //! `OPENAI_STRUCTURED_OUTPUT=json_object` for llama-cpp-python's server).
+//! `APTIX_SHOW_ENVELOPES=1` prints each result envelope whole, as the model
+//! receives it.
 
 #[path = "get_current_time.rs"]
 mod get_current_time;
@@ -26,8 +28,9 @@ mod send_email;
 use std::io::Write;
 
 use aptix::agent::CallMode;
-use aptix::model::ChatModel;
 use aptix::model::openai::OpenAiChat;
+use aptix::model::{ChatModel, ChatRequest};
+use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Conversation, DoneReason, Input, ToolContext};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
@@ -41,20 +44,82 @@ fn scripted(mode: CallMode) -> ScriptedModel {
             ScriptedTurn::new().text(
                 r#"{"message":"Let me greet you and look up the time.","calls":[{"_tool":"agent_hello_world","_activity":"","name":"Ada"},{"_tool":"get_current_time","_activity":"","utc_offset_minutes":60}]}"#,
             ),
-            ScriptedTurn::new().text(
-                r#"{"message":"Hello, Ada! Welcome. I looked up the current time in Paris for you: it is in the tool result above.","calls":[]}"#,
-            ),
+            ScriptedTurn::replying(|request| {
+                let answer = serde_json::json!({ "message": answer(request), "calls": [] });
+                ScriptedTurn::new().text(&answer.to_string())
+            }),
         ]);
     }
     ScriptedModel::new([
         ScriptedTurn::new()
             .text("Let me greet you and look up the time. ")
             .tool_call("call_greet", "agent_hello_world", r#"{"name":"Ada"}"#)
-            .tool_call("call_time", "get_current_time", r#"{"utc_offset_minutes":60}"#),
-        ScriptedTurn::new().text(
-            "Hello, Ada! Welcome. I looked up the current time in Paris for you: it is in the tool result above.",
-        ),
+            .tool_call(
+                "call_time",
+                "get_current_time",
+                r#"{"utc_offset_minutes":60}"#,
+            ),
+        // The answer is written from the tool results the model receives.
+        ScriptedTurn::replying(|request| ScriptedTurn::new().text(&answer(request))),
     ])
+}
+
+/// What the scripted model says once it has the tool results: the greeting
+/// and the time that `get_current_time` fetched.
+fn answer(request: &ChatRequest) -> String {
+    let mut greeting = None;
+    let mut time = None;
+    for message in &request.messages {
+        // Native calls come back as tool messages, one envelope each;
+        // composed ones as one user message, a line per result.
+        let text = match message {
+            Message::Tool { content, .. } | Message::User { content } => content,
+            _ => continue,
+        };
+        for line in text.lines() {
+            let Some(start) = line.find('{') else {
+                continue;
+            };
+            let mut values = serde_json::Deserializer::from_str(&line[start..]).into_iter();
+            let Some(Ok(envelope)) = values.next() else {
+                continue;
+            };
+            let envelope: serde_json::Value = envelope;
+            let Some(result) = envelope.get("result") else {
+                continue;
+            };
+            if let Some(text) = result.get("message").and_then(|m| m.as_str()) {
+                greeting = Some(text.to_owned());
+            }
+            if let Some(rfc3339) = result.get("rfc3339").and_then(|t| t.as_str()) {
+                // `2026-11-27T04:57:08.8+01:00` → `04:57`
+                time = rfc3339.get(11..16).map(str::to_owned);
+            }
+        }
+    }
+    match (greeting, time) {
+        (Some(greeting), Some(time)) => format!("{greeting} In Paris it is {time} right now."),
+        _ => "I could not reach my tools; please try again.".to_owned(),
+    }
+}
+
+/// A result as a person reads it: the value, or the error's code and
+/// message; the whole envelope when `APTIX_SHOW_ENVELOPES` is set.
+fn shown(envelope: &serde_json::Value) -> String {
+    if std::env::var_os("APTIX_SHOW_ENVELOPES").is_some() {
+        return envelope.to_string();
+    }
+    if let Some(result) = envelope.get("result") {
+        return result.to_string();
+    }
+    match envelope.get("error") {
+        Some(error) => format!(
+            "error {}: {}",
+            error["code"].as_str().unwrap_or("?"),
+            error["message"].as_str().unwrap_or_default()
+        ),
+        None => envelope.to_string(),
+    }
 }
 
 #[tokio::main]
@@ -130,12 +195,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 std::io::stdout().flush()?;
             }
             AgentEvent::ToolCallStart {
-                id,
-                name,
-                arguments,
-                ..
-            } => println!("\n  → {name}({arguments})  [{id}]"),
-            AgentEvent::ToolCallResult { id, envelope, .. } => println!("  ← {envelope}  [{id}]"),
+                name, arguments, ..
+            } => println!("\n  → {name}({arguments})"),
+            AgentEvent::ToolCallResult { name, envelope, .. } => {
+                println!("  ← {name}: {}", shown(&envelope))
+            }
             AgentEvent::Done {
                 reason,
                 usage,
@@ -194,4 +258,58 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            messages,
+            tools: std::sync::Arc::from(Vec::new()),
+            tool_choice: Default::default(),
+            parallel_tool_calls: true,
+            max_tokens: None,
+            temperature: None,
+            response_format: None,
+            deferred_tools: None,
+        }
+    }
+
+    const GREETING: &str =
+        r#"{"ok":true,"result":{"message":"Hello, Ada! Welcome."},"tool_call_id":"call_greet"}"#;
+    const TIME: &str = r#"{"ok":true,"result":{"rfc3339":"2026-11-27T04:57:08.8+01:00"},"tool_call_id":"call_time"}"#;
+
+    fn tool(id: &str, name: &str, content: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error: false,
+            attachments: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_answer_says_the_time_the_tool_fetched_in_either_call_mode() {
+        let native = request(vec![
+            Message::user(QUESTION),
+            tool("call_greet", "agent_hello_world", GREETING),
+            tool("call_time", "get_current_time", TIME),
+        ]);
+        let expected = "Hello, Ada! Welcome. In Paris it is 04:57 right now.";
+        assert_eq!(answer(&native), expected);
+        let composed = request(vec![
+            Message::user(QUESTION),
+            Message::user(format!(
+                "Results of your calls:\n- `agent_hello_world` (c1): {GREETING}\n- `get_current_time` (c2): {TIME}"
+            )),
+        ]);
+        assert_eq!(answer(&composed), expected);
+        assert_eq!(
+            answer(&request(vec![Message::user(QUESTION)])),
+            "I could not reach my tools; please try again."
+        );
+    }
 }

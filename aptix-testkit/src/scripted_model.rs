@@ -2,7 +2,7 @@
 //! a network, and the quickstart's offline model.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aptix_core::Dialect;
@@ -20,12 +20,48 @@ pub struct ScriptedTurn {
     incomplete: bool,
     delay: Duration,
     usage: Option<Usage>,
+    reply: Option<Reply>,
+}
+
+/// A turn written when the model reaches it, from the request it gets.
+#[derive(Clone)]
+struct Reply(Arc<dyn Fn(&ChatRequest) -> ScriptedTurn + Send + Sync>);
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply(..)")
+    }
 }
 
 impl ScriptedTurn {
     /// An empty turn.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A turn written from the request that reaches it: the script can
+    /// answer with what the tools returned (a scripted assistant that says
+    /// the time its tool fetched), or check what the agent sent.
+    ///
+    /// ```
+    /// use aptix_core::transcript::Message;
+    /// use aptix_testkit::ScriptedTurn;
+    ///
+    /// let turn = ScriptedTurn::replying(|request| {
+    ///     let results = request
+    ///         .messages
+    ///         .iter()
+    ///         .filter(|message| matches!(message, Message::Tool { .. }))
+    ///         .count();
+    ///     ScriptedTurn::new().text(&format!("I read {results} tool results."))
+    /// });
+    /// # let _ = turn;
+    /// ```
+    pub fn replying(reply: impl Fn(&ChatRequest) -> ScriptedTurn + Send + Sync + 'static) -> Self {
+        ScriptedTurn {
+            reply: Some(Reply(Arc::new(reply))),
+            ..Self::default()
+        }
     }
 
     /// Streams `text`, word by word.
@@ -219,6 +255,10 @@ impl ChatModel for ScriptedModel {
             let error = ModelError::Protocol("the scripted model has no more turns".into());
             return Box::pin(futures_util::stream::iter([Err(error)]));
         };
+        let turn = match &turn.reply {
+            Some(Reply(reply)) => reply(request),
+            None => turn,
+        };
         let (events, delay) = turn.into_events();
         Box::pin(
             futures_util::stream::iter(events).then(move |event| async move {
@@ -279,5 +319,18 @@ mod tests {
         assert_eq!(text_of(&plain).await.ok().as_deref(), Some("b"));
         assert!(text_of(&plain).await.is_err());
         assert_eq!(plain.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_replying_turn_is_written_from_the_request_that_reaches_it() {
+        let model = ScriptedModel::new([
+            ScriptedTurn::new().text("first"),
+            ScriptedTurn::replying(|request| {
+                ScriptedTurn::new().text(&format!("{} messages", request.messages.len()))
+            }),
+        ]);
+        assert_eq!(text_of(&model).await.ok().as_deref(), Some("first"));
+        assert_eq!(text_of(&model).await.ok().as_deref(), Some("0 messages"));
+        assert_eq!(model.requests().len(), 2);
     }
 }
