@@ -13,6 +13,7 @@ const LAYERS: &[&str] = &[
     "digest",
     "content",
     "generator",
+    "https",
     "error",
     "envelope",
     "live",

@@ -43,6 +43,8 @@ mod erased;
 pub mod error;
 pub mod executor;
 mod generator;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "mcp-client"))]
+mod https;
 pub mod live;
 #[cfg(feature = "mcp")]
 pub mod mcp;

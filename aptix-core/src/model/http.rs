@@ -54,7 +54,7 @@ pub(crate) struct SseEvent {
 
 /// Builds a client with the policy's connect timeout.
 pub(crate) fn client(policy: &HttpPolicy) -> Result<reqwest::Client, ModelError> {
-    reqwest::Client::builder()
+    crate::https::client_builder()
         .connect_timeout(policy.connect_timeout)
         .build()
         .map_err(|error| ModelError::Config(error.to_string()))
