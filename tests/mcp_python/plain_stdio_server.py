@@ -2,17 +2,23 @@
 library only), for tests/mcp_hostile.rs: what a child process started with
 `McpToolset::stdio` can do that an in-process server cannot.
 
-    plain_stdio_server.py [--flood-stderr BYTES] [--banner] [any other arguments]
+    plain_stdio_server.py [--flood-stderr BYTES] [--banner] [--spawn-child PIDFILE]
+                          [any other arguments]
 
 It lists two tools: `echo`, which answers its arguments as text, and
 `crash`, which writes why to stderr and exits (as a server whose upstream
 refused it may). With `--flood-stderr BYTES` it first writes BYTES bytes to
 stderr without a newline; with `--banner` it first writes a line naming
-its arguments to stderr, as many servers do when they start. Other
-arguments (a key on the command line, say) are ignored.
+its arguments to stderr, as many servers do when they start. With
+`--spawn-child PIDFILE` it starts a child of its own that outlives it
+unless killed (as `npx` and `uvx` start the real server), and writes
+"SERVER_PID CHILD_PID" to PIDFILE. Other arguments (a key on the command
+line, say) are ignored.
 """
 
 import json
+import os
+import subprocess
 import sys
 
 
@@ -21,6 +27,17 @@ def main():
     if "--banner" in args:
         sys.stderr.write("plain-mcp starting: argv=%s\n" % " ".join(args))
         sys.stderr.flush()
+    if "--spawn-child" in args:
+        pidfile = args[args.index("--spawn-child") + 1]
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with open(pidfile + ".tmp", "w") as out:
+            out.write("%d %d" % (os.getpid(), child.pid))
+        os.replace(pidfile + ".tmp", pidfile)
     if "--flood-stderr" in args:
         remaining = int(args[args.index("--flood-stderr") + 1])
         chunk = b"x" * (1 << 16)

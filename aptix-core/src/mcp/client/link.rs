@@ -217,7 +217,44 @@ fn tokio_command(command: &std::process::Command) -> tokio::process::Command {
         made.current_dir(dir);
     }
     made.kill_on_drop(true);
+    // The server leads a process group of its own, which whatever it starts
+    // joins (`npx` and `uvx` start the real server as their child).
+    #[cfg(unix)]
+    made.process_group(0);
     made
+}
+
+/// A stdio server's process, and on Unix its process group: dropped, it
+/// kills both, so a server started through a launcher leaves no grandchild
+/// behind, even when the launcher itself exited on the closed stdin.
+struct ServerProcess {
+    /// Killed on drop (`kill_on_drop`) wherever groups do not exist.
+    _child: tokio::process::Child,
+    /// The group's id (the server's pid when it started).
+    #[cfg(unix)]
+    group: Option<u32>,
+}
+
+impl ServerProcess {
+    fn new(child: tokio::process::Child) -> Self {
+        ServerProcess {
+            #[cfg(unix)]
+            group: child.id(),
+            _child: child,
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(group) = self.group.and_then(|id| i32::try_from(id).ok()) {
+            // An error means the group has no process left.
+            let _ = rustix::process::Pid::from_raw(group).map(|group| {
+                rustix::process::kill_process_group(group, rustix::process::Signal::KILL)
+            });
+        }
+    }
 }
 
 /// The last bytes a server wrote to stderr.
@@ -295,9 +332,9 @@ async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<StderrTail>, 
 /// One live connection.
 struct Session {
     service: RunningService<RoleClient, Events>,
-    /// The server's process, for a stdio server: killed when the session
-    /// is dropped (`kill_on_drop`).
-    _child: Option<tokio::process::Child>,
+    /// The server's process, for a stdio server: killed, with all it
+    /// started, when the session is dropped.
+    _process: Option<ServerProcess>,
     /// Which connection of the link this is: a call that saw it die
     /// forgets this one only, not a newer one.
     generation: u64,
@@ -400,7 +437,7 @@ impl Link {
         let peer = service.peer().clone();
         *session = Some(Session {
             service,
-            _child: child,
+            _process: child,
             generation,
         });
         Ok((peer, generation))
@@ -429,13 +466,7 @@ impl Link {
     /// comes along, to live as long as the connection.
     async fn start(
         &self,
-    ) -> Result<
-        (
-            RunningService<RoleClient, Events>,
-            Option<tokio::process::Child>,
-        ),
-        McpClientError,
-    > {
+    ) -> Result<(RunningService<RoleClient, Events>, Option<ServerProcess>), McpClientError> {
         let events = Events::new(self.hub.clone());
         let failed_init = |error: rmcp::service::ClientInitializeError, stderr: &StderrTail| {
             McpClientError::Initialize {
@@ -444,11 +475,9 @@ impl Link {
             }
         };
         match &self.endpoint {
-            // Spawned here rather than with rmcp's `TokioChildProcess`,
-            // whose `process-wrap` puts the child in a process group
-            // through an `unsafe` `pre_exec`: the server is the child
-            // itself (the CLI starts it with `exec`), and `kill_on_drop`
-            // ends it with the session.
+            // Spawned here rather than with rmcp's `TokioChildProcess`:
+            // its graceful close lets a launcher exit on the closed stdin
+            // and then kills nothing, leaving the launcher's child behind.
             Endpoint::Stdio(command) => {
                 let mut child = tokio_command(command)
                     .stdin(std::process::Stdio::piped())
@@ -476,7 +505,7 @@ impl Link {
                     .serve((stdout, stdin))
                     .await
                     .map_err(|error| failed_init(error, &self.stderr))?;
-                Ok((service, Some(child)))
+                Ok((service, Some(ServerProcess::new(child))))
             }
             Endpoint::Http {
                 url,
@@ -777,4 +806,3 @@ fn http_client() -> reqwest::Result<reqwest::Client> {
         .redirect(redirect)
         .build()
 }
-
