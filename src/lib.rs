@@ -51,6 +51,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod guide;
+
 pub use aptix_core::*;
 pub use aptix_macros::agent_tool;
 
