@@ -45,6 +45,10 @@ pub mod running {}
 #[doc = include_str!("../docs/agent.md")]
 pub mod agent {}
 
+// The page shows tests as a user writes them, `#[test]` included; a hidden
+// macro in each snippet turns the test into a function the doctest calls,
+// so they do run.
+#[allow(clippy::test_attr_in_doctest)]
 #[doc = include_str!("../docs/testing.md")]
 pub mod testing {}
 
