@@ -1,55 +1,26 @@
-//! # Aptix
-//!
-//! Define the tools an LLM agent may call with one attribute, and run them
-//! safely. See the README for the guide; this page is the reference.
-//!
-//! ```
-//! use aptix::prelude::*;
-//!
-//! /// Arguments of `agent_hello_world`.
-//! #[derive(Deserialize, JsonSchema)]
-//! pub struct HelloArgs {
-//!     /// The name of the person to greet.
-//!     pub name: String,
-//! }
-//!
-//! #[derive(Serialize, JsonSchema)]
-//! pub struct Greeting {
-//!     /// The greeting.
-//!     pub message: String,
-//! }
-//!
-//! /// Creates a friendly greeting using the user's name.
-//! #[agent_tool(name = "agent_hello_world", usage = "Call when the user asks to be greeted.")]
-//! async fn hello_world(args: HelloArgs) -> Result<Greeting, ToolError> {
-//!     Ok(Greeting { message: format!("Hello, {}!", args.name) })
-//! }
-//!
-//! assert_eq!(HelloWorldTool::NAME, "agent_hello_world");
-//! ```
-//!
-//! ## The attribute
-//!
-//! `#[agent_tool(name = "...", usage = "...", executor = server, approval = auto)]`
-//! goes on an `async fn` or on an arguments struct.
-//!
-//! | key | value | default |
-//! | --- | --- | --- |
-//! | `name` | `^[A-Za-z0-9_-]{1,64}$`, unique | required |
-//! | `usage` | when the model should call the tool | required |
-//! | `description` | what the tool does | the doc comment |
-//! | `executor` | `server`, `client`, `human`, `provider` | `server` |
-//! | `approval` | `auto`, `requires_approval` | `auto` |
-//! | `output` | the type a client or person sends back | required for `client`/`human` |
-//! | `timeout` | `"500ms"`, `"30s"`, `"2m"`, `"1m30s"` | the executor's (60 s) |
-//! | `redact` | JSON pointers hidden from events and logs, `["/password"]` | none |
-//!
-//! On a function, the macro adds a unit struct named after it in PascalCase
-//! with a `Tool` suffix (`hello_world` → `HelloWorldTool`) implementing
-//! [`Tool`] and [`ToolFn`]; the function itself stays callable as written.
-//! On a struct, the struct itself implements [`Tool`].
-
+// The crate's front page is the README; the links below point its
+// references at the guide when rustdoc renders it (the README's own
+// definitions, for GitHub, come later and lose: the first one counts).
+//! [guide]: crate::guide
+//! [declaring]: crate::guide::declaring
+//! [running]: crate::guide::running
+//! [agent]: crate::guide::agent
+//! [durable]: crate::guide::durable
+//! [schema_first]: crate::guide::schema_first
+//! [mcp_server]: crate::guide::mcp_server
+//! [mcp_client]: crate::guide::mcp_client
+//! [tool_search]: crate::guide::tool_search
+//! [security]: crate::guide::security
+//! [testing]: crate::guide::testing
+//! [cli]: crate::guide::cli
+//! [limits]: crate::guide::limits
+//! [examples]: https://github.com/aptix-rs/aptix/tree/main/examples
+//! [contributing]: https://github.com/aptix-rs/aptix/blob/main/CONTRIBUTING.md
+//! [benchmarks]: https://github.com/aptix-rs/aptix/blob/main/BENCHMARKS.md
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
+
+pub mod guide;
 
 pub use aptix_core::*;
 pub use aptix_macros::agent_tool;

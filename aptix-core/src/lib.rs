@@ -1,30 +1,35 @@
-//! The Aptix runtime. Users depend on the `aptix` facade crate instead; this
-//! crate holds everything `#[agent_tool]` generates code against, as plain
-//! Rust that can be read, tested and benchmarked.
+//! The Aptix runtime. Users depend on the `aptix` facade crate instead (its
+//! `aptix::guide` module is the guide); this crate holds everything
+//! `#[agent_tool]` generates code against, as plain Rust that can be read,
+//! tested and benchmarked.
 //!
 //! | module | holds |
 //! | --- | --- |
-//! | [`meta`] | what a tool declares: executor kind, approval, [`route`] |
+//! | [`meta`] | what a tool declares: the five executor kinds, approval, [`route`] |
 //! | [`content`] | `Content` blocks and `ToolReturn`: what a tool shows the model besides JSON |
 //! | [`tool`] | the `Tool` / `ToolFn` traits |
-//! | [`live`] | `LiveSink`: where a running tool's progress and partial results go |
-//! | [`context`] | `ToolContext`: ids, cancellation, typed state, progress and partial results |
+//! | [`live`] | `LiveSink`: where a running tool's progress, partial results and questions to a person go |
+//! | [`context`] | `ToolContext`: ids, cancellation, typed state, progress, partial results, `elicit` |
 //! | [`error`] | `ToolError` and the stable `ErrorCode`s |
 //! | [`envelope`] | the `{"ok":…}` result envelope |
 //! | [`schema`] | canonical schemas and provider [`schema::dialect`]s |
 //! | [`definition`] | `ToolDefinition`: a tool as a run-time value |
 //! | [`validate`] | argument validation with model-readable rejections |
+//! | [`secrets`] | the rule for field names that look secret, checked on a definition |
 //! | [`activity`] | `Activities`: code bound to schema-first tools by name; latent execution |
 //! | [`catalog`] | `Catalog` of `ToolEntry`s: declared tools named one by one, or made at run time |
 //! | [`executor`] | `Executor`: a call in, an `Outcome` out, nothing escapes |
 //! | [`transcript`] | `Message`, `Conversation` and transcript repair |
-//! | [`agent`] | the agent loop: `Agent`, `AgentEvent` |
-//! | [`model`] | the `ChatModel` port and the one tool-call assembler |
+//! | [`model`] | the `ChatModel` port, the one tool-call assembler, the OpenAI and Anthropic adapters (features `openai`, `anthropic`) |
 //! | `tool_search` (feature `tool-search`) | hundreds of tools: a search tool (BM25) or the provider's, and the tools it revealed |
-//! | [`store`] | the `Store` port and its backends: transcripts, the call ledger |
+//! | [`agent`] | the agent loop: `Agent`, `AgentEvent`, hooks, approval policies |
+//! | [`store`] | the `Store` port and its backends (`MemoryStore`; `SqliteStore`, `PostgresStore` behind features): transcripts, the call ledger |
 //! | [`durable`] | `DurableAgent`: an agent plus a store; suspension, resolution, deadlines, leases |
-//! | `mcp` | the catalog as an MCP server (feature `mcp`) |
+//! | `mcp` (features `mcp`, `mcp-client`) | the catalog as an MCP server; other MCP servers' tools as catalog entries |
 //! | `cli` (feature `cli`) | the developer CLI: `tools`, `schema`, `call`, `chat`, `mcp` |
+//!
+//! A module imports only the modules listed before its own in the layers
+//! of `tests/layering.rs`, which fails on an import that points up.
 
 #![forbid(unsafe_code)]
 

@@ -1,13 +1,41 @@
 //! The `#[agent_tool]` attribute. Use it through the `aptix` crate, which
-//! re-exports it; this crate has no runtime behaviour of its own.
+//! re-exports it; this crate has no runtime behaviour of its own. The guide
+//! page `aptix::guide::declaring` explains every key with examples.
+//!
+//! `#[agent_tool(name = "...", usage = "...", ...)]` goes on an `async fn`
+//! (a tool whose code runs on the server) or on an arguments struct (a tool
+//! whose result comes from elsewhere). Keys, in any order:
+//!
+//! | key | value |
+//! | --- | --- |
+//! | `name` | required: 1 to 64 of `A-Z a-z 0-9 _ -`, unique in the crate |
+//! | `usage` | required: when the model should call the tool |
+//! | `description` | what it does (default: the doc comment) |
+//! | `executor` | `server` (default), `client`, `human`, `provider` or `latent` (the default for a struct with `output`) |
+//! | `approval` | `auto` (default) or `requires_approval` |
+//! | `output` | the type a client or person sends back, or a latent tool's result |
+//! | `timeout`, `suspend_timeout` | durations such as `"500ms"`, `"30s"`, `"1m30s"` |
+//! | `idempotent` | `true`: a call may run again with the same id |
+//! | `retries` | 0 to 10: calls after `ToolError::retry` in one run (default 1) |
+//! | `progressive`, `partial` | progress and partial results (`partial = T`) |
+//! | `retention` | `"keep_last(N)"`, `"turns(N)"` or `"never_evict"` |
+//! | `title`, `activity` | a display name; the activity of a latent tool |
+//! | `read_only`, `destructive`, `open_world` | MCP's annotation hints |
+//! | `redact`, `log_fields` | JSON pointers hidden from (or alone shown in) events and logs |
+//!
+//! On a function the macro adds a unit struct named after it in PascalCase
+//! with a `Tool` suffix (`hello_world` → `HelloWorldTool`) implementing
+//! `aptix::Tool` and `aptix::ToolFn`; the function stays callable as
+//! written. On a struct, the struct itself implements `aptix::Tool`.
 //!
 //! The macro runs in three stages, each in its own module:
-//! [`parse`] reads the attribute and the item into a typed model without
-//! judging it, [`check`] applies every contract rule and collects all
-//! violations as spanned `syn::Error`s, and [`expand`] generates the
+//! `parse` reads the attribute and the item into a typed model without
+//! judging it, `check` applies every contract rule and collects all
+//! violations as spanned `syn::Error`s, and `expand` generates the
 //! `aptix::Tool` implementation and the registration. When a rule fails,
-//! [`fallback`] emits the errors together with the user's item and a stub,
+//! `fallback` emits the errors together with the user's item and a stub,
 //! so the user sees the contract error and not a cascade of follow-ups.
+//! Every rule has a trybuild case in `tests/ui/`.
 
 #![forbid(unsafe_code)]
 

@@ -1,22 +1,33 @@
-//! Test helpers for crates that declare Aptix tools.
+//! Test helpers for crates that declare Aptix tools. The guide page
+//! `aptix::guide::testing` shows each of them in a test; write async tests
+//! with `#[tokio::test]`.
 //!
 //! - [`ToolHarness`]: call one tool (or a catalog) with JSON and inspect the
 //!   envelope, through the real executor: the same validation, time limits
 //!   and error mapping as production.
-//! - [`assert_catalog_valid`]: the one-line CI test every tool crate adds:
-//!   every tool it names has a valid definition and a unique name.
-//! - [`Fake`]: a test double for a tool's activity that records its calls
-//!   (`Activities::new().fake(&fake)`), for schema-first tools.
+//! - [`assert_catalog_valid`], [`assert_catalog_valid_for`]: the one-line CI
+//!   test every tool crate adds: every tool it names has a valid definition
+//!   and a unique name (and fits the providers' dialects).
 //! - [`assert_schema_snapshot!`]: insta snapshots of a tool's definition in
-//!   every provider dialect, so a schema change shows up as a reviewable diff.
-//!
+//!   every provider dialect, so a schema change shows up as a reviewable
+//!   diff. Accept new snapshots with `cargo insta review` (or
+//!   `INSTA_UPDATE=always`).
+//! - [`ScriptedModel`], [`ScriptedTurn`]: a model that answers with scripted
+//!   turns (text, tool calls streamed whole or in pieces, errors), to test an
+//!   agent without a network.
+//! - [`mock_openai::MockOpenAiServer`], [`mock_anthropic::MockAnthropicServer`]:
+//!   real HTTP servers on 127.0.0.1 streaming each provider's exact SSE bytes,
+//!   to test the model adapters against the wire format.
+//! - [`Fake`]: a test double for a schema-first tool's activity that records
+//!   its calls (`Activities::new().fake(&fake)`).
+//! - [`call_envelope`], [`tool_results`], [`tool_results_by_id`]: a call's
+//!   envelope among a run's events, and the envelopes of a transcript's tool
+//!   results, as JSON.
+//! - [`faulty_store::FaultyStore`]: a store that fails on purpose;
+//!   [`store_suite`]: the conformance suite every `Store` passes.
 //! - [`hostile_mcp::HostileMcpServer`]: an MCP server that misbehaves on
 //!   purpose (schema bombs, endless pages, floods, huge results, silence),
 //!   to test what mounting a server you do not control costs.
-//! - [`block_on`], [`block_on_threads`]: async tests without
-//!   `#[tokio::test]`, whose expansion holds `unsafe` code.
-//! - [`tool_results`], [`tool_results_by_id`]: the envelopes of a
-//!   transcript's tool results, as JSON.
 //!
 //! These helpers panic with a descriptive message on failure, as test
 //! assertions do.
