@@ -57,30 +57,6 @@ pub(crate) enum Retention {
     NeverEvict,
 }
 
-/// Reads `keep_last(N)`, `turns(N)` (N from 1 to 10 000) or `never_evict`:
-/// the one reader of the spelling (the runtime's `Retention` writes it
-/// back with `Display`).
-fn parse_retention(text: &str) -> Option<Retention> {
-    let text = text.trim();
-    if text == "never_evict" {
-        return Some(Retention::NeverEvict);
-    }
-    let count = |rest: &str| -> Option<u32> {
-        let inner = rest.strip_prefix('(')?.strip_suffix(')')?.trim();
-        inner
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=10_000).contains(n))
-    };
-    if let Some(rest) = text.strip_prefix("keep_last") {
-        count(rest).map(Retention::KeepLast)
-    } else if let Some(rest) = text.strip_prefix("turns") {
-        count(rest).map(Retention::Turns)
-    } else {
-        None
-    }
-}
-
 /// `redact = [...]`, `log_fields = [...]`, or neither.
 pub(crate) enum Redaction {
     Undeclared,
@@ -130,6 +106,11 @@ impl Errors {
     fn push_spanned(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
         self.0.push(syn::Error::new_spanned(tokens, message));
     }
+
+    /// The value that was read, or `None` with its error kept in turn.
+    fn keep<T>(&mut self, read: syn::Result<T>) -> Option<T> {
+        read.map_err(|error| self.0.push(error)).ok()
+    }
 }
 
 pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
@@ -166,36 +147,11 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             Some(Executor::Latent)
         }
         None => Some(Executor::Server),
-        Some(Key { value, .. }) => match value.to_string().as_str() {
-            "server" => Some(Executor::Server),
-            "client" => Some(Executor::Client),
-            "human" => Some(Executor::Human),
-            "provider" => Some(Executor::Provider),
-            "latent" => Some(Executor::Latent),
-            other => {
-                errors.push(
-                    value.span(),
-                    format!(
-                        "unknown executor `{other}`; use `server`, `client`, `human`, `provider` or `latent`"
-                    ),
-                );
-                None
-            }
-        },
+        Some(key) => errors.keep(parse::executor(&key.value)),
     };
     let approval = match &attr.approval {
         None => Some(Approval::Auto),
-        Some(Key { value, .. }) => match value.to_string().as_str() {
-            "auto" => Some(Approval::Auto),
-            "requires_approval" => Some(Approval::RequiresApproval),
-            other => {
-                errors.push(
-                    value.span(),
-                    format!("unknown approval `{other}`; use `auto` or `requires_approval`"),
-                );
-                None
-            }
-        },
+        Some(key) => errors.keep(parse::approval(&key.value)),
     };
     if let (Some(executor), Some(Approval::RequiresApproval), Some(key)) =
         (executor, approval, &attr.approval)
@@ -214,16 +170,10 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
         }
     }
     let redaction = check_redaction(&attr, &mut errors);
-    let timeout =
-        attr.timeout
-            .as_ref()
-            .and_then(|key| match parse_duration("timeout", &key.value.value()) {
-                Ok(duration) => Some(duration),
-                Err(why) => {
-                    errors.push(key.value.span(), why);
-                    None
-                }
-            });
+    let timeout = attr
+        .timeout
+        .as_ref()
+        .and_then(|key| errors.keep(parse::duration("timeout", &key.value)));
     let suspend_timeout = attr.suspend_timeout.as_ref().and_then(|key| {
         if let (Some(executor), Some(approval)) = (executor, approval) {
             let suspends = matches!(executor, Executor::Client | Executor::Human)
@@ -237,13 +187,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
                 return None;
             }
         }
-        match parse_duration("suspend_timeout", &key.value.value()) {
-            Ok(duration) => Some(duration),
-            Err(why) => {
-                errors.push(key.value.span(), why);
-                None
-            }
-        }
+        errors.keep(parse::duration("suspend_timeout", &key.value))
     });
     let idempotent = match (&attr.idempotent, executor) {
         (Some(key), Some(Executor::Human | Executor::Provider)) => {
@@ -305,23 +249,17 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
     };
     let retention = match &attr.retention {
         None => Retention::Budget,
-        Some(key) => match parse_retention(&key.value.value()) {
-            Some(_) if matches!(executor, Some(Executor::Provider)) => {
+        Some(key) => match parse::retention(&key.value) {
+            Ok(_) if matches!(executor, Some(Executor::Provider)) => {
                 errors.push(
                     key.value.span(),
                     "`retention` has no effect on `executor = provider`: the provider keeps its tools' results, not the transcript",
                 );
                 Retention::Budget
             }
-            Some(retention) => retention,
-            None => {
-                errors.push(
-                    key.value.span(),
-                    format!(
-                        "`{}` is no retention: write `keep_last(N)` (only the last N results stay whole in the model's requests), `turns(N)` (a result stays whole for N model turns) or `never_evict`, with N from 1 to 10000",
-                        key.value.value()
-                    ),
-                );
+            Ok(retention) => retention,
+            Err(error) => {
+                errors.0.push(error);
                 Retention::Budget
             }
         },
@@ -830,49 +768,6 @@ pub(crate) fn struct_ident_for(function: &Ident) -> Ident {
     format_ident!("{}Tool", pascal, span = function.span())
 }
 
-/// `"30s"`, `"500ms"`, `"2m"`, `"1h"`, `"1m30s"` → (seconds, nanoseconds).
-pub(crate) fn parse_duration(key: &str, text: &str) -> Result<(u64, u32), String> {
-    let usage = "write the time limit as a number and a unit: \"500ms\", \"30s\", \"2m\", \"1h\" or combined, \"1m30s\"";
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(format!("`{key}` is empty; {usage}"));
-    }
-    let mut total_ms: u128 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.chars().take_while(char::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(format!("`{key} = \"{text}\"` is not a duration; {usage}"));
-        }
-        let number: u128 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.chars().take_while(char::is_ascii_alphabetic).count();
-        let factor = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            _ => return Err(format!("`{key} = \"{text}\"` has no valid unit; {usage}")),
-        };
-        rest = &rest[unit_len..];
-        total_ms = number
-            .checked_mul(factor)
-            .and_then(|ms| ms.checked_add(total_ms))
-            .ok_or_else(|| format!("`{key} = \"{text}\"` is too large"))?;
-    }
-    if total_ms == 0 {
-        return Err(format!(
-            "`{key} = \"{text}\"` is zero; a call needs time to run"
-        ));
-    }
-    let secs =
-        u64::try_from(total_ms / 1000).map_err(|_| format!("`{key} = \"{text}\"` is too large"))?;
-    let nanos = u32::try_from((total_ms % 1000) * 1_000_000).unwrap_or(0);
-    Ok((secs, nanos))
-}
-
 /// `redact` and `log_fields`: one of them at most, with valid pointers.
 fn check_redaction(attr: &Attr, errors: &mut Errors) -> Redaction {
     for key in [&attr.redact, &attr.log_fields].into_iter().flatten() {
@@ -1109,50 +1004,3 @@ fn check_pointer(pointer: &str) -> Result<(), String> {
 // compiled here. The derived `Clone` copies field by field instead.
 impl Copy for Executor {}
 impl Copy for Approval {}
-
-#[cfg(test)]
-mod tests {
-    use super::{Retention, parse_duration, parse_retention};
-
-    #[test]
-    fn retention_reads_its_three_spellings() {
-        let read = |text: &str| match parse_retention(text) {
-            Some(Retention::KeepLast(n)) => Some(format!("keep_last({n})")),
-            Some(Retention::Turns(n)) => Some(format!("turns({n})")),
-            Some(Retention::NeverEvict) => Some("never_evict".to_owned()),
-            Some(Retention::Budget) | None => None,
-        };
-        for (text, read_as) in [
-            ("keep_last(3)", "keep_last(3)"),
-            ("turns(10)", "turns(10)"),
-            (" turns( 1 ) ", "turns(1)"),
-            ("never_evict", "never_evict"),
-        ] {
-            assert_eq!(read(text).as_deref(), Some(read_as), "{text}");
-        }
-        for wrong in [
-            "keep_last(0)",
-            "turns(10001)",
-            "keep_last",
-            "last(3)",
-            "turns(-1)",
-            "",
-        ] {
-            assert_eq!(read(wrong), None, "{wrong}");
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("timeout", "500ms"), Ok((0, 500_000_000)));
-        assert_eq!(parse_duration("timeout", "30s"), Ok((30, 0)));
-        assert_eq!(parse_duration("timeout", "1m30s"), Ok((90, 0)));
-        assert_eq!(parse_duration("timeout", "2h"), Ok((7200, 0)));
-        for bad in ["", "0s", "30", "30sec", "soon", "s30", "1m 30s"] {
-            assert!(
-                parse_duration("timeout", bad).is_err(),
-                "{bad:?} was accepted"
-            );
-        }
-    }
-}
