@@ -1,13 +1,18 @@
 //! Stage 1: the attribute and the item as a typed model, errors collected.
 //!
-//! Parsing judges only syntax. Whether a name is well-formed or a key is
-//! allowed with another is `check`'s business, so that every problem of one
-//! declaration is reported in one compile.
+//! Parsing judges only syntax, and [`value`] what a value means. Whether a
+//! name is well-formed or a key is allowed with another is `check`'s
+//! business, so that every problem of one declaration is reported in one
+//! compile.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
 use syn::{Ident, Item, ItemFn, ItemStruct, LitBool, LitStr, Token, Type};
+
+mod value;
+
+pub(crate) use value::{approval, duration, executor, retention};
 
 /// One `key = value` of the attribute, with the key's span for errors.
 pub(crate) struct Key<T> {
