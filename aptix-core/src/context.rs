@@ -33,7 +33,7 @@ pub struct ToolContext<P = NoPartials> {
 }
 
 /// The partial-result type of a context whose tool reports none.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoPartials {}
 
 /// A value a tool may report as a partial result.
@@ -264,8 +264,3 @@ impl<P> ToolContext<P> {
         })
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for NoPartials {}

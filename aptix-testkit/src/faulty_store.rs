@@ -32,7 +32,7 @@ use aptix_core::store::{
 };
 
 /// One kind of [`Store`] operation, named after its method.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StoreOp {
     /// [`Store::create_conversation`].
     CreateConversation,
@@ -103,7 +103,7 @@ impl StoreOp {
 /// When a rule fails operations of its kind: skip `after` of them, then
 /// fail `times` in a row (or every one from then on), before or after the
 /// operation took effect.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     after: u32,
     times: Option<u32>,
@@ -170,7 +170,7 @@ impl Fault {
 }
 
 /// The error an injected failure carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InjectedFailure {
     /// The operation that failed.
     pub op: StoreOp,
@@ -199,7 +199,7 @@ struct Rule {
 }
 
 /// What the wrapper decided for one operation.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 enum Verdict {
     Pass,
     Fail { applied: bool },
@@ -543,14 +543,6 @@ impl<S: Store> Store for FaultyStore<S> {
         self.decided(StoreOp::Apply, verdict, || self.inner.apply(batch))
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for StoreOp {}
-impl Copy for Fault {}
-impl Copy for InjectedFailure {}
-impl Copy for Verdict {}
 
 #[cfg(test)]
 mod tests {

@@ -535,7 +535,7 @@ const TIMEOUT_GRACE: Duration = Duration::from_millis(250);
 
 /// Where a call's task stands: its time limit counts only while the
 /// executor runs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
     /// Hooks' `before_call` and the approval policy.
     Deciding,
@@ -544,11 +544,6 @@ pub(super) enum Phase {
     /// Hooks' `after_call`.
     Finishing,
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Phase {}
 
 /// Waits for `task`, timing out only while it is in [`Phase::Running`], for
 /// at most `budget` from the moment it entered it. `Err` when it ran out.

@@ -15,7 +15,7 @@ use super::{
 };
 
 /// Whether a call can be executed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallStatus {
     /// The model finished writing it.
     Complete,
@@ -139,7 +139,7 @@ impl std::fmt::Display for TurnLimitExceeded {
 
 /// How much one model turn may hold. Checked as the events arrive, so a
 /// stream that never finishes stops growing at the limit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnLimits {
     /// The most bytes kept for the turn: its text, its thinking blocks, and
     /// every call's id, name and arguments (each call and each thinking
@@ -429,12 +429,6 @@ impl TurnAssembler {
         })
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for CallStatus {}
-impl Copy for TurnLimits {}
 
 #[cfg(test)]
 mod tests {

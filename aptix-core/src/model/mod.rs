@@ -187,7 +187,7 @@ pub struct DeferredTools {
 }
 
 /// A provider's own tool search (Anthropic's `tool_search_tool_*`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum NativeToolSearch {
     /// The model searches with words, ranked by BM25.
     #[default]
@@ -224,11 +224,6 @@ impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for NativeToolSearch {}
-
 /// A structured-output constraint on a model's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResponseFormat {
@@ -258,7 +253,7 @@ pub enum FinishReason {
 }
 
 /// Tokens used by one model call.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.
     pub input_tokens: u64,
@@ -391,8 +386,3 @@ pub trait ChatModel: Send + Sync {
         None
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Usage {}

@@ -84,7 +84,7 @@ impl StoreError {
 }
 
 /// Where a stored conversation stands.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConversationStatus {
     /// Nobody is working on it; it waits for user input.
@@ -135,7 +135,7 @@ pub struct StoredConversation {
 
 /// Which wait (or which execution) of a call a ledger entry records. A gated
 /// client call has two entries: `Approval`, then `Client`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
     /// Waiting for a person to approve, change or deny the call.
@@ -181,7 +181,7 @@ impl fmt::Display for Step {
 /// The ledger's state machine. Waits go `Pending → Resolved | Expired |
 /// Cancelled`; executions go `Executing → Done | Cancelled`. Nothing leaves
 /// a final state.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
     /// Waiting for its resolution.
@@ -698,10 +698,3 @@ pub(crate) fn decode_conversation(
         messages,
     })
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ConversationStatus {}
-impl Copy for Step {}
-impl Copy for CallState {}

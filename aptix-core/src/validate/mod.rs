@@ -13,10 +13,6 @@
 
 mod fused;
 pub(crate) mod patterns;
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl<'a> Copy for StrictValue<'a> {}
 
 #[cfg(test)]
 mod tests;
@@ -350,7 +346,7 @@ impl Duplicate {
 
 /// Builds a `Value` as `serde_json`'s own visitor does, except that a duplicate member name is
 /// an error (recorded in `duplicate`, so that the caller can tell it from malformed JSON).
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct StrictValue<'a> {
     pub(crate) duplicate: &'a RefCell<Option<Duplicate>>,
 }
