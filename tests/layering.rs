@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first.
 const LAYERS: &[&str] = &[
-    "safe_derive",
     "digest",
     "content",
     "generator",

@@ -523,7 +523,7 @@ macro_rules! tools {
 }
 
 /// One problem found while building a catalog.
-#[derive(Debug, Clone, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogProblem {
     /// A tool's definition is unusable.
     #[error(transparent)]
@@ -666,22 +666,6 @@ pub enum CatalogProblem {
     #[error(transparent)]
     UndeclaredSecret(#[from] crate::secrets::UndeclaredSecret),
 }
-
-crate::safe_derive::enum_eq!(CatalogProblem {
-    Definition(_),
-    DuplicateName { name, first, second },
-    InvalidName { name, location },
-    MissingText { tool, field, location },
-    MissingCode { tool, location },
-    UnknownTool { name, known },
-    UnknownActivity { name, source_location, known },
-    ActivityNotOnServer { name, source_location, executor },
-    ActivityForAnotherTool { name, source_location, activity_type, tool_source },
-    MissingActivity { tool, activity, location },
-    ActivityShadowed { name, source_location, named },
-    ActivityOnNonLatentTool { tool, executor, location },
-    UndeclaredSecret(_),
-});
 
 /// Every problem that kept a catalog from being built.
 #[derive(Debug, Clone, PartialEq, Eq)]

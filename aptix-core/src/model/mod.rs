@@ -29,7 +29,7 @@ use crate::transcript::{Message, ThinkingBlock};
 
 /// A piece of a thinking block as it streams in, keyed by the block's
 /// `index` in the turn like [`ToolCallDelta`].
-#[derive(Debug, Clone, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThinkingDelta {
     /// More thinking text; opens a [`ThinkingBlock::Thinking`] at `index`
     /// if none is open there.
@@ -54,12 +54,6 @@ pub enum ThinkingDelta {
         data: String,
     },
 }
-
-crate::safe_derive::enum_eq!(ThinkingDelta {
-    Text { index, text },
-    Signature { index, signature },
-    Redacted { index, data },
-});
 
 /// Which tools the model may or must call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -283,7 +277,7 @@ pub struct ToolCallDelta {
 }
 
 /// What a model stream yields.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     /// More answer text.
     TextDelta(String),
@@ -303,14 +297,6 @@ pub enum ModelEvent {
         usage: Option<Usage>,
     },
 }
-
-crate::safe_derive::enum_eq!(ModelEvent {
-    TextDelta(_),
-    ToolCallDelta(_),
-    ThinkingDelta(_),
-    ServerBlock(_),
-    Finish { reason, usage },
-});
 
 /// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
