@@ -48,8 +48,6 @@ pub mod live;
 pub mod mcp;
 pub mod meta;
 pub mod model;
-#[cfg(test)]
-mod runtime_tests;
 pub mod schema;
 pub mod secrets;
 pub mod store;

@@ -553,12 +553,8 @@ mod tests {
         matches!(result, Err(StoreError::Backend(source)) if source.is::<InjectedFailure>())
     }
 
-    #[test]
-    fn rules_fail_the_chosen_operations_and_heal() {
-        crate::block_on(rules_fail_the_chosen_operations_and_heal_body())
-    }
-
-    async fn rules_fail_the_chosen_operations_and_heal_body() {
+    #[tokio::test]
+    async fn rules_fail_the_chosen_operations_and_heal() {
         let store = FaultyStore::new(MemoryStore::new());
         let conversation = Conversation::new("c");
         store.fail(StoreOp::CreateConversation, Fault::after(1));
@@ -587,12 +583,8 @@ mod tests {
         assert_eq!(store.injected(), 6);
     }
 
-    #[test]
-    fn a_failure_before_applying_changes_nothing_even_in_an_eager_store() {
-        crate::block_on(a_failure_before_applying_changes_nothing_even_in_an_eager_store_body())
-    }
-
-    async fn a_failure_before_applying_changes_nothing_even_in_an_eager_store_body() {
+    #[tokio::test]
+    async fn a_failure_before_applying_changes_nothing_even_in_an_eager_store() {
         let store = FaultyStore::new(MemoryStore::new());
         store.fail(StoreOp::CreateConversation, Fault::once());
         let conversation = Conversation::new("c");
@@ -603,12 +595,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn an_applied_failure_takes_effect_and_reports_an_error() {
-        crate::block_on(an_applied_failure_takes_effect_and_reports_an_error_body())
-    }
-
-    async fn an_applied_failure_takes_effect_and_reports_an_error_body() {
+    #[tokio::test]
+    async fn an_applied_failure_takes_effect_and_reports_an_error() {
         let store = FaultyStore::new(MemoryStore::new());
         store.fail(StoreOp::CreateConversation, Fault::once().after_applying());
         let conversation = Conversation::new("c");
@@ -619,14 +607,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted() {
-        crate::block_on(
-            an_injected_batch_failure_writes_nothing_and_every_operation_is_counted_body(),
-        )
-    }
-
-    async fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted_body() {
+    #[tokio::test]
+    async fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted() {
         use aptix_core::store::{Batch, Write};
 
         let store = FaultyStore::new(MemoryStore::new());
