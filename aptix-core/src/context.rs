@@ -201,10 +201,10 @@ impl<P> ToolContext<P> {
         };
         let (reply, answer) = ElicitationReply::channel();
         sink.elicit(id, request, reply);
-        let cancelled = Box::pin(self.shared.cancellation.cancelled());
-        match futures_util::future::select(answer, cancelled).await {
-            futures_util::future::Either::Left((Ok(answer), _)) => answer,
-            _ => ElicitationAnswer::Cancel,
+        tokio::select! {
+            biased;
+            answer = answer => answer.unwrap_or(ElicitationAnswer::Cancel),
+            () = self.shared.cancellation.cancelled() => ElicitationAnswer::Cancel,
         }
     }
 
