@@ -1,13 +1,10 @@
 //! A stream written as an async block that emits its items one at a time:
-//! what the agent's runs are, in safe code.
+//! what the agent's runs are.
 //!
-//! Why not a crate: `async-stream`'s `stream!` expands to `unsafe` code in the
-//! crate that calls it (raw pointers into the generator), which
-//! `forbid(unsafe_code)` does not see, and the macro-free crates of the field
-//! rest on an unsafe `Send` impl over an `UnsafeCell`. This is the same contract
-//! with a lock instead: the body hands an item over and stays suspended until
-//! the stream has handed it out, so the body never runs ahead of its reader,
-//! and dropping the stream drops the body where it stands.
+//! The contract of `async-stream`'s `stream!`, as a function over a lock:
+//! the body hands an item over and stays suspended until the stream has
+//! handed it out, so the body never runs ahead of its reader, and dropping
+//! the stream drops the body where it stands.
 
 use std::future::Future;
 use std::pin::Pin;
