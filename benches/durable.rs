@@ -302,11 +302,8 @@ impl Waiters {
     }
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Sample {}
-
 /// The timings of one round trip.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Sample {
     /// `send` until its stream's `Done` (suspended).
     suspend: Duration,

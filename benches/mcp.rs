@@ -49,11 +49,8 @@ use rmcp::{Json, Peer, RoleClient, ServerHandler, ServiceExt, tool, tool_handler
 use serde_json::{Value, json};
 use tokio::net::unix::pipe;
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Windows {}
-
 /// How long the phases run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Windows {
     /// How long each half of a phase is measured (two halves per server).
     half: Duration,
@@ -140,10 +137,7 @@ fn catalog() -> Catalog {
 // ---------------------------------------------------------------------------
 // Servers and transports.
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Server {}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Server {
     Rmcp,
     Aptix,
@@ -165,10 +159,7 @@ impl Server {
     }
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Transport {}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transport {
     Duplex,
     Pipe,

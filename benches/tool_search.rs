@@ -361,7 +361,13 @@ fn main() {
         "the agent",
     );
     let mut conversation = Conversation::new("bytes");
-    let _: Vec<_> = aptix_testkit::block_on(
+    let runtime = ok(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        "the runtime",
+    );
+    let _: Vec<_> = runtime.block_on(
         agent
             .run(&mut conversation, Input::User("Open a bug.".into()))
             .collect(),

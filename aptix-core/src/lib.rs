@@ -55,9 +55,6 @@ pub mod live;
 pub mod mcp;
 pub mod meta;
 pub mod model;
-#[cfg(test)]
-mod runtime_tests;
-mod safe_derive;
 pub mod schema;
 pub mod secrets;
 pub mod store;

@@ -18,7 +18,7 @@ use serde::Serialize;
 /// definition made at run time starts from [`ToolMeta::new`] too. A new
 /// attribute key is a new field here, read where it matters: the
 /// definition carries the whole value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ToolMeta {
     /// The name the model calls; unique in a catalog, `^[A-Za-z0-9_-]{1,64}$`.
     pub name: &'static str,
@@ -110,7 +110,7 @@ impl ToolMeta {
 /// transcript always gives the same request: what is stubbed stays
 /// stubbed, and a provider's prompt cache keeps matching the prefix
 /// between evictions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Retention {
     /// Kept until the agent's context budget needs the room, oldest first.
     /// The default.
@@ -140,7 +140,7 @@ impl std::fmt::Display for Retention {
 ///
 /// Every call is still mediated by the server: arguments are parsed and
 /// validated here before anything else sees them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutorKind {
     /// The server runs the tool and its result goes straight back to the model.
@@ -173,7 +173,7 @@ impl ExecutorKind {
 }
 
 /// Whether a person must approve a call before it proceeds.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Approval {
     /// The call proceeds without asking anyone.
@@ -194,7 +194,7 @@ impl Approval {
 }
 
 /// Who a suspended call is waiting for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AwaitReason {
     /// A person must approve the call.
@@ -206,7 +206,7 @@ pub enum AwaitReason {
 }
 
 /// What the server does with a call before anyone else sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ServerStep {
     /// Nothing: the model provider runs the tool (the call passes through).
     PassThrough,
@@ -221,7 +221,7 @@ pub enum ServerStep {
 
 /// What happens to a call of a tool: what runs on the server, and who is
 /// awaited after it. Made by [`route`], the only place that decides it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Route {
     /// What runs on the server first.
     pub step: ServerStep,
@@ -302,7 +302,7 @@ pub const fn route(executor: ExecutorKind, approval: Approval) -> Route {
 /// What a tool's calls do, as hints for clients that decide whether to ask
 /// a person first (the MCP tool annotations). Hints only: never a security
 /// boundary, since a tool's author writes them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Annotations {
     /// It changes nothing.
     pub read_only: bool,
@@ -339,7 +339,7 @@ impl Default for Annotations {
 /// governs what this process shows (agent events, suspended payloads in
 /// events, error envelopes in events); the tool, the model and whoever
 /// must act on a suspended call (an approver, a client) see the real values.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Redaction {
     /// Neither key was declared: everything is shown. A tool whose
     /// argument or output fields look secret cannot stay undeclared (see
@@ -385,7 +385,7 @@ pub(crate) fn pointer_tokens(pointer: &str) -> Vec<String> {
 }
 
 /// Where a tool was declared, so that catalog errors can point at source code.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SourceLocation {
     /// `file!()` of the declaration.
     pub file: &'static str,
@@ -414,20 +414,6 @@ impl std::fmt::Display for SourceLocation {
         write!(f, "{}:{} ({})", self.file, self.line, self.module_path)
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ToolMeta {}
-impl Copy for ExecutorKind {}
-impl Copy for Approval {}
-impl Copy for Retention {}
-impl Copy for AwaitReason {}
-impl Copy for ServerStep {}
-impl Copy for Route {}
-impl Copy for Annotations {}
-impl Copy for Redaction {}
-impl Copy for SourceLocation {}
 
 #[cfg(test)]
 mod tests {

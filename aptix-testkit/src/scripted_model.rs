@@ -296,12 +296,8 @@ mod tests {
         Ok(text)
     }
 
-    #[test]
-    fn a_repeating_script_starts_over_and_a_plain_one_runs_out() {
-        crate::block_on(a_repeating_script_starts_over_and_a_plain_one_runs_out_body())
-    }
-
-    async fn a_repeating_script_starts_over_and_a_plain_one_runs_out_body() {
+    #[tokio::test]
+    async fn a_repeating_script_starts_over_and_a_plain_one_runs_out() {
         let turns = [ScriptedTurn::new().text("a"), ScriptedTurn::new().text("b")];
         let repeating = ScriptedModel::new(turns.clone()).repeating();
         let mut seen = Vec::new();

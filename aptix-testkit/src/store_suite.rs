@@ -9,12 +9,10 @@
 //! run's conversations and calls.
 //!
 //! ```ignore
-//! #[test]
-//! fn my_store_conforms() {
-//!     aptix_testkit::block_on_threads(4, async {
-//!         let store: Arc<dyn Store> = Arc::new(MyStore::new());
-//!         aptix_testkit::store_suite::run_all(store, "my-store").await;
-//!     });
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+//! async fn my_store_conforms() {
+//!     let store: Arc<dyn Store> = Arc::new(MyStore::new());
+//!     aptix_testkit::store_suite::run_all(store, "my-store").await;
 //! }
 //! ```
 //!

@@ -29,7 +29,7 @@ pub enum ApprovalDecision {
 }
 
 /// A call as an approval policy sees it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct ApprovalCall<'a> {
     /// The call: id, tool, validated arguments (after any hook's rewrite),
@@ -91,11 +91,6 @@ pub(crate) fn arguments_hash(payload: &str) -> String {
     };
     crate::digest::sha256_hex(canonical.as_bytes())
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl<'a> Copy for ApprovalCall<'a> {}
 
 #[cfg(test)]
 mod tests {

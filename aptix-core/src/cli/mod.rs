@@ -145,7 +145,7 @@ pub enum Command {
 
 /// The `--dialect` of `schema`: the provider dialects, plus the canonical
 /// definition that every dialect is lowered from.
-#[derive(Debug, Clone, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[non_exhaustive]
 pub enum SchemaDialect {
     /// The canonical definition: name, description, usage, executor,
@@ -544,8 +544,3 @@ fn confirm(
         "y" | "yes"
     ))
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for SchemaDialect {}

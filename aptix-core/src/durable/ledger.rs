@@ -1199,7 +1199,7 @@ async fn confirm_insert(
 }
 
 /// How a call passes its approval gate.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Gate {
     /// As the model made it: a gated call stops at its gate.
     Model,
@@ -1343,16 +1343,11 @@ fn unanswered_calls(conversation: &Conversation) -> Vec<(Place, AssistantToolCal
 
 /// Where a call stands in its turn: its position, and how many calls the
 /// turn made (for the turn's limit of calls that run).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
     position: usize,
     made: usize,
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Place {}
 
 /// The envelope ids of a call of `conversation`.
 fn ids_for(conversation: &Conversation, tool_call_id: &str) -> EnvelopeIds {
@@ -1391,8 +1386,3 @@ fn humanize(duration: Duration) -> String {
         s => format!("{s}s"),
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Gate {}

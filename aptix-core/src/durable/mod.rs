@@ -261,7 +261,7 @@ impl PendingCall {
 }
 
 /// What [`DurableAgent::ensure_started`] found and did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Revival {
     /// Waits are still pending; nothing to run until they are resolved.
     Waiting {
@@ -502,8 +502,3 @@ impl DurableAgent {
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Revival {}

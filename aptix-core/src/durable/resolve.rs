@@ -121,7 +121,7 @@ impl Resolution {
 const STALE_RESUME_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The acknowledgement of an accepted resolution.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
     /// How many waits of the conversation are still pending. At 0 the next
     /// model turn is starting in the background.
@@ -561,8 +561,3 @@ fn settled_refusal(record: &CallRecord, resolution: &Resolution) -> ResolveError
 fn same_resolution(a: &Resolution, b: &Resolution) -> bool {
     a == b
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Resolved {}

@@ -43,12 +43,8 @@ impl Drop for Probe<'_> {
     }
 }
 
-#[test]
-fn futures_run_and_are_dropped_once() {
-    crate::runtime_tests::block_on(futures_run_and_are_dropped_once_body())
-}
-
-async fn futures_run_and_are_dropped_once_body() {
+#[tokio::test]
+async fn futures_run_and_are_dropped_once() {
     let drops = AtomicUsize::new(0);
     let future = boxed(Probe {
         drops: &drops,
@@ -77,12 +73,8 @@ async fn futures_run_and_are_dropped_once_body() {
 
 /// A body that borrows its own local across an `.await`, and writes
 /// through the borrow after: sound only if the future never moves.
-#[test]
-fn a_future_that_borrows_itself_across_an_await_runs() {
-    crate::runtime_tests::block_on(a_future_that_borrows_itself_across_an_await_runs_body())
-}
-
-async fn a_future_that_borrows_itself_across_an_await_runs_body() {
+#[tokio::test]
+async fn a_future_that_borrows_itself_across_an_await_runs() {
     let future = boxed(async {
         let mut local = [1u8; 8];
         let first: &mut u8 = &mut local[0];
@@ -95,12 +87,8 @@ async fn a_future_that_borrows_itself_across_an_await_runs_body() {
     assert_eq!(text(result).as_deref(), Some("9"));
 }
 
-#[test]
-fn large_futures_run() {
-    crate::runtime_tests::block_on(large_futures_run_body())
-}
-
-async fn large_futures_run_body() {
+#[tokio::test]
+async fn large_futures_run() {
     let big = [1u8; 512];
     let future = boxed(async move {
         tokio::task::yield_now().await;

@@ -57,7 +57,7 @@ static SINGLE: LazyLock<Value> = LazyLock::new(canonical_output::<Content>);
 static LIST: LazyLock<Value> = LazyLock::new(canonical_output::<Vec<Content>>);
 
 /// How a tool's results are sent: as content blocks or as JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
     /// The output type is `Content`.
     Single,
@@ -96,8 +96,3 @@ pub(crate) fn blocks(shape: Shape, result: &JsonText) -> Option<Vec<ContentBlock
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Shape {}

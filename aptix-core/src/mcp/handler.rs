@@ -1,6 +1,7 @@
 //! The rmcp `ServerHandler` over an [`Executor`].
 
 use std::collections::BTreeMap;
+use std::pin::pin;
 use std::sync::Arc;
 
 use rmcp::ErrorData;
@@ -245,8 +246,8 @@ impl AptixMcpHandler {
                 executor.execute(call, ctx).await
             }
         };
-        // Boxed: still run to its end after the server's cancellation.
-        let mut run = Box::pin(run);
+        // Pinned here: still run to its end after the server's cancellation.
+        let mut run = pin!(run);
         let server = self.inner.context.cancellation();
         match server.run_until_cancelled(run.as_mut()).await {
             Some(execution) => execution,

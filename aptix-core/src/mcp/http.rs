@@ -36,7 +36,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -44,7 +44,6 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Method, Request, Response, StatusCode, Version, header};
-use futures_util::future::{Either, select};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -331,13 +330,6 @@ async fn connection(
     stop: CancellationToken,
     held: (OwnedSemaphorePermit, PeerSlot),
 ) {
-    /// Why the connection stopped being served as usual.
-    enum Outcome {
-        Ended(Result<(), Box<dyn std::error::Error + Send + Sync>>),
-        Idle,
-        Stop,
-        Stalled,
-    }
     let activity = Arc::new(Activity::new());
     let service = ConnectionService {
         shared,
@@ -345,25 +337,15 @@ async fn connection(
         opener: held.1.opener(),
     };
     let stream = TimedWrites::new(stream, limits.write_timeout);
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    // Boxed: polled here, then shut down gracefully and run to its end.
-    let mut connection = Box::pin(connection);
+    // Polled here, then shut down gracefully and run to its end.
+    let mut connection =
+        pin!(builder.serve_connection_with_upgrades(TokioIo::new(stream), service));
     let idle_timeout = limits.idle_timeout;
     let send_timeout = limits.response_send_timeout;
-    let outcome = {
-        let idle = Box::pin(activity.idle_for(idle_timeout));
-        let stopped = Box::pin(stop.cancelled());
-        let stalled = Box::pin(activity.stalled_for(send_timeout));
-        match select(connection.as_mut(), select(idle, select(stopped, stalled))).await {
-            Either::Left((served, _)) => Outcome::Ended(served),
-            Either::Right((Either::Left(_), _)) => Outcome::Idle,
-            Either::Right((Either::Right((Either::Left(_), _)), _)) => Outcome::Stop,
-            Either::Right((Either::Right((Either::Right(_), _)), _)) => Outcome::Stalled,
-        }
-    };
-    let served = match outcome {
-        Outcome::Ended(served) => served,
-        Outcome::Idle => {
+    let served = tokio::select! {
+        biased;
+        served = connection.as_mut() => served,
+        () = activity.idle_for(idle_timeout) => {
             tracing::debug!(?idle_timeout, "MCP HTTP connection closed: idle");
             connection.as_mut().graceful_shutdown();
             let grace = idle_timeout.min(IDLE_CLOSE_GRACE);
@@ -375,13 +357,13 @@ async fn connection(
                 }
             }
         }
-        Outcome::Stop => {
+        () = stop.cancelled() => {
             connection.as_mut().graceful_shutdown();
             // Graceful shutdown waits for every answer to be sent.
-            let stalled = Box::pin(activity.stalled_for(send_timeout));
-            match select(connection, stalled).await {
-                Either::Left((served, _)) => served,
-                Either::Right(_) => {
+            tokio::select! {
+                biased;
+                served = connection => served,
+                () = activity.stalled_for(send_timeout) => {
                     tracing::debug!(
                         ?send_timeout,
                         "MCP HTTP connection dropped on shutdown: an answer could not be sent"
@@ -390,7 +372,7 @@ async fn connection(
                 }
             }
         }
-        Outcome::Stalled => {
+        () = activity.stalled_for(send_timeout) => {
             tracing::debug!(
                 ?send_timeout,
                 "MCP HTTP connection dropped: an answer waited too long to be sent"

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// The severity of an MCP log message (the syslog levels MCP uses), from
 /// least to most severe: `LogLevel::Debug < LogLevel::Emergency`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum LogLevel {
     /// Detailed information for debugging.
@@ -199,8 +199,3 @@ impl McpLog {
         self.log(LogLevel::Error, message.into()).await;
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for LogLevel {}

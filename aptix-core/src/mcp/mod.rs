@@ -151,7 +151,7 @@ pub struct McpServer {
 /// finishes its requests, keeps its connections or streams open, or keeps
 /// opening sessions could otherwise use to hold the server's connections
 /// and memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HttpLimits {
     pub(crate) header_read_timeout: std::time::Duration,
     pub(crate) request_body_timeout: std::time::Duration,
@@ -529,8 +529,3 @@ fn request_id_text(id: &NumberOrString) -> String {
         NumberOrString::String(text) => text.to_string(),
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for HttpLimits {}

@@ -70,7 +70,7 @@ pub(crate) enum SessionsError {
 
 /// Who opened a session, as the HTTP connection limits count peers; the
 /// HTTP layer puts it in each request's extensions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Opener {
     /// A loopback client: every local process (and a reverse proxy on this
     /// host) is the one address, which a per-peer cap cannot tell apart, so
@@ -81,12 +81,8 @@ pub(crate) enum Opener {
     Remote(IpAddr),
 }
 
-// `Copy` by hand: `#[derive(Copy)]` adds an impl of an unsafe compiler
-// marker to this crate (see `HttpLimits`).
-impl Copy for Opener {}
-
 /// The caps of [`CappedSessions`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SessionLimits {
     pub(crate) max: usize,
     pub(crate) max_per_peer: usize,
@@ -95,8 +91,6 @@ pub(crate) struct SessionLimits {
     pub(crate) min_idle: Duration,
     pub(crate) uninitialized_life: Duration,
 }
-
-impl Copy for SessionLimits {}
 
 /// A capped [`LocalSessionManager`].
 #[derive(Debug, Clone)]
@@ -132,13 +126,11 @@ struct Held {
 /// opens sessions fast from closing every session used a moment ago (a
 /// client between two calls); it also lets a client that uses every one of
 /// its sessions within it keep them all.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Evictable {
     now: Instant,
     min_idle: Duration,
 }
-
-impl Copy for Evictable {}
 
 impl Evictable {
     fn allows(self, session: &Held) -> bool {

@@ -15,7 +15,7 @@ use super::{
 };
 
 /// Whether a call can be executed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallStatus {
     /// The model finished writing it.
     Complete,
@@ -70,7 +70,7 @@ struct PartialCall {
 
 /// What a delta added to the turn's calls, for whoever shows a call while
 /// it streams.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CallSeen {
     /// A call's arguments started, so its tool name is whole: the call is
     /// open.
@@ -93,18 +93,13 @@ pub enum CallSeen {
     },
 }
 
-crate::safe_derive::enum_eq!(CallSeen {
-    Opened { call, id, name },
-    Arguments { call, id, text },
-});
-
 /// What each call counts against [`TurnLimits::turn_bytes`] besides its
 /// text: its share of the bookkeeping, so that many tiny calls are bounded
 /// as well as a few big ones.
 const CALL_OVERHEAD: usize = 64;
 
 /// Which limit a turn went past.
-#[derive(Debug, Clone, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnLimitExceeded {
     /// [`TurnLimits::turn_bytes`].
     TurnBytes(usize),
@@ -116,11 +111,6 @@ pub enum TurnLimitExceeded {
         tool: String,
     },
 }
-
-crate::safe_derive::enum_eq!(TurnLimitExceeded {
-    TurnBytes(_),
-    ArgumentBytes { limit, tool },
-});
 
 impl std::fmt::Display for TurnLimitExceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -139,7 +129,7 @@ impl std::fmt::Display for TurnLimitExceeded {
 
 /// How much one model turn may hold. Checked as the events arrive, so a
 /// stream that never finishes stops growing at the limit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnLimits {
     /// The most bytes kept for the turn: its text, its thinking blocks, and
     /// every call's id, name and arguments (each call and each thinking
@@ -429,12 +419,6 @@ impl TurnAssembler {
         })
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for CallStatus {}
-impl Copy for TurnLimits {}
 
 #[cfg(test)]
 mod tests {

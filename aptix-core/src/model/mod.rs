@@ -29,7 +29,7 @@ use crate::transcript::{Message, ThinkingBlock};
 
 /// A piece of a thinking block as it streams in, keyed by the block's
 /// `index` in the turn like [`ToolCallDelta`].
-#[derive(Debug, Clone, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThinkingDelta {
     /// More thinking text; opens a [`ThinkingBlock::Thinking`] at `index`
     /// if none is open there.
@@ -54,12 +54,6 @@ pub enum ThinkingDelta {
         data: String,
     },
 }
-
-crate::safe_derive::enum_eq!(ThinkingDelta {
-    Text { index, text },
-    Signature { index, signature },
-    Redacted { index, data },
-});
 
 /// Which tools the model may or must call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -187,7 +181,7 @@ pub struct DeferredTools {
 }
 
 /// A provider's own tool search (Anthropic's `tool_search_tool_*`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum NativeToolSearch {
     /// The model searches with words, ranked by BM25.
     #[default]
@@ -224,11 +218,6 @@ impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
     }
 }
 
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for NativeToolSearch {}
-
 /// A structured-output constraint on a model's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResponseFormat {
@@ -258,7 +247,7 @@ pub enum FinishReason {
 }
 
 /// Tokens used by one model call.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.
     pub input_tokens: u64,
@@ -288,7 +277,7 @@ pub struct ToolCallDelta {
 }
 
 /// What a model stream yields.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     /// More answer text.
     TextDelta(String),
@@ -308,14 +297,6 @@ pub enum ModelEvent {
         usage: Option<Usage>,
     },
 }
-
-crate::safe_derive::enum_eq!(ModelEvent {
-    TextDelta(_),
-    ToolCallDelta(_),
-    ThinkingDelta(_),
-    ServerBlock(_),
-    Finish { reason, usage },
-});
 
 /// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -391,8 +372,3 @@ pub trait ChatModel: Send + Sync {
         None
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Usage {}

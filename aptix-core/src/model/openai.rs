@@ -113,7 +113,7 @@ impl fmt::Debug for Redacted {
 /// How an OpenAI-compatible server takes a structured-output schema in
 /// `response_format`. Servers turn it into a grammar (llama.cpp) or a
 /// decoding constraint (OpenAI, vLLM), so the answer matches by construction.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StructuredOutput {
     /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`:
     /// OpenAI's structured outputs, also read by vLLM and llama.cpp's server.
@@ -848,11 +848,6 @@ fn quote(text: &str) -> String {
     }
     quoted
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for StructuredOutput {}
 
 #[cfg(test)]
 mod tests {

@@ -22,7 +22,7 @@ pub use dialect::{Dialect, DialectError};
 
 /// Why a tool's definition cannot be used. Reported when the catalog is
 /// built (at start-up, or by `aptix_testkit::assert_catalog_valid` in CI).
-#[derive(Debug, Clone, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DefinitionError {
     /// The arguments type is not a JSON object; models always send objects.
     #[error(
@@ -80,13 +80,6 @@ pub enum DefinitionError {
         source_location: String,
     },
 }
-
-crate::safe_derive::enum_eq!(DefinitionError {
-    ArgsNotObject { tool, type_name, found, source_location },
-    UndocumentedField { tool, type_name, field, source_location },
-    ReservedField { tool, type_name, field, source_location },
-    InvalidSchema { tool, message, source_location },
-});
 
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()

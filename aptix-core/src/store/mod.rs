@@ -84,7 +84,7 @@ impl StoreError {
 }
 
 /// Where a stored conversation stands.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConversationStatus {
     /// Nobody is working on it; it waits for user input.
@@ -135,7 +135,7 @@ pub struct StoredConversation {
 
 /// Which wait (or which execution) of a call a ledger entry records. A gated
 /// client call has two entries: `Approval`, then `Client`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
     /// Waiting for a person to approve, change or deny the call.
@@ -181,7 +181,7 @@ impl fmt::Display for Step {
 /// The ledger's state machine. Waits go `Pending → Resolved | Expired |
 /// Cancelled`; executions go `Executing → Done | Cancelled`. Nothing leaves
 /// a final state.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
     /// Waiting for its resolution.
@@ -274,7 +274,7 @@ pub struct CallRecord {
 /// One write of a [`Batch`]. Each is the write of the [`Store`] method of
 /// the same name, with the same condition; a write whose condition does not
 /// hold is refused, and a refused write undoes the whole batch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Write<'a> {
     /// [`Store::create_conversation`]: stores the conversation as `Idle`;
     /// refused when one with its id exists.
@@ -343,16 +343,6 @@ pub enum Write<'a> {
     },
 }
 
-crate::safe_derive::enum_eq!(Write<'a> {
-    CreateConversation(_),
-    EnsureConversation(_),
-    ClaimConversation { id, owner, now, lease_until, version },
-    SaveConversation { conversation, owner, status, lease_until },
-    InsertCall(_),
-    Transition { conversation_id, tool_call_id, step, from, to, outcome, now },
-    SetDeadline { conversation_id, tool_call_id, step, deadline },
-});
-
 /// Writes that take effect together, in order, in one transaction: all of
 /// them, or none when one is refused or the store fails. One batch is one
 /// commit, however many rows it changes.
@@ -396,7 +386,7 @@ impl<'a> Batch<'a> {
 }
 
 /// What applying a [`Batch`] did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
     /// Every write took effect.
     All {
@@ -411,11 +401,6 @@ pub enum Applied {
         index: usize,
     },
 }
-
-crate::safe_derive::enum_eq!(Applied {
-    All { claimed },
-    Refused { index },
-});
 
 impl Applied {
     /// Whether every write took effect.
@@ -698,10 +683,3 @@ pub(crate) fn decode_conversation(
         messages,
     })
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for ConversationStatus {}
-impl Copy for Step {}
-impl Copy for CallState {}

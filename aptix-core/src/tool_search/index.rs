@@ -9,13 +9,12 @@
 //! Snowball English stemmer (`rust-stemmers`), so `invoices` finds
 //! `invoice`.
 //!
-//! Ranking is written here rather than taken from the `bm25` crate: that
-//! crate's tokenizer brings `unsafe` code (`deunicode`'s raw-pointer tables,
-//! and the `cached` proc macro), and its matches come back through a hash
-//! set, so equal scores arrive in any order. BM25 itself is a dozen lines
-//! (Robertson's formula with the usual `k1 = 1.2`, `b = 0.75` and the
-//! `ln(1 + …)` idf that stays positive); ties are broken by the tool's place
-//! in the catalog, so the same search always gives the same answer.
+//! Ranking is written here rather than taken from the `bm25` crate, whose
+//! matches come back through a hash set, so equal scores arrive in any
+//! order. BM25 itself is a dozen lines (Robertson's formula with the usual
+//! `k1 = 1.2`, `b = 0.75` and the `ln(1 + …)` idf that stays positive); ties
+//! are broken by the tool's place in the catalog, so the same search always
+//! gives the same answer.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

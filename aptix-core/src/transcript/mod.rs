@@ -48,7 +48,7 @@ impl Conversation {
 }
 
 /// One message of a conversation, in provider-neutral form.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     /// Instructions for the model.
@@ -111,13 +111,6 @@ pub enum Message {
     },
 }
 
-crate::safe_derive::enum_eq!(Message {
-    System { content },
-    User { content },
-    Assistant { content, tool_calls, thinking, server_blocks, runnable },
-    Tool { tool_call_id, name, content, is_error, attachments },
-});
-
 impl Message {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
@@ -151,7 +144,7 @@ impl Message {
 /// "thinking":…,"signature":…}` or `{"type":"redacted_thinking","data":…}`),
 /// which is also how it is stored with the conversation. The signature and
 /// the redacted data are opaque: they are only ever sent back.
-#[derive(Debug, Clone, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ThinkingBlock {
     /// Thinking the model shows.
@@ -167,11 +160,6 @@ pub enum ThinkingBlock {
         data: String,
     },
 }
-
-crate::safe_derive::enum_eq!(ThinkingBlock {
-    Thinking { thinking, signature },
-    RedactedThinking { data },
-});
 
 /// A tool call as it stands in the transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,10 +13,6 @@
 
 mod fused;
 pub(crate) mod patterns;
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl<'a> Copy for StrictValue<'a> {}
 
 #[cfg(test)]
 mod tests;
@@ -37,42 +33,28 @@ use fused::FusedValidator;
 pub const MAX_VIOLATIONS: usize = 20;
 
 /// Schema work done on this thread (tests count it): subschemas compiled while checking
-/// `null` members, and patterns compiled by the fused validator. A map under a lock rather than `thread_local!`,
-/// whose expansion is `unsafe` code.
+/// `null` members, and patterns compiled by the fused validator.
 #[cfg(test)]
 pub(crate) mod compilations {
-    use std::sync::Mutex;
-    use std::thread::{self, ThreadId};
+    use std::cell::Cell;
 
-    static COUNTS: Mutex<Vec<(ThreadId, usize)>> = Mutex::new(Vec::new());
-
-    fn update(change: impl FnOnce(&mut usize)) -> usize {
-        let mut counts = COUNTS.lock().unwrap_or_else(|e| e.into_inner());
-        let me = thread::current().id();
-        let at = match counts.iter().position(|(thread, _)| *thread == me) {
-            Some(at) => at,
-            None => {
-                counts.push((me, 0));
-                counts.len() - 1
-            }
-        };
-        change(&mut counts[at].1);
-        counts[at].1
+    thread_local! {
+        static COUNT: Cell<usize> = const { Cell::new(0) };
     }
 
     /// One more on this thread.
     pub(crate) fn add() {
-        update(|count| *count += 1);
+        COUNT.set(COUNT.get() + 1);
     }
 
     /// Back to 0 on this thread.
     pub(crate) fn reset() {
-        update(|count| *count = 0);
+        COUNT.set(0);
     }
 
     /// How many on this thread.
     pub(crate) fn count() -> usize {
-        update(|_| {})
+        COUNT.get()
     }
 }
 
@@ -350,7 +332,7 @@ impl Duplicate {
 
 /// Builds a `Value` as `serde_json`'s own visitor does, except that a duplicate member name is
 /// an error (recorded in `duplicate`, so that the caller can tell it from malformed JSON).
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct StrictValue<'a> {
     pub(crate) duplicate: &'a RefCell<Option<Duplicate>>,
 }

@@ -14,22 +14,8 @@ mod keys;
 use proc_macro2::Span;
 use syn::{Ident, ItemFn, ItemStruct, LitStr, Type};
 
+pub(crate) use crate::parse::{Approval, Executor, Retention};
 use crate::parse::{Parsed, Target};
-
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub(crate) enum Executor {
-    Server,
-    Client,
-    Human,
-    Provider,
-    Latent,
-}
-
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) enum Approval {
-    Auto,
-    RequiresApproval,
-}
 
 /// A declaration that satisfies every rule the macro can check.
 pub(crate) struct Tool {
@@ -53,14 +39,6 @@ pub(crate) struct Tool {
     pub(crate) destructive: Option<bool>,
     pub(crate) open_world: Option<bool>,
     pub(crate) form: Form,
-}
-
-/// `retention = "..."`, as `aptix::meta::Retention` holds it.
-pub(crate) enum Retention {
-    Budget,
-    KeepLast(u32),
-    Turns(u32),
-    NeverEvict,
 }
 
 /// `redact = [...]`, `log_fields = [...]`, or neither.
@@ -225,9 +203,3 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
     };
     errors.finish(tool, stub)
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Executor {}
-impl Copy for Approval {}

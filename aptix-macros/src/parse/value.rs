@@ -7,7 +7,30 @@
 
 use syn::{Ident, LitStr};
 
-use crate::check::{Approval, Executor, Retention};
+/// `executor = ...`: where a call runs, or who answers it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Executor {
+    Server,
+    Client,
+    Human,
+    Provider,
+    Latent,
+}
+
+/// `approval = ...`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Approval {
+    Auto,
+    RequiresApproval,
+}
+
+/// `retention = "..."`, as `aptix::meta::Retention` holds it.
+pub(crate) enum Retention {
+    Budget,
+    KeepLast(u32),
+    Turns(u32),
+    NeverEvict,
+}
 
 /// `executor = server | client | human | provider | latent`.
 pub(crate) fn executor(value: &Ident) -> syn::Result<Executor> {

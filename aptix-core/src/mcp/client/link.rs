@@ -6,7 +6,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use futures_util::future::{Either, select};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
@@ -684,11 +683,10 @@ impl Link {
             peer: Some(peer.clone()),
             id: handle.id.clone(),
         };
-        let answer = Box::pin(handle.await_response());
-        let cancelled = Box::pin(ctx.cancellation().cancelled());
-        let response = match select(answer, cancelled).await {
-            Either::Left((response, _)) => response,
-            Either::Right(((), _)) => {
+        let response = tokio::select! {
+            biased;
+            response = handle.await_response() => response,
+            () = ctx.cancellation().cancelled() => {
                 abandoned.send("the run was cancelled");
                 return Err(CallFailure::Cancelled);
             }

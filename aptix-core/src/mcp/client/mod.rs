@@ -157,7 +157,7 @@ pub enum McpClientError {
 }
 
 /// A remote tool left out of the toolset, and why.
-#[derive(Debug, Clone, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RefusedTool {
     /// Its definition did not pass the catalog's checks (its name, its
@@ -198,14 +198,6 @@ pub enum RefusedTool {
         change: String,
     },
 }
-
-// `PartialEq` without the derive, whose expansion for an enum whose every
-// variant holds data has an `unsafe` unreachable arm (see `safe_derive`).
-crate::safe_derive::enum_eq!(RefusedTool {
-    Invalid { server, tool, problem },
-    Dialect { server, tool, dialect, problem },
-    Drifted { server, tool, change },
-});
 
 /// How to reach one MCP server and how to offer its tools; [`McpToolset::connect`]
 /// connects and lists them.

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use futures_util::future::{Either, select};
 use rmcp::ErrorData;
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, Role, SamplingMessage,
@@ -55,11 +54,10 @@ impl Sampler {
         let _entered = span.enter();
         let request = self.request(params)?;
         drop(_entered);
-        let answer = Box::pin(self.complete(&request));
-        let cancelled = Box::pin(cancellation.cancelled_owned());
-        let (text, finish) = match select(answer, cancelled).await {
-            Either::Left((answer, _)) => answer?,
-            Either::Right(((), _)) => {
+        let (text, finish) = tokio::select! {
+            biased;
+            answer = self.complete(&request) => answer?,
+            () = cancellation.cancelled() => {
                 return Err(ErrorData::internal_error(
                     "the run that made the call was cancelled",
                     None,

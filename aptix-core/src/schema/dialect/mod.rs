@@ -109,10 +109,6 @@ mod exclusive;
 mod gemini;
 mod lowering;
 mod openai;
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Dialect {}
 
 #[cfg(test)]
 mod tests;
@@ -125,7 +121,7 @@ use serde_json::Value;
 use lowering::{Lowering, check_references};
 
 /// A provider's dialect of JSON Schema for tool definitions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Dialect {
     /// OpenAI function tools with `strict: true` (Structured Outputs).

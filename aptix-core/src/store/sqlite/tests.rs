@@ -45,12 +45,8 @@ async fn plans() -> Vec<(&'static str, Vec<String>)> {
 /// with 5,000 conversations waiting on an approval that took 2.2 s of SQLite's
 /// time per sweep, once a second. Through the primary key it reads the
 /// conversation's own calls only.
-#[test]
-fn the_sweep_reads_each_conversations_own_calls() {
-    crate::runtime_tests::block_on(the_sweep_reads_each_conversations_own_calls_body())
-}
-
-async fn the_sweep_reads_each_conversations_own_calls_body() {
+#[tokio::test]
+async fn the_sweep_reads_each_conversations_own_calls() {
     let plans = plans().await;
     let (_, sweep) = plans
         .iter()
@@ -70,12 +66,8 @@ async fn the_sweep_reads_each_conversations_own_calls_body() {
 }
 
 /// No statement reads a whole table: each finds its rows through an index.
-#[test]
-fn no_statement_scans_a_table() {
-    crate::runtime_tests::block_on(no_statement_scans_a_table_body())
-}
-
-async fn no_statement_scans_a_table_body() {
+#[tokio::test]
+async fn no_statement_scans_a_table() {
     for (name, steps) in plans().await {
         for step in &steps {
             assert!(

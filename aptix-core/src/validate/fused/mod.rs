@@ -74,10 +74,6 @@ mod numbers;
 mod pattern;
 #[cfg(test)]
 mod schema_tests;
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Route {}
 
 #[cfg(test)]
 mod tests;
@@ -156,7 +152,7 @@ enum Kind {
 }
 
 /// How a node checks a container instance, decided at compile time.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     /// Every instance of this kind is invalid.
     Reject,

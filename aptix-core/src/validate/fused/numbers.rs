@@ -8,7 +8,7 @@ use super::deserializer::same_bytes;
 
 /// A JSON number as `serde_json` holds it: `U` for any non-negative integer up to `u64::MAX`,
 /// `I` for a negative one down to `i64::MIN`, `F` for everything else.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(super) enum Num {
     U(u64),
     I(i64),
@@ -16,7 +16,7 @@ pub(super) enum Num {
 }
 
 /// A non-container JSON value.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(super) enum Scalar<'a> {
     Null,
     Bool(bool),
@@ -199,9 +199,3 @@ impl EnumSet {
         }
     }
 }
-
-// `Copy` by hand: `#[derive(Clone, Copy)]` adds an impl of an unsafe
-// compiler marker (`TrivialClone`) to this crate, and no `unsafe` may be
-// compiled here. The derived `Clone` copies field by field instead.
-impl Copy for Num {}
-impl<'a> Copy for Scalar<'a> {}
