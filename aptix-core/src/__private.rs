@@ -89,3 +89,27 @@ impl<T: DeserializeOwned + 'static> ToolResolution for T {}
 pub const fn assert_resolution<T: ToolResolution>() {}
 /// Type-level assertion used by generated code at the span of the user's return type.
 pub const fn assert_return<T: IntoToolResult>() {}
+
+pub use linkme;
+
+/// Every tool `#[agent_tool]` declared in the crates linked into this
+/// binary, each as the builder step that adds it ([`crate::Catalog::linked`]).
+#[linkme::distributed_slice]
+pub static LINKED_TOOLS: [fn(crate::catalog::CatalogBuilder) -> crate::catalog::CatalogBuilder];
+
+/// Adds `$tool` to [`LINKED_TOOLS`]. A `macro_rules!` of this crate rather
+/// than tokens the attribute writes: what it expands to is this crate's
+/// code, not the user's.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __link_tool {
+    ($tool:ty) => {
+        const _: () = {
+            #[$crate::__private::linkme::distributed_slice($crate::__private::LINKED_TOOLS)]
+            #[linkme(crate = $crate::__private::linkme)]
+            static LINKED: fn($crate::catalog::CatalogBuilder) -> $crate::catalog::CatalogBuilder =
+                $crate::catalog::CatalogBuilder::tool::<$tool>;
+        };
+    };
+}
+pub use __link_tool as link_tool;

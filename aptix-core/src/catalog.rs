@@ -2,10 +2,10 @@
 //!
 //! A catalog holds [`ToolEntry`]s: a definition plus the tool's server
 //! code, shared. `#[agent_tool]` is one producer of entries, named one by
-//! one ([`CatalogBuilder::tool`], or [`tools!`](crate::tools) for a list):
-//! there is no link-time list of every declared tool. What a catalog offers
-//! is listed where it is built, as a router's routes are, so the tools a
-//! model may call are read in one place. A tool made at run time is
+//! one ([`CatalogBuilder::tool`], or [`tools!`](crate::tools) for a list),
+//! or all at once: every declared tool is also linked into
+//! [`Catalog::linked`], for a binary whose model may call everything it
+//! holds (an MCP server of a tool crate, a CLI). A tool made at run time is
 //! another ([`ToolEntry::from_json_schema`]: a JSON Schema and an async
 //! closure). Building checks every entry the same way and refuses
 //! duplicate names, reporting all problems at once, so a broken tool stops
@@ -723,6 +723,28 @@ impl Catalog {
             pending: Vec::new(),
             activities: Activities::new(),
         }
+    }
+
+    /// A builder holding every tool `#[agent_tool]` declared in the crates
+    /// linked into this binary (a generic struct excepted), for an agent or
+    /// server that offers all of them; add entries, activities or more tools
+    /// before `build()`. `tools![...]` and [`Catalog::builder`] stay the way
+    /// to offer a subset.
+    ///
+    /// A tool is linked only if its crate is: a dependency whose items the
+    /// binary never names may be left out by the linker, with its tools.
+    /// Name one of its items (`use other_crate as _;` is not enough; call a
+    /// function or name a type), and check `len()` of the built catalog,
+    /// which a debug event also reports.
+    pub fn linked() -> CatalogBuilder {
+        let builder = crate::__private::LINKED_TOOLS
+            .iter()
+            .fold(Catalog::builder(), |builder, add| add(builder));
+        tracing::debug!(
+            tools = builder.pending.len(),
+            "tools linked into the binary"
+        );
+        builder
     }
 
     /// The number of tools.

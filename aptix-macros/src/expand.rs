@@ -1,11 +1,11 @@
 //! Stage 3: code generation for a declaration that passed every check.
 //!
 //! Generated code implements traits of `aptix-core`; it contains no
-//! behaviour of its own, and no `unsafe` code (a tool is added to a catalog
-//! by name, not collected at link time). It lives in `const _: ()
-//! = { ... };` so it adds no names to the user's module, and it reaches the
-//! runtime only through `::aptix::__private`, so users depend on `aptix`
-//! alone.
+//! behaviour of its own, and no `unsafe` code. Each tool is also linked into
+//! `Catalog::linked()`, through a macro of `aptix-core` (`link_tool!`). It
+//! lives in `const _: () = { ... };` so it adds no names to the user's
+//! module, and it reaches the runtime only through `::aptix::__private`, so
+//! users depend on `aptix` alone.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
@@ -229,6 +229,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 #vis struct #struct_ident;
 
                 #unique
+                #rt::link_tool!(#struct_ident);
 
                 const _: () = {
                     #[automatically_derived]
@@ -260,10 +261,18 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 Some(output) => quote_spanned!(output.span()=> type Output = #output;),
                 None => quote!(type Output = #rt::Value;),
             };
+            // A generic struct is a tool only once its parameters are chosen,
+            // so it is added to a catalog by name, never linked.
+            let link = item
+                .generics
+                .params
+                .is_empty()
+                .then(|| quote!(#rt::link_tool!(#ident);));
             quote! {
                 #item
 
                 #unique
+                #link
 
                 const _: () = {
                     #[automatically_derived]
