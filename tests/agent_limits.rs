@@ -138,12 +138,8 @@ impl ChatModel for Endless {
     }
 }
 
-#[test]
-fn endless_arguments_end_the_model_call_at_the_limit() {
-    aptix_testkit::block_on(endless_arguments_end_the_model_call_at_the_limit_body())
-}
-
-async fn endless_arguments_end_the_model_call_at_the_limit_body() {
+#[tokio::test]
+async fn endless_arguments_end_the_model_call_at_the_limit() {
     let agent = Agent::builder()
         .model(Endless)
         .catalog(catalog())
@@ -167,12 +163,8 @@ async fn endless_arguments_end_the_model_call_at_the_limit_body() {
     assert_eq!(conversation.messages.len(), 1, "the cut turn is not kept");
 }
 
-#[test]
-fn text_over_the_turn_limit_ends_the_model_call() {
-    aptix_testkit::block_on(text_over_the_turn_limit_ends_the_model_call_body())
-}
-
-async fn text_over_the_turn_limit_ends_the_model_call_body() {
+#[tokio::test]
+async fn text_over_the_turn_limit_ends_the_model_call() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([ScriptedTurn::new()
             .text(&"a".repeat(600))
@@ -193,12 +185,8 @@ async fn text_over_the_turn_limit_ends_the_model_call_body() {
     assert_eq!(conversation.messages.len(), 1);
 }
 
-#[test]
-fn calls_past_the_per_turn_limit_are_answered_without_running() {
-    aptix_testkit::block_on(calls_past_the_per_turn_limit_are_answered_without_running_body())
-}
-
-async fn calls_past_the_per_turn_limit_are_answered_without_running_body() {
+#[tokio::test]
+async fn calls_past_the_per_turn_limit_are_answered_without_running() {
     let mut turn = ScriptedTurn::new();
     for i in 0..5 {
         turn = turn.tool_call(&format!("c{i}"), "counted", r#"{"millis":0}"#);
@@ -233,12 +221,8 @@ async fn calls_past_the_per_turn_limit_are_answered_without_running_body() {
     assert_eq!(tool_results, 5);
 }
 
-#[test]
-fn a_model_call_that_takes_too_long_ends_with_a_timeout() {
-    aptix_testkit::block_on(a_model_call_that_takes_too_long_ends_with_a_timeout_body())
-}
-
-async fn a_model_call_that_takes_too_long_ends_with_a_timeout_body() {
+#[tokio::test]
+async fn a_model_call_that_takes_too_long_ends_with_a_timeout() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([ScriptedTurn::new()
             .text("slow")
@@ -258,15 +242,8 @@ async fn a_model_call_that_takes_too_long_ends_with_a_timeout_body() {
     );
 }
 
-#[test]
-fn a_tool_that_blocks_its_thread_does_not_stall_the_others() {
-    aptix_testkit::block_on_threads(
-        2,
-        a_tool_that_blocks_its_thread_does_not_stall_the_others_body(),
-    )
-}
-
-async fn a_tool_that_blocks_its_thread_does_not_stall_the_others_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_blocks_its_thread_does_not_stall_the_others() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([
             ScriptedTurn::new()
@@ -289,12 +266,14 @@ async fn a_tool_that_blocks_its_thread_does_not_stall_the_others_body() {
     assert_eq!(results[1].1["ok"], json!(true));
 }
 
-#[test]
-fn a_blocking_tool_still_times_out() {
-    aptix_testkit::block_on_threads(2, a_blocking_tool_still_times_out_body())
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_tool_still_times_out() {
+    run_a_stuck_tool_to_its_timeout().await;
 }
 
-async fn a_blocking_tool_still_times_out_body() {
+/// A run whose only call, `stuck`, blocks its thread past its time limit:
+/// the call ends with a timeout, and the run completes.
+async fn run_a_stuck_tool_to_its_timeout() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([
             ScriptedTurn::new().tool_call("s", "stuck", r#"{"millis":2000}"#),
@@ -321,18 +300,16 @@ async fn a_blocking_tool_still_times_out_body() {
 /// The same, with the run itself a task on a worker thread (as every
 /// background durable resume is): the tool's task and the run's must not
 /// depend on the blocked worker to see the limit.
-#[test]
-fn a_blocking_tool_times_out_when_the_run_is_a_task() {
-    aptix_testkit::block_on_threads(2, async {
-        let started = std::time::Instant::now();
-        let run = tokio::spawn(a_blocking_tool_still_times_out_body());
-        run.await.unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            started.elapsed() < Duration::from_millis(1500),
-            "the limit was not kept: {:?}",
-            started.elapsed()
-        );
-    })
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_tool_times_out_when_the_run_is_a_task() {
+    let started = std::time::Instant::now();
+    let run = tokio::spawn(run_a_stuck_tool_to_its_timeout());
+    run.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the limit was not kept: {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -363,15 +340,8 @@ fn a_provider_tool_is_refused_for_a_model_that_cannot_host_it() {
 
 /// The limit kept from outside a call's task is the executor's: lifting it
 /// with `configure_executor` lifts both.
-#[test]
-fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
-    aptix_testkit::block_on_threads(
-        2,
-        lifting_the_executor_limit_lifts_the_outside_limit_too_body(),
-    )
-}
-
-async fn lifting_the_executor_limit_lifts_the_outside_limit_too_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
     let agent = Agent::builder()
         .model(ScriptedModel::new([
             ScriptedTurn::new().tool_call("n", "napper", r#"{"millis":1000}"#),
@@ -399,15 +369,8 @@ async fn lifting_the_executor_limit_lifts_the_outside_limit_too_body() {
 /// In a durable run, a call stopped by the limit kept outside its task
 /// (its tool blocks its thread) has its ledger row closed with the
 /// `timeout` result, not left `executing` for ever.
-#[test]
-fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
-    aptix_testkit::block_on_threads(
-        2,
-        a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row_body(),
-    )
-}
-
-async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
     use aptix::store::{CallState, MemoryStore, Store};
     let store = std::sync::Arc::new(MemoryStore::new());
     let agent = DurableAgent::builder(

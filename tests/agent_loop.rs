@@ -119,12 +119,8 @@ fn text(events: &[AgentEvent]) -> String {
         .collect()
 }
 
-#[test]
-fn a_tool_round_trip_then_an_answer() {
-    aptix_testkit::block_on(a_tool_round_trip_then_an_answer_body())
-}
-
-async fn a_tool_round_trip_then_an_answer_body() {
+#[tokio::test]
+async fn a_tool_round_trip_then_an_answer() {
     let (agent, model) = agent(vec![
         ScriptedTurn::new()
             .tool_call("call_a", "agent_hello_world", r#"{"name":"Ada"}"#)
@@ -190,14 +186,8 @@ async fn a_tool_round_trip_then_an_answer_body() {
     assert_eq!(second.tools[0].dialect, aptix::Dialect::OpenAiStrict);
 }
 
-#[test]
-fn parallel_calls_run_concurrently_and_come_back_in_the_models_order() {
-    aptix_testkit::block_on(
-        parallel_calls_run_concurrently_and_come_back_in_the_models_order_body(),
-    )
-}
-
-async fn parallel_calls_run_concurrently_and_come_back_in_the_models_order_body() {
+#[tokio::test]
+async fn parallel_calls_run_concurrently_and_come_back_in_the_models_order() {
     // Each call waits for the other to start; run one after the other they
     // would time out. The first then finishes last, yet comes back first.
     let (agent, model) = agent(vec![
@@ -229,12 +219,8 @@ async fn parallel_calls_run_concurrently_and_come_back_in_the_models_order_body(
     assert_eq!(order, ["slow", "fast"]);
 }
 
-#[test]
-fn invalid_json_is_fed_back_and_the_model_retries() {
-    aptix_testkit::block_on(invalid_json_is_fed_back_and_the_model_retries_body())
-}
-
-async fn invalid_json_is_fed_back_and_the_model_retries_body() {
+#[tokio::test]
+async fn invalid_json_is_fed_back_and_the_model_retries() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new().tool_call("bad", "agent_hello_world", r#"{"name": "Ada"#),
         ScriptedTurn::new().tool_call("good", "agent_hello_world", r#"{"name": "Ada"}"#),
@@ -249,12 +235,8 @@ async fn invalid_json_is_fed_back_and_the_model_retries_body() {
     assert_eq!(results[1].1["ok"], json!(true));
 }
 
-#[test]
-fn a_call_cut_off_by_the_token_limit_is_never_executed() {
-    aptix_testkit::block_on(a_call_cut_off_by_the_token_limit_is_never_executed_body())
-}
-
-async fn a_call_cut_off_by_the_token_limit_is_never_executed_body() {
+#[tokio::test]
+async fn a_call_cut_off_by_the_token_limit_is_never_executed() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new()
             .tool_call("whole", "tally", r#"{"millis":0}"#)
@@ -280,12 +262,8 @@ async fn a_call_cut_off_by_the_token_limit_is_never_executed_body() {
     );
 }
 
-#[test]
-fn an_unknown_tool_is_fed_back() {
-    aptix_testkit::block_on(an_unknown_tool_is_fed_back_body())
-}
-
-async fn an_unknown_tool_is_fed_back_body() {
+#[tokio::test]
+async fn an_unknown_tool_is_fed_back() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new().tool_call("x", "agent_hello_wrld", r#"{"name":"Ada"}"#),
         ScriptedTurn::new().text("Oops."),
@@ -301,12 +279,8 @@ async fn an_unknown_tool_is_fed_back_body() {
     );
 }
 
-#[test]
-fn a_client_call_suspends_the_run_and_its_result_resumes_it() {
-    aptix_testkit::block_on(a_client_call_suspends_the_run_and_its_result_resumes_it_body())
-}
-
-async fn a_client_call_suspends_the_run_and_its_result_resumes_it_body() {
+#[tokio::test]
+async fn a_client_call_suspends_the_run_and_its_result_resumes_it() {
     let (agent, model) = agent(vec![
         ScriptedTurn::new()
             .tool_call("greet", "agent_hello_world", r#"{"name":"Ada"}"#)
@@ -356,12 +330,8 @@ async fn a_client_call_suspends_the_run_and_its_result_resumes_it_body() {
     assert_eq!(tool_ids, ["greet", "where"]);
 }
 
-#[test]
-fn a_dangling_call_is_repaired_before_the_next_request() {
-    aptix_testkit::block_on(a_dangling_call_is_repaired_before_the_next_request_body())
-}
-
-async fn a_dangling_call_is_repaired_before_the_next_request_body() {
+#[tokio::test]
+async fn a_dangling_call_is_repaired_before_the_next_request() {
     let (agent, model) = agent(vec![ScriptedTurn::new().text("Carrying on.")]);
     let mut conversation = Conversation::new("conv-7");
     conversation.messages.push(Message::user("hi"));
@@ -393,12 +363,8 @@ async fn a_dangling_call_is_repaired_before_the_next_request_body() {
     }
 }
 
-#[test]
-fn the_iteration_limit_ends_the_run_once() {
-    aptix_testkit::block_on(the_iteration_limit_ends_the_run_once_body())
-}
-
-async fn the_iteration_limit_ends_the_run_once_body() {
+#[tokio::test]
+async fn the_iteration_limit_ends_the_run_once() {
     let turns = (0..10)
         .map(|i| ScriptedTurn::new().tool_call(&format!("c{i}"), "nap", r#"{"millis":0}"#))
         .collect();
@@ -409,12 +375,8 @@ async fn the_iteration_limit_ends_the_run_once_body() {
     assert_eq!(model.requests().len(), 4);
 }
 
-#[test]
-fn a_model_error_ends_the_run_once() {
-    aptix_testkit::block_on(a_model_error_ends_the_run_once_body())
-}
-
-async fn a_model_error_ends_the_run_once_body() {
+#[tokio::test]
+async fn a_model_error_ends_the_run_once() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new()
             .text("Half an ans")
@@ -430,12 +392,8 @@ async fn a_model_error_ends_the_run_once_body() {
     assert_eq!(conversation.messages.len(), 1);
 }
 
-#[test]
-fn an_incomplete_stream_ends_the_run_once() {
-    aptix_testkit::block_on(an_incomplete_stream_ends_the_run_once_body())
-}
-
-async fn an_incomplete_stream_ends_the_run_once_body() {
+#[tokio::test]
+async fn an_incomplete_stream_ends_the_run_once() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new()
             .tool_call("c", "nap", r#"{"millis":0}"#)
@@ -450,12 +408,8 @@ async fn an_incomplete_stream_ends_the_run_once_body() {
     assert!(results(&events).is_empty());
 }
 
-#[test]
-fn cancellation_ends_the_run_once() {
-    aptix_testkit::block_on(cancellation_ends_the_run_once_body())
-}
-
-async fn cancellation_ends_the_run_once_body() {
+#[tokio::test]
+async fn cancellation_ends_the_run_once() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new()
             .text("a b c d e f g h")
@@ -476,12 +430,8 @@ async fn cancellation_ends_the_run_once_body() {
     assert!(text(&events).len() < "a b c d e f g h".len());
 }
 
-#[test]
-fn no_model_call_means_no_model_request_and_still_one_done() {
-    aptix_testkit::block_on(no_model_call_means_no_model_request_and_still_one_done_body())
-}
-
-async fn no_model_call_means_no_model_request_and_still_one_done_body() {
+#[tokio::test]
+async fn no_model_call_means_no_model_request_and_still_one_done() {
     let (agent, model) = agent(vec![]);
     let mut conversation = Conversation::new("conv-12");
     let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
@@ -534,12 +484,8 @@ impl std::io::Write for Captured {
     }
 }
 
-#[test]
-fn declared_secrets_are_redacted_in_events_and_never_logged() {
-    aptix_testkit::block_on(declared_secrets_are_redacted_in_events_and_never_logged_body())
-}
-
-async fn declared_secrets_are_redacted_in_events_and_never_logged_body() {
+#[tokio::test]
+async fn declared_secrets_are_redacted_in_events_and_never_logged() {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -622,12 +568,8 @@ fn call_and_result_ids(messages: &[Message]) -> (Vec<String>, Vec<String>) {
     (calls, results)
 }
 
-#[test]
-fn colliding_tool_call_ids_each_get_their_own_result() {
-    aptix_testkit::block_on(colliding_tool_call_ids_each_get_their_own_result_body())
-}
-
-async fn colliding_tool_call_ids_each_get_their_own_result_body() {
+#[tokio::test]
+async fn colliding_tool_call_ids_each_get_their_own_result() {
     // Some OpenAI-compatible servers reuse ids: twice in one turn, and
     // again in a later turn. Every call runs once and the model is told
     // each real result, never "interrupted" for a call that ran.
@@ -681,12 +623,8 @@ async fn colliding_tool_call_ids_each_get_their_own_result_body() {
     });
 }
 
-#[test]
-fn the_model_is_shown_when_to_call_each_tool() {
-    aptix_testkit::block_on(the_model_is_shown_when_to_call_each_tool_body())
-}
-
-async fn the_model_is_shown_when_to_call_each_tool_body() {
+#[tokio::test]
+async fn the_model_is_shown_when_to_call_each_tool() {
     let (agent, model) = agent(vec![ScriptedTurn::new().text("Hi.")]);
     let mut conversation = Conversation::new("conv-usage");
     let events = run(&agent, &mut conversation, Input::User("hi".into())).await;
@@ -710,14 +648,8 @@ async fn the_model_is_shown_when_to_call_each_tool_body() {
     );
 }
 
-#[test]
-fn a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is_lost() {
-    aptix_testkit::block_on(
-        a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is_lost_body(),
-    )
-}
-
-async fn a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is_lost_body() {
+#[tokio::test]
+async fn a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is_lost() {
     let (agent, model) = agent(vec![
         ScriptedTurn::new().tool_call("where", "get_location", r#"{"reason":"weather"}"#),
         ScriptedTurn::new().text("It is sunny where you are."),
@@ -794,12 +726,8 @@ async fn a_client_result_that_breaks_the_output_schema_is_refused_and_nothing_is
     assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
 }
 
-#[test]
-fn prepare_step_removes_a_tool_after_its_first_use() {
-    aptix_testkit::block_on(prepare_step_removes_a_tool_after_its_first_use_body())
-}
-
-async fn prepare_step_removes_a_tool_after_its_first_use_body() {
+#[tokio::test]
+async fn prepare_step_removes_a_tool_after_its_first_use() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call("call_1", "nap", r#"{"millis":0}"#),
         // The model calls it again, although it is no longer offered.
@@ -865,12 +793,8 @@ async fn prepare_step_removes_a_tool_after_its_first_use_body() {
 /// Review 2026-11-26, N16: a step's tool choice was a hint only. With
 /// `ToolChoice::None` no call runs; with `ToolChoice::Tool(x)` only `x`
 /// does, natively and in composed mode (whose schema then has no `calls`).
-#[test]
-fn a_steps_tool_choice_bounds_what_its_calls_run() {
-    aptix_testkit::block_on(a_steps_tool_choice_bounds_what_its_calls_run_body())
-}
-
-async fn a_steps_tool_choice_bounds_what_its_calls_run_body() {
+#[tokio::test]
+async fn a_steps_tool_choice_bounds_what_its_calls_run() {
     for mode in [
         aptix::agent::CallMode::Native,
         aptix::agent::CallMode::Composed,
@@ -953,14 +877,8 @@ fn summary(events: &[AgentEvent]) -> &aptix::RunSummary {
     }
 }
 
-#[test]
-fn done_summarises_the_calls_and_hashes_what_the_model_was_asked_with() {
-    aptix_testkit::block_on(
-        done_summarises_the_calls_and_hashes_what_the_model_was_asked_with_body(),
-    )
-}
-
-async fn done_summarises_the_calls_and_hashes_what_the_model_was_asked_with_body() {
+#[tokio::test]
+async fn done_summarises_the_calls_and_hashes_what_the_model_was_asked_with() {
     let turns = || {
         vec![
             ScriptedTurn::new()
@@ -1021,12 +939,8 @@ async fn done_summarises_the_calls_and_hashes_what_the_model_was_asked_with_body
     assert_ne!(summary(&narrower).request_hash(), Some(hash.as_str()));
 }
 
-#[test]
-fn the_summary_names_the_tools_prepare_step_offered_last() {
-    aptix_testkit::block_on(the_summary_names_the_tools_prepare_step_offered_last_body())
-}
-
-async fn the_summary_names_the_tools_prepare_step_offered_last_body() {
+#[tokio::test]
+async fn the_summary_names_the_tools_prepare_step_offered_last() {
     let catalog = aptix::tools![NapTool, hello_world::HelloWorldTool]
         .build()
         .unwrap_or_else(|e| panic!("{e}"));

@@ -118,12 +118,8 @@ fn assert_failed_without_finish(items: &[Result<ModelEvent, ModelError>]) -> Mod
     }
 }
 
-#[test]
-fn text_only() -> TestResult {
-    aptix_testkit::block_on(text_only_body())
-}
-
-async fn text_only_body() -> TestResult {
+#[tokio::test]
+async fn text_only() -> TestResult {
     let server = MockAnthropicServer::start([AnthropicTurn::new()
         .text_chunks(&["Hello", ", world", "!"])
         .usage(12, 7)
@@ -143,12 +139,8 @@ async fn text_only_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn one_tool_use() -> TestResult {
-    aptix_testkit::block_on(one_tool_use_body())
-}
-
-async fn one_tool_use_body() -> TestResult {
+#[tokio::test]
+async fn one_tool_use() -> TestResult {
     let server = MockAnthropicServer::start([AnthropicTurn::new()
         .tool_use(
             "toolu_01A09q90qw90lq917835lq9",
@@ -169,12 +161,8 @@ async fn one_tool_use_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn two_parallel_tool_uses_after_text() -> TestResult {
-    aptix_testkit::block_on(two_parallel_tool_uses_after_text_body())
-}
-
-async fn two_parallel_tool_uses_after_text_body() -> TestResult {
+#[tokio::test]
+async fn two_parallel_tool_uses_after_text() -> TestResult {
     let server = MockAnthropicServer::start([AnthropicTurn::new()
         .text_chunks(&["Let me check ", "both."])
         .tool_use("toolu_a", "get_weather", &["{\"city\":", "\"Paris\"}"])
@@ -251,12 +239,8 @@ fn assert_tricky(turn: &AssembledTurn) -> TestResult {
     Ok(())
 }
 
-#[test]
-fn partial_json_split_mid_escape_and_mid_utf8() -> TestResult {
-    aptix_testkit::block_on(partial_json_split_mid_escape_and_mid_utf8_body())
-}
-
-async fn partial_json_split_mid_escape_and_mid_utf8_body() -> TestResult {
+#[tokio::test]
+async fn partial_json_split_mid_escape_and_mid_utf8() -> TestResult {
     let body = tricky_turn().body();
     let bytes = body.as_bytes();
     // Cut inside every multi-byte character (after its first byte and, for
@@ -297,12 +281,8 @@ async fn partial_json_split_mid_escape_and_mid_utf8_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn max_tokens_with_an_open_tool_use_is_truncated() -> TestResult {
-    aptix_testkit::block_on(max_tokens_with_an_open_tool_use_is_truncated_body())
-}
-
-async fn max_tokens_with_an_open_tool_use_is_truncated_body() -> TestResult {
+#[tokio::test]
+async fn max_tokens_with_an_open_tool_use_is_truncated() -> TestResult {
     let server = MockAnthropicServer::start([AnthropicTurn::new()
         .text("Writing both files.")
         .tool_use(
@@ -330,12 +310,8 @@ async fn max_tokens_with_an_open_tool_use_is_truncated_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn stop_reasons_map_to_finish_reasons() -> TestResult {
-    aptix_testkit::block_on(stop_reasons_map_to_finish_reasons_body())
-}
-
-async fn stop_reasons_map_to_finish_reasons_body() -> TestResult {
+#[tokio::test]
+async fn stop_reasons_map_to_finish_reasons() -> TestResult {
     let cases = [
         ("end_turn", FinishReason::Stop),
         ("stop_sequence", FinishReason::Stop),
@@ -357,12 +333,8 @@ async fn stop_reasons_map_to_finish_reasons_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn malformed_json_data_is_a_protocol_error() -> TestResult {
-    aptix_testkit::block_on(malformed_json_data_is_a_protocol_error_body())
-}
-
-async fn malformed_json_data_is_a_protocol_error_body() -> TestResult {
+#[tokio::test]
+async fn malformed_json_data_is_a_protocol_error() -> TestResult {
     let frames = AnthropicTurn::new().text("Hello").frames();
     let server = MockAnthropicServer::start([ScriptedResponse::sse([
         frames[0].clone(),
@@ -380,12 +352,8 @@ async fn malformed_json_data_is_a_protocol_error_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn an_overloaded_error_event_fails_the_stream() -> TestResult {
-    aptix_testkit::block_on(an_overloaded_error_event_fails_the_stream_body())
-}
-
-async fn an_overloaded_error_event_fails_the_stream_body() -> TestResult {
+#[tokio::test]
+async fn an_overloaded_error_event_fails_the_stream() -> TestResult {
     let frames = AnthropicTurn::new().text("Hello").frames();
     // message_start, content_block_start, ping, one text delta, then the error.
     let mut body: Vec<String> = frames[..4].to_vec();
@@ -403,12 +371,8 @@ async fn an_overloaded_error_event_fails_the_stream_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn overloaded_and_rate_limited_statuses_are_retried() -> TestResult {
-    aptix_testkit::block_on(overloaded_and_rate_limited_statuses_are_retried_body())
-}
-
-async fn overloaded_and_rate_limited_statuses_are_retried_body() -> TestResult {
+#[tokio::test]
+async fn overloaded_and_rate_limited_statuses_are_retried() -> TestResult {
     let server = MockAnthropicServer::start([
         error_response(529, "overloaded_error", "Overloaded"),
         error_response(429, "rate_limit_error", "Slow down").with_header("retry-after", "0"),
@@ -421,12 +385,8 @@ async fn overloaded_and_rate_limited_statuses_are_retried_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn a_bad_request_is_not_retried() -> TestResult {
-    aptix_testkit::block_on(a_bad_request_is_not_retried_body())
-}
-
-async fn a_bad_request_is_not_retried_body() -> TestResult {
+#[tokio::test]
+async fn a_bad_request_is_not_retried() -> TestResult {
     let server = MockAnthropicServer::start([
         error_response(400, "invalid_request_error", "messages: field required"),
         AnthropicTurn::new().text("never sent").into_response(),
@@ -446,12 +406,8 @@ async fn a_bad_request_is_not_retried_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn a_connection_closed_early_is_an_error_never_a_finish() -> TestResult {
-    aptix_testkit::block_on(a_connection_closed_early_is_an_error_never_a_finish_body())
-}
-
-async fn a_connection_closed_early_is_an_error_never_a_finish_body() -> TestResult {
+#[tokio::test]
+async fn a_connection_closed_early_is_an_error_never_a_finish() -> TestResult {
     let frames = AnthropicTurn::new()
         .text("Let me")
         .tool_use("toolu_1", "get_weather", &["{\"city\":\"Pa"])
@@ -496,15 +452,8 @@ async fn a_connection_closed_early_is_an_error_never_a_finish_body() -> TestResu
     Ok(())
 }
 
-#[test]
-fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kept() -> TestResult {
-    aptix_testkit::block_on(
-        pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kept_body(),
-    )
-}
-
-async fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kept_body()
--> TestResult {
+#[tokio::test]
+async fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kept() -> TestResult {
     let mut frames = vec![AnthropicTurn::new().frames()[0].clone(), ping_frame()];
     frames.push(frame(
         "content_block_start",
@@ -566,12 +515,8 @@ async fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kep
     Ok(())
 }
 
-#[test]
-fn request_shape() -> TestResult {
-    aptix_testkit::block_on(request_shape_body())
-}
-
-async fn request_shape_body() -> TestResult {
+#[tokio::test]
+async fn request_shape() -> TestResult {
     let server =
         MockAnthropicServer::start([AnthropicTurn::new().text("Done.").into_response()]).await?;
     let model = model_for(&server).with_max_tokens(1000);
@@ -729,12 +674,8 @@ async fn request_shape_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn tool_choice_mapping_and_tool_free_requests() -> TestResult {
-    aptix_testkit::block_on(tool_choice_mapping_and_tool_free_requests_body())
-}
-
-async fn tool_choice_mapping_and_tool_free_requests_body() -> TestResult {
+#[tokio::test]
+async fn tool_choice_mapping_and_tool_free_requests() -> TestResult {
     let cases: Vec<(ToolChoice, bool, Value)> = vec![
         (ToolChoice::Auto, true, json!({ "type": "auto" })),
         (
@@ -843,12 +784,8 @@ fn from_env_defaults_and_overrides() -> Result<(), ModelError> {
     Ok(())
 }
 
-#[test]
-fn a_bad_base_url_is_a_config_error() {
-    aptix_testkit::block_on(a_bad_base_url_is_a_config_error_body())
-}
-
-async fn a_bad_base_url_is_a_config_error_body() {
+#[tokio::test]
+async fn a_bad_base_url_is_a_config_error() {
     let model = Anthropic::new("claude-sonnet-4-5", "k").with_base_url("not a url");
     let items = collect(&model, &ask("hi")).await;
     assert!(
@@ -902,12 +839,8 @@ fn thinking_blocks() -> Vec<Value> {
     ]
 }
 
-#[test]
-fn thinking_blocks_go_back_unchanged_before_the_tool_use() -> TestResult {
-    aptix_testkit::block_on(thinking_blocks_go_back_unchanged_before_the_tool_use_body())
-}
-
-async fn thinking_blocks_go_back_unchanged_before_the_tool_use_body() -> TestResult {
+#[tokio::test]
+async fn thinking_blocks_go_back_unchanged_before_the_tool_use() -> TestResult {
     let server = MockAnthropicServer::start([
         AnthropicTurn::new()
             .thinking(&THINKING, SIGNATURE)
@@ -956,12 +889,8 @@ async fn thinking_blocks_go_back_unchanged_before_the_tool_use_body() -> TestRes
     Ok(())
 }
 
-#[test]
-fn thinking_in_a_turn_without_tools_is_kept() -> TestResult {
-    aptix_testkit::block_on(thinking_in_a_turn_without_tools_is_kept_body())
-}
-
-async fn thinking_in_a_turn_without_tools_is_kept_body() -> TestResult {
+#[tokio::test]
+async fn thinking_in_a_turn_without_tools_is_kept() -> TestResult {
     let server = MockAnthropicServer::start([
         AnthropicTurn::new()
             .thinking(&THINKING, SIGNATURE)

@@ -117,14 +117,8 @@ fn results(conversation: &Conversation) -> Vec<Value> {
     aptix_testkit::tool_results(&conversation.messages)
 }
 
-#[test]
-fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest() {
-    aptix_testkit::block_on(
-        a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest_body(),
-    )
-}
-
-async fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest_body() {
+#[tokio::test]
+async fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest() {
     // Small: runs without asking.
     let mut small = Conversation::new("policy-small");
     let events = run(
@@ -182,12 +176,8 @@ async fn a_policy_lets_small_calls_run_holds_large_ones_and_refuses_the_largest_
     assert_eq!(runs("policy-huge"), 0, "a denied call ran");
 }
 
-#[test]
-fn a_declared_approval_is_a_floor_no_policy_lowers() {
-    aptix_testkit::block_on(a_declared_approval_is_a_floor_no_policy_lowers_body())
-}
-
-async fn a_declared_approval_is_a_floor_no_policy_lowers_body() {
+#[tokio::test]
+async fn a_declared_approval_is_a_floor_no_policy_lowers() {
     let always_auto = |_: &ApprovalCall<'_>| ApprovalDecision::Auto;
     let mut conversation = Conversation::new("policy-floor");
     let events = run(
@@ -222,14 +212,8 @@ struct Seen {
     last_user: Vec<String>,
 }
 
-#[test]
-fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation() {
-    aptix_testkit::block_on(
-        the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation_body(),
-    )
-}
-
-async fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation_body() {
+#[tokio::test]
+async fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let record = seen.clone();
     let policy = move |call: &ApprovalCall<'_>| {
@@ -264,12 +248,8 @@ async fn the_policy_sees_the_call_as_the_hooks_left_it_and_the_conversation_body
     assert_eq!(seen.last_user, vec!["Refund the customer.".to_owned()]);
 }
 
-#[test]
-fn arguments_that_do_not_fit_never_reach_the_policy() {
-    aptix_testkit::block_on(arguments_that_do_not_fit_never_reach_the_policy_body())
-}
-
-async fn arguments_that_do_not_fit_never_reach_the_policy_body() {
+#[tokio::test]
+async fn arguments_that_do_not_fit_never_reach_the_policy() {
     let asked = Arc::new(AtomicUsize::new(0));
     let count = asked.clone();
     let policy = move |_: &ApprovalCall<'_>| {

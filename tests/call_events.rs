@@ -65,12 +65,8 @@ const SERVER: Option<ToolKind> = Some(ToolKind {
     approval: Approval::Auto,
 });
 
-#[test]
-fn a_call_opens_streams_its_arguments_then_starts() {
-    aptix_testkit::block_on(a_call_opens_streams_its_arguments_then_starts_body())
-}
-
-async fn a_call_opens_streams_its_arguments_then_starts_body() {
+#[tokio::test]
+async fn a_call_opens_streams_its_arguments_then_starts() {
     let arguments = r#"{"query":"the weather in Paris"}"#;
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("call_1", "lookup", arguments),
@@ -107,12 +103,8 @@ async fn a_call_opens_streams_its_arguments_then_starts_body() {
     )));
 }
 
-#[test]
-fn a_tool_with_secrets_opens_but_never_streams_its_arguments() {
-    aptix_testkit::block_on(a_tool_with_secrets_opens_but_never_streams_its_arguments_body())
-}
-
-async fn a_tool_with_secrets_opens_but_never_streams_its_arguments_body() {
+#[tokio::test]
+async fn a_tool_with_secrets_opens_but_never_streams_its_arguments() {
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("call_1", "login", r#"{"user":"ada","password":"hunter2"}"#),
         ScriptedTurn::new().text("Done."),
@@ -137,12 +129,8 @@ async fn a_tool_with_secrets_opens_but_never_streams_its_arguments_body() {
     assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
 }
 
-#[test]
-fn a_call_of_no_tool_opens_without_a_kind() {
-    aptix_testkit::block_on(a_call_of_no_tool_opens_without_a_kind_body())
-}
-
-async fn a_call_of_no_tool_opens_without_a_kind_body() {
+#[tokio::test]
+async fn a_call_of_no_tool_opens_without_a_kind() {
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("call_1", "teleport", r#"{"to":"Mars"}"#),
         ScriptedTurn::new().text("Done."),
@@ -159,12 +147,8 @@ async fn a_call_of_no_tool_opens_without_a_kind_body() {
     );
 }
 
-#[test]
-fn a_call_without_an_id_streams_under_the_id_it_keeps() {
-    aptix_testkit::block_on(a_call_without_an_id_streams_under_the_id_it_keeps_body())
-}
-
-async fn a_call_without_an_id_streams_under_the_id_it_keeps_body() {
+#[tokio::test]
+async fn a_call_without_an_id_streams_under_the_id_it_keeps() {
     let events = events_of(vec![
         ScriptedTurn::new().tool_call("", "lookup", r#"{"query":"x"}"#),
         ScriptedTurn::new().text("Done."),
@@ -183,12 +167,8 @@ async fn a_call_without_an_id_streams_under_the_id_it_keeps_body() {
     )));
 }
 
-#[test]
-fn a_reused_id_never_streams_a_secret_under_another_call() {
-    aptix_testkit::block_on(a_reused_id_never_streams_a_secret_under_another_call_body())
-}
-
-async fn a_reused_id_never_streams_a_secret_under_another_call_body() {
+#[tokio::test]
+async fn a_reused_id_never_streams_a_secret_under_another_call() {
     // Two calls of one turn with the same id: the second declares secrets.
     let events = events_of(vec![
         ScriptedTurn::new()
@@ -209,12 +189,8 @@ async fn a_reused_id_never_streams_a_secret_under_another_call_body() {
     assert!(!format!("{events:?}").contains("hunter2"), "{events:?}");
 }
 
-#[test]
-fn a_tool_name_in_pieces_never_streams_a_secret() {
-    aptix_testkit::block_on(a_tool_name_in_pieces_never_streams_a_secret_body())
-}
-
-async fn a_tool_name_in_pieces_never_streams_a_secret_body() {
+#[tokio::test]
+async fn a_tool_name_in_pieces_never_streams_a_secret() {
     // The name streams as `log` + `in`: the arguments of `login` must not
     // be shown on the strength of the first piece.
     let delta = |id: Option<&str>, name: &str, arguments: &str| ToolCallDelta {

@@ -292,15 +292,8 @@ fn hello_at_run_time() -> aptix::ToolEntryBuilder {
     )
 }
 
-#[test]
-fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one() {
-    aptix_testkit::block_on(
-        a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one_body(),
-    )
-}
-
-async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one_body()
-{
+#[tokio::test]
+async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a_declared_one() {
     let catalog = Catalog::builder()
         .tool::<HelloWorldTool>()
         .entry(hello_at_run_time().title("Hello"))
@@ -375,12 +368,8 @@ async fn a_tool_made_at_run_time_is_listed_lowered_validated_and_executed_like_a
 /// conversation and taken out again, a subset for one step. Derived
 /// catalogs share their entries, keep the name order, and each has the
 /// fingerprint of the tools it holds.
-#[test]
-fn a_catalog_derives_with_without_and_only() {
-    aptix_testkit::block_on(a_catalog_derives_with_without_and_only_body())
-}
-
-async fn a_catalog_derives_with_without_and_only_body() {
+#[tokio::test]
+async fn a_catalog_derives_with_without_and_only() {
     let catalog = example_catalog();
     let with = catalog
         .with(hello_at_run_time())

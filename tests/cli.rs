@@ -85,12 +85,8 @@ async fn invoke(cli: &Cli, args: &[&str], stdin: &str) -> Run {
 
 // --- tools ------------------------------------------------------------------
 
-#[test]
-fn tools_prints_an_aligned_table_in_name_order() {
-    aptix_testkit::block_on(tools_prints_an_aligned_table_in_name_order_body())
-}
-
-async fn tools_prints_an_aligned_table_in_name_order_body() {
+#[tokio::test]
+async fn tools_prints_an_aligned_table_in_name_order() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["tools"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -142,12 +138,8 @@ async fn tools_prints_an_aligned_table_in_name_order_body() {
 
 // --- schema -----------------------------------------------------------------
 
-#[test]
-fn schema_prints_what_the_catalog_lowers_for_every_dialect() {
-    aptix_testkit::block_on(schema_prints_what_the_catalog_lowers_for_every_dialect_body())
-}
-
-async fn schema_prints_what_the_catalog_lowers_for_every_dialect_body() {
+#[tokio::test]
+async fn schema_prints_what_the_catalog_lowers_for_every_dialect() {
     let (cli, _) = cli();
     let catalog = catalog();
     for (flag, dialect) in [
@@ -169,12 +161,8 @@ async fn schema_prints_what_the_catalog_lowers_for_every_dialect_body() {
     }
 }
 
-#[test]
-fn schema_defaults_to_the_canonical_definition() {
-    aptix_testkit::block_on(schema_defaults_to_the_canonical_definition_body())
-}
-
-async fn schema_defaults_to_the_canonical_definition_body() {
+#[tokio::test]
+async fn schema_defaults_to_the_canonical_definition() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["schema", "send_email"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -185,12 +173,8 @@ async fn schema_defaults_to_the_canonical_definition_body() {
     assert_eq!(run.json()["approval"], "requires_approval");
 }
 
-#[test]
-fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2() {
-    aptix_testkit::block_on(schema_of_an_unknown_tool_lists_the_available_ones_with_status_2_body())
-}
-
-async fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2_body() {
+#[tokio::test]
+async fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["schema", "agent_hello_wrld"], "").await;
     let Err(error) = &run.result else {
@@ -212,12 +196,8 @@ async fn schema_of_an_unknown_tool_lists_the_available_ones_with_status_2_body()
     assert!(run.stdout.is_empty());
 }
 
-#[test]
-fn schema_refuses_an_unknown_dialect() {
-    aptix_testkit::block_on(schema_refuses_an_unknown_dialect_body())
-}
-
-async fn schema_refuses_an_unknown_dialect_body() {
+#[tokio::test]
+async fn schema_refuses_an_unknown_dialect() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["schema", "send_email", "--dialect", "cobol"], "").await;
     let Err(CliError::Usage(error)) = &run.result else {
@@ -229,12 +209,8 @@ async fn schema_refuses_an_unknown_dialect_body() {
 
 // --- call -------------------------------------------------------------------
 
-#[test]
-fn call_prints_the_envelope_and_succeeds() {
-    aptix_testkit::block_on(call_prints_the_envelope_and_succeeds_body())
-}
-
-async fn call_prints_the_envelope_and_succeeds_body() {
+#[tokio::test]
+async fn call_prints_the_envelope_and_succeeds() {
     let (cli, _) = cli();
     let run = invoke(
         &cli,
@@ -254,12 +230,8 @@ async fn call_prints_the_envelope_and_succeeds_body() {
     assert_eq!(envelope["tool_call_id"], "cli_call_1");
 }
 
-#[test]
-fn call_arguments_default_to_an_empty_object() {
-    aptix_testkit::block_on(call_arguments_default_to_an_empty_object_body())
-}
-
-async fn call_arguments_default_to_an_empty_object_body() {
+#[tokio::test]
+async fn call_arguments_default_to_an_empty_object() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "get_current_time", "--id", "t1"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -268,12 +240,8 @@ async fn call_arguments_default_to_an_empty_object_body() {
     assert_eq!(envelope["tool_call_id"], "t1");
 }
 
-#[test]
-fn call_reads_the_arguments_from_stdin_with_a_dash() {
-    aptix_testkit::block_on(call_reads_the_arguments_from_stdin_with_a_dash_body())
-}
-
-async fn call_reads_the_arguments_from_stdin_with_a_dash_body() {
+#[tokio::test]
+async fn call_reads_the_arguments_from_stdin_with_a_dash() {
     let (cli, _) = cli();
     let run = invoke(
         &cli,
@@ -285,14 +253,8 @@ async fn call_reads_the_arguments_from_stdin_with_a_dash_body() {
     assert_eq!(run.json()["result"]["message"], "Hello, Grace! Welcome.");
 }
 
-#[test]
-fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1() {
-    aptix_testkit::block_on(
-        call_with_invalid_arguments_prints_the_failed_envelope_with_status_1_body(),
-    )
-}
-
-async fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1_body() {
+#[tokio::test]
+async fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "agent_hello_world", r#"{"nam":"Ada"}"#], "").await;
     assert_eq!(run.code(), ExitCode::FAILURE);
@@ -305,12 +267,8 @@ async fn call_with_invalid_arguments_prints_the_failed_envelope_with_status_1_bo
     assert_eq!(malformed.json()["error"]["code"], "invalid_json");
 }
 
-#[test]
-fn call_of_an_unknown_tool_is_a_usage_error() {
-    aptix_testkit::block_on(call_of_an_unknown_tool_is_a_usage_error_body())
-}
-
-async fn call_of_an_unknown_tool_is_a_usage_error_body() {
+#[tokio::test]
+async fn call_of_an_unknown_tool_is_a_usage_error() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "send_mail"], "").await;
     assert!(
@@ -321,12 +279,8 @@ async fn call_of_an_unknown_tool_is_a_usage_error_body() {
     assert!(run.stdout.is_empty());
 }
 
-#[test]
-fn an_approved_call_runs_after_yes() {
-    aptix_testkit::block_on(an_approved_call_runs_after_yes_body())
-}
-
-async fn an_approved_call_runs_after_yes_body() {
+#[tokio::test]
+async fn an_approved_call_runs_after_yes() {
     let (cli, context) = cli();
     let arguments = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
     let run = invoke(&cli, &["call", "send_email", arguments], "y\n").await;
@@ -340,12 +294,8 @@ async fn an_approved_call_runs_after_yes_body() {
     assert_eq!(sent(&context), 1);
 }
 
-#[test]
-fn a_refused_or_unanswered_approval_is_a_denied_envelope() {
-    aptix_testkit::block_on(a_refused_or_unanswered_approval_is_a_denied_envelope_body())
-}
-
-async fn a_refused_or_unanswered_approval_is_a_denied_envelope_body() {
+#[tokio::test]
+async fn a_refused_or_unanswered_approval_is_a_denied_envelope() {
     let arguments = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
     for answer in ["n\n", "\n", "maybe\n", ""] {
         let (cli, context) = cli();
@@ -358,12 +308,8 @@ async fn a_refused_or_unanswered_approval_is_a_denied_envelope_body() {
     }
 }
 
-#[test]
-fn yes_approves_without_asking() {
-    aptix_testkit::block_on(yes_approves_without_asking_body())
-}
-
-async fn yes_approves_without_asking_body() {
+#[tokio::test]
+async fn yes_approves_without_asking() {
     let (cli, context) = cli();
     let arguments = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
     let run = invoke(&cli, &["call", "send_email", arguments, "--yes"], "").await;
@@ -373,12 +319,8 @@ async fn yes_approves_without_asking_body() {
     assert_eq!(sent(&context), 1);
 }
 
-#[test]
-fn approval_is_not_asked_for_invalid_arguments() {
-    aptix_testkit::block_on(approval_is_not_asked_for_invalid_arguments_body())
-}
-
-async fn approval_is_not_asked_for_invalid_arguments_body() {
+#[tokio::test]
+async fn approval_is_not_asked_for_invalid_arguments() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["call", "send_email", r#"{"to":"nobody"}"#], "y\n").await;
     assert_eq!(run.code(), ExitCode::FAILURE);
@@ -386,12 +328,8 @@ async fn approval_is_not_asked_for_invalid_arguments_body() {
     assert_eq!(run.json()["error"]["code"], "invalid_arguments");
 }
 
-#[test]
-fn a_client_tool_prints_its_payload_and_who_must_act() {
-    aptix_testkit::block_on(a_client_tool_prints_its_payload_and_who_must_act_body())
-}
-
-async fn a_client_tool_prints_its_payload_and_who_must_act_body() {
+#[tokio::test]
+async fn a_client_tool_prints_its_payload_and_who_must_act() {
     let (cli, _) = cli();
     let run = invoke(
         &cli,
@@ -415,12 +353,8 @@ async fn a_client_tool_prints_its_payload_and_who_must_act_body() {
 
 // --- the command line -------------------------------------------------------
 
-#[test]
-fn help_is_printed_on_stdout_and_succeeds() {
-    aptix_testkit::block_on(help_is_printed_on_stdout_and_succeeds_body())
-}
-
-async fn help_is_printed_on_stdout_and_succeeds_body() {
+#[tokio::test]
+async fn help_is_printed_on_stdout_and_succeeds() {
     let (cli, _) = cli();
     let run = invoke(&cli, &["--help"], "").await;
     assert_eq!(run.code(), ExitCode::SUCCESS);
@@ -429,12 +363,8 @@ async fn help_is_printed_on_stdout_and_succeeds_body() {
     }
 }
 
-#[test]
-fn an_unknown_command_is_a_usage_error() {
-    aptix_testkit::block_on(an_unknown_command_is_a_usage_error_body())
-}
-
-async fn an_unknown_command_is_a_usage_error_body() {
+#[tokio::test]
+async fn an_unknown_command_is_a_usage_error() {
     let (cli, _) = cli();
     for args in [&["frobnicate"][..], &[][..]] {
         let run = invoke(&cli, args, "").await;
@@ -462,12 +392,8 @@ fn tool_results(model: &ScriptedModel) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-#[test]
-fn chat_streams_text_and_shows_tool_calls_and_results() {
-    aptix_testkit::block_on(chat_streams_text_and_shows_tool_calls_and_results_body())
-}
-
-async fn chat_streams_text_and_shows_tool_calls_and_results_body() {
+#[tokio::test]
+async fn chat_streams_text_and_shows_tool_calls_and_results() {
     let (cli, _, model) = chat_cli(vec![
         ScriptedTurn::new().text("Let me greet you. ").tool_call(
             "call_greet",
@@ -493,12 +419,8 @@ async fn chat_streams_text_and_shows_tool_calls_and_results_body() {
     assert_eq!(results[0]["result"]["conversation_id"], "cli-chat");
 }
 
-#[test]
-fn chat_asks_for_an_approval_inline_and_continues_the_run() {
-    aptix_testkit::block_on(chat_asks_for_an_approval_inline_and_continues_the_run_body())
-}
-
-async fn chat_asks_for_an_approval_inline_and_continues_the_run_body() {
+#[tokio::test]
+async fn chat_asks_for_an_approval_inline_and_continues_the_run() {
     let email = r#"{"to":"ada@example.com","subject":"Report","body":"It is ready."}"#;
     let (cli, context, model) = chat_cli(vec![
         ScriptedTurn::new().tool_call("call_email", "send_email", email),
@@ -520,12 +442,8 @@ async fn chat_asks_for_an_approval_inline_and_continues_the_run_body() {
     assert_eq!(results[0]["result"]["message_id"], "msg-call_email");
 }
 
-#[test]
-fn chat_tells_the_model_when_an_approval_is_refused() {
-    aptix_testkit::block_on(chat_tells_the_model_when_an_approval_is_refused_body())
-}
-
-async fn chat_tells_the_model_when_an_approval_is_refused_body() {
+#[tokio::test]
+async fn chat_tells_the_model_when_an_approval_is_refused() {
     let email = r#"{"to":"ada@example.com","subject":"Report","body":"It is ready."}"#;
     let (cli, context, model) = chat_cli(vec![
         ScriptedTurn::new().tool_call("call_email", "send_email", email),
@@ -540,12 +458,8 @@ async fn chat_tells_the_model_when_an_approval_is_refused_body() {
     assert_eq!(results[0]["error"]["code"], "denied");
 }
 
-#[test]
-fn chat_exits_with_status_1_after_a_model_error() {
-    aptix_testkit::block_on(chat_exits_with_status_1_after_a_model_error_body())
-}
-
-async fn chat_exits_with_status_1_after_a_model_error_body() {
+#[tokio::test]
+async fn chat_exits_with_status_1_after_a_model_error() {
     // A script with no turns: the model fails at once.
     let (cli, _, _) = chat_cli(vec![]);
     let run = invoke(&cli, &["chat", "--offline"], "Hello\n").await;
@@ -553,12 +467,8 @@ async fn chat_exits_with_status_1_after_a_model_error_body() {
     assert!(run.stdout.contains("[model error:"), "{}", run.stdout);
 }
 
-#[test]
-fn the_built_in_offline_model_calls_tools_typed_as_lines() {
-    aptix_testkit::block_on(the_built_in_offline_model_calls_tools_typed_as_lines_body())
-}
-
-async fn the_built_in_offline_model_calls_tools_typed_as_lines_body() {
+#[tokio::test]
+async fn the_built_in_offline_model_calls_tools_typed_as_lines() {
     // No model given: the CLI's own offline model.
     let (cli, _) = cli();
     let stdin = concat!(
@@ -601,12 +511,8 @@ mod labels {
     }
 }
 
-#[test]
-fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1() {
-    aptix_testkit::block_on(schema_that_a_dialect_cannot_express_is_an_error_with_status_1_body())
-}
-
-async fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1_body() {
+#[tokio::test]
+async fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1() {
     let catalog = Catalog::builder()
         .tool::<labels::TagThingsTool>()
         .build()
@@ -629,12 +535,8 @@ async fn schema_that_a_dialect_cannot_express_is_an_error_with_status_1_body() {
     assert_eq!(anthropic.code(), ExitCode::SUCCESS);
 }
 
-#[test]
-fn mcp_is_a_subcommand_with_an_address_option() {
-    aptix_testkit::block_on(mcp_is_a_subcommand_with_an_address_option_body())
-}
-
-async fn mcp_is_a_subcommand_with_an_address_option_body() {
+#[tokio::test]
+async fn mcp_is_a_subcommand_with_an_address_option() {
     let (cli, _) = cli();
     let help = invoke(&cli, &["mcp", "--help"], "").await;
     assert_eq!(help.code(), ExitCode::SUCCESS);
@@ -673,12 +575,8 @@ async fn vault_put(args: VaultPut) -> Result<&'static str, aptix::ToolError> {
 
 /// The approval prompt may hide a declared secret, but the approved call
 /// runs with the real arguments, not with `"[redacted]"`.
-#[test]
-fn chat_runs_an_approved_call_with_its_real_arguments() {
-    aptix_testkit::block_on(chat_runs_an_approved_call_with_its_real_arguments_body())
-}
-
-async fn chat_runs_an_approved_call_with_its_real_arguments_body() {
+#[tokio::test]
+async fn chat_runs_an_approved_call_with_its_real_arguments() {
     let catalog = Catalog::builder()
         .tool::<VaultPutTool>()
         .build()
@@ -721,31 +619,29 @@ mod ask_name {
     }
 }
 
-#[test]
-fn chat_asks_a_running_calls_question_at_the_prompt() {
-    aptix_testkit::block_on(async {
-        let catalog = aptix::tools![ask_name::AskNameTool]
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let model = Arc::new(ScriptedModel::new(vec![
-            ScriptedTurn::new().tool_call("call_ask", "ask_name", "{}"),
-            ScriptedTurn::new().text("Nice to meet you."),
-        ]));
-        let cli = Cli::new(catalog).shared_model(model.clone());
-        // A line that is not an object is asked again.
-        let run = invoke(
-            &cli,
-            &["chat", "--offline"],
-            "Who am I?\n[1]\n{\"name\":\"Ada\"}\n/quit\n",
-        )
-        .await;
-        assert_eq!(run.code(), ExitCode::SUCCESS, "{}", run.stdout);
-        let out = &run.stdout;
-        assert!(out.contains("? ask_name asks: What is your name?"), "{out}");
-        assert!(out.contains("not a JSON object"), "{out}");
-        assert!(out.contains("assistant> Nice to meet you."), "{out}");
-        let results = tool_results(&model);
-        assert_eq!(results.len(), 1);
-        assert_eq!(results[0]["result"], json!("name: \"Ada\""));
-    })
+#[tokio::test]
+async fn chat_asks_a_running_calls_question_at_the_prompt() {
+    let catalog = aptix::tools![ask_name::AskNameTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let model = Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().tool_call("call_ask", "ask_name", "{}"),
+        ScriptedTurn::new().text("Nice to meet you."),
+    ]));
+    let cli = Cli::new(catalog).shared_model(model.clone());
+    // A line that is not an object is asked again.
+    let run = invoke(
+        &cli,
+        &["chat", "--offline"],
+        "Who am I?\n[1]\n{\"name\":\"Ada\"}\n/quit\n",
+    )
+    .await;
+    assert_eq!(run.code(), ExitCode::SUCCESS, "{}", run.stdout);
+    let out = &run.stdout;
+    assert!(out.contains("? ask_name asks: What is your name?"), "{out}");
+    assert!(out.contains("not a JSON object"), "{out}");
+    assert!(out.contains("assistant> Nice to meet you."), "{out}");
+    let results = tool_results(&model);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["result"], json!("name: \"Ada\""));
 }

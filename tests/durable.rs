@@ -277,21 +277,21 @@ fn last_text(conversation: &Conversation) -> Option<&str> {
 macro_rules! on_every_store {
     ($($name:ident),* $(,)?) => {
         mod memory {
-            $(#[test]
-            fn $name() {
-                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Memory))
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::Backend::Memory).await
             })*
         }
         mod sqlite {
-            $(#[test]
-            fn $name() {
-                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Sqlite))
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::Backend::Sqlite).await
             })*
         }
         mod postgres {
-            $(#[test]
-            fn $name() {
-                aptix_testkit::block_on_threads(2, super::$name(super::Backend::Postgres))
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::Backend::Postgres).await
             })*
         }
     };

@@ -21,6 +21,9 @@
 //! Without it the `child_*` functions do nothing and pass. Tools record
 //! every start and finish in a side-channel file (appended and fsync'd, so
 //! it survives SIGKILL), which tells what ran where, and how often.
+//! Every test runs on a multi-thread runtime: a parent blocks its own
+//! thread while it waits on a child (its pipe, its exit), and the runtime's
+//! workers meanwhile run the store's tasks.
 //!
 //! PostgreSQL tests skip with a notice when `APTIX_TEST_PG_URL` is unset,
 //! and fail when `CI=true`.
@@ -356,14 +359,6 @@ fn unix_micros() -> u64 {
         .unwrap_or(0)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn agent(
     store: Arc<dyn Store>,
     turns: Vec<ScriptedTurn>,
@@ -670,8 +665,8 @@ fn racer_answer(index: usize) -> String {
 
 /// The child: resolves the call when told to go, prints the outcome, and,
 /// when it won, stays until the conversation it resumed is idle.
-#[test]
-fn child_racer() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_racer() {
     if !is_role("racer") {
         return;
     }
@@ -685,8 +680,7 @@ fn child_racer() {
         "human" => Kind::Human,
         _ => Kind::Approval,
     };
-    let runtime = runtime();
-    let agent = runtime.block_on(async {
+    let agent = {
         let store = backend.open(&var("APTIX_DP_TARGET")).await;
         agent(
             store,
@@ -694,7 +688,7 @@ fn child_racer() {
             &format!("racer-{index}-{}", std::process::id()),
             aptix::durable::DEFAULT_LEASE,
         )
-    });
+    };
     let resolution = racer_resolution(kind, index);
     println!("{LINE}ready");
     let mut go = String::new();
@@ -704,7 +698,7 @@ fn child_racer() {
         return;
     }
     let at = unix_micros();
-    let outcome = runtime.block_on(agent.resolve(&conversation, &call, resolution));
+    let outcome = agent.resolve(&conversation, &call, resolution).await;
     // When it started, then what it got.
     println!("{LINE}at {at}");
     match &outcome {
@@ -716,20 +710,19 @@ fn child_racer() {
     if outcome.is_ok() {
         // The background run that resumes the conversation lives in this
         // process: stay until it is done.
-        runtime.block_on(wait_idle(&agent, &conversation));
+        wait_idle(&agent, &conversation).await;
         println!("{LINE}idle");
     }
 }
 
-fn race_resolutions(target: &Target, rounds: usize) {
-    let runtime = runtime();
-    let store = runtime.block_on(target.backend.open(&target.location));
+async fn race_resolutions(target: &Target, rounds: usize) {
+    let store = target.backend.open(&target.location).await;
     let side = TempFile::new("race-side");
     let started = Instant::now();
     let mut wins = [0usize; RACERS];
     let mut spreads = Vec::with_capacity(rounds);
     for round in 0..rounds {
-        let (winner, spread) = race_round(target, &runtime, &store, &side.0, round);
+        let (winner, spread) = race_round(target, &store, &side.0, round).await;
         wins[winner] += 1;
         spreads.push(spread);
     }
@@ -744,9 +737,8 @@ fn race_resolutions(target: &Target, rounds: usize) {
     );
 }
 
-fn race_round(
+async fn race_round(
     target: &Target,
-    runtime: &tokio::runtime::Runtime,
     store: &Arc<dyn Store>,
     side: &Path,
     round: usize,
@@ -762,7 +754,7 @@ fn race_round(
         Kind::Approval => ScriptedTurn::new().tool_call(&call, "pay", r#"{"cents":5}"#),
     };
     // Suspend the call, in this process.
-    runtime.block_on(async {
+    {
         let suspender = agent(
             store.clone(),
             vec![turn],
@@ -777,7 +769,7 @@ fn race_round(
             }) => assert_eq!(calls.len(), 1, "round {round}: {events:?}"),
             other => panic!("round {round}: expected a suspension, got {other:?}"),
         }
-    });
+    }
 
     // Every racer connects, then waits on its stdin; all go at once.
     let mut racers: Vec<Proc> = (0..RACERS)
@@ -857,7 +849,7 @@ fn race_round(
     }
 
     // The winner's process resumed the conversation with its resolution.
-    runtime.block_on(async {
+    {
         let stored = store
             .load_conversation(&id)
             .await
@@ -907,7 +899,7 @@ fn race_round(
         let recorded: Resolution = serde_json::from_str(wait.outcome.as_deref().unwrap_or(""))
             .unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert_eq!(recorded, winning, "round {round}: the stored resolution");
-    });
+    }
     // An approved payment ran exactly once, in the winner's process; a
     // denied one never ran.
     let approved = matches!(
@@ -923,23 +915,23 @@ fn race_round(
     (winner, spread)
 }
 
-#[test]
-fn racing_resolutions_across_processes_sqlite() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_resolutions_across_processes_sqlite() {
     if is_child() {
         return;
     }
-    race_resolutions(&Target::sqlite("race"), SQLITE_ROUNDS);
+    race_resolutions(&Target::sqlite("race"), SQLITE_ROUNDS).await;
 }
 
-#[test]
-fn racing_resolutions_across_processes_postgres() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_resolutions_across_processes_postgres() {
     if is_child() {
         return;
     }
     let Some(target) = Target::postgres() else {
         return;
     };
-    race_resolutions(&target, POSTGRES_ROUNDS);
+    race_resolutions(&target, POSTGRES_ROUNDS).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -986,93 +978,84 @@ const FIRST_ANSWER: &str = "Finished by the first process.";
 
 /// The child that is killed: one model turn calls the approval-gated `pay`
 /// (it suspends) and both slow tools (they run, for 30 s).
-#[test]
-fn child_first() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_first() {
     if !is_role("first") {
         return;
     }
     let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
     let ids = KillIds::from_env();
-    runtime().block_on(async {
-        let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        let agent = agent(
-            store,
-            vec![
-                ScriptedTurn::new()
-                    .tool_call(&ids.pay, "pay", r#"{"cents":25}"#)
-                    .tool_call(&ids.import, "slow_import", r#"{"batch":"b1"}"#)
-                    .tool_call(&ids.charge, "slow_charge", r#"{"batch":"b2"}"#),
-                // Never reached when the process is killed.
-                ScriptedTurn::new().text(FIRST_ANSWER),
-            ],
-            &format!("first-{}", std::process::id()),
-            millis_env(LEASE_ENV).unwrap_or(SHORT_LEASE),
-        );
-        let events = send(&agent, &ids.conversation, "pay, import and charge").await;
-        // Only reached when the parent failed to kill this process.
-        println!("{LINE}finished {:?}", events.last());
-    });
+    let store = backend.open(&var("APTIX_DP_TARGET")).await;
+    let agent = agent(
+        store,
+        vec![
+            ScriptedTurn::new()
+                .tool_call(&ids.pay, "pay", r#"{"cents":25}"#)
+                .tool_call(&ids.import, "slow_import", r#"{"batch":"b1"}"#)
+                .tool_call(&ids.charge, "slow_charge", r#"{"batch":"b2"}"#),
+            // Never reached when the process is killed.
+            ScriptedTurn::new().text(FIRST_ANSWER),
+        ],
+        &format!("first-{}", std::process::id()),
+        millis_env(LEASE_ENV).unwrap_or(SHORT_LEASE),
+    );
+    let events = send(&agent, &ids.conversation, "pay, import and charge").await;
+    // Only reached when the parent failed to kill this process.
+    println!("{LINE}finished {:?}", events.last());
 }
 
 /// The restarted process: revives the conversation once the killed
 /// process's lease has run out, approves the payment, and stays until the
 /// conversation is idle.
-#[test]
-fn child_restart() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_restart() {
     if !is_role("restart") {
         return;
     }
     let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
     let ids = KillIds::from_env();
-    runtime().block_on(async {
-        let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        // Only the turn that remains: the final answer.
-        let agent = agent(
-            store,
-            vec![ScriptedTurn::new().text("Recovered after the kill.")],
-            &format!("restart-{}", std::process::id()),
-            SHORT_LEASE,
-        );
-        let started = Instant::now();
-        let mut busy = 0;
-        let revival = loop {
-            match agent.ensure_started(&ids.conversation).await {
-                Ok(Revival::Busy) => {
-                    busy += 1;
-                    assert!(
-                        started.elapsed() < PATIENCE,
-                        "the killed process's lease never ran out"
-                    );
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Ok(revival) => break revival,
-                Err(e) => panic!("{e}"),
+    let store = backend.open(&var("APTIX_DP_TARGET")).await;
+    // Only the turn that remains: the final answer.
+    let agent = agent(
+        store,
+        vec![ScriptedTurn::new().text("Recovered after the kill.")],
+        &format!("restart-{}", std::process::id()),
+        SHORT_LEASE,
+    );
+    let started = Instant::now();
+    let mut busy = 0;
+    let revival = loop {
+        match agent.ensure_started(&ids.conversation).await {
+            Ok(Revival::Busy) => {
+                busy += 1;
+                assert!(
+                    started.elapsed() < PATIENCE,
+                    "the killed process's lease never ran out"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        };
-        println!("{LINE}revival {revival:?} after {busy} busy");
-        let resolved = agent
-            .resolve(&ids.conversation, &ids.pay, Resolution::Approve)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        println!("{LINE}resolved pending={}", resolved.pending);
-        wait_idle(&agent, &ids.conversation).await;
-        println!("{LINE}idle");
-    });
+            Ok(revival) => break revival,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    println!("{LINE}revival {revival:?} after {busy} busy");
+    let resolved = agent
+        .resolve(&ids.conversation, &ids.pay, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("{LINE}resolved pending={}", resolved.pending);
+    wait_idle(&agent, &ids.conversation).await;
+    println!("{LINE}idle");
 }
 
 /// Waits until both slow tools run in `first` and its approval waits.
-fn wait_until_working(
-    runtime: &tokio::runtime::Runtime,
-    store: &Arc<dyn Store>,
-    ids: &KillIds,
-    side: &Path,
-    first: &mut Proc,
-) {
+async fn wait_until_working(store: &Arc<dyn Store>, ids: &KillIds, side: &Path, first: &mut Proc) {
     let waiting = Instant::now();
     loop {
         let events = side_events(side);
-        let approval = runtime
-            .block_on(store.call(&ids.conversation, &ids.pay, Step::Approval))
+        let approval = store
+            .call(&ids.conversation, &ids.pay, Step::Approval)
+            .await
             .unwrap_or_else(|e| panic!("{e}"));
         if side_pids(&events, &ids.import, "start").len() == 1
             && side_pids(&events, &ids.charge, "start").len() == 1
@@ -1095,24 +1078,23 @@ fn wait_until_working(
     }
 }
 
-fn ledger_states(
-    runtime: &tokio::runtime::Runtime,
+async fn ledger_states(
     store: &Arc<dyn Store>,
     conversation: &str,
 ) -> HashMap<(String, Step), CallState> {
-    runtime
-        .block_on(store.calls(conversation))
+    store
+        .calls(conversation)
+        .await
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .map(|record| ((record.tool_call_id, record.step), record.state))
         .collect()
 }
 
-fn kill_and_restart(target: &Target) {
+async fn kill_and_restart(target: &Target) {
     let backend = target.backend;
     let started = Instant::now();
-    let runtime = runtime();
-    let store = runtime.block_on(backend.open(&target.location));
+    let store = backend.open(&target.location).await;
     let side = TempFile::new("kill-side");
     let ids = KillIds::new(backend);
     let mut env = ids.env();
@@ -1130,7 +1112,7 @@ fn kill_and_restart(target: &Target) {
     );
     let first_pid = first.child.id();
 
-    wait_until_working(&runtime, &store, &ids, &side.0, &mut first);
+    wait_until_working(&store, &ids, &side.0, &mut first).await;
     let status = first.kill();
     #[cfg(unix)]
     {
@@ -1142,7 +1124,7 @@ fn kill_and_restart(target: &Target) {
 
     // What the crash left: a running conversation held by the dead
     // process, the approval pending, both executions recorded as started.
-    runtime.block_on(async {
+    {
         let stored = store
             .load_conversation(&ids.conversation)
             .await
@@ -1169,7 +1151,7 @@ fn kill_and_restart(target: &Target) {
         .into_iter()
         .collect();
         assert_eq!(states, expected, "the ledger at the kill");
-    });
+    }
     let killed_at = Instant::now();
 
     let mut restart_env = env.clone();
@@ -1215,7 +1197,7 @@ fn kill_and_restart(target: &Target) {
     );
     assert_eq!(side_pids(&events, &ids.pay, "done"), vec![restart_pid]);
 
-    runtime.block_on(async {
+    {
         let stored = store
             .load_conversation(&ids.conversation)
             .await
@@ -1270,7 +1252,7 @@ fn kill_and_restart(target: &Target) {
         .into_iter()
         .collect();
         assert_eq!(states, expected, "the ledger after the recovery");
-    });
+    }
     eprintln!(
         "{}: killed and recovered in {:?} ({:?} from the kill)",
         backend.name(),
@@ -1279,23 +1261,23 @@ fn kill_and_restart(target: &Target) {
     );
 }
 
-#[test]
-fn sigkill_while_suspended_and_executing_sqlite() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_while_suspended_and_executing_sqlite() {
     if is_child() {
         return;
     }
-    kill_and_restart(&Target::sqlite("kill"));
+    kill_and_restart(&Target::sqlite("kill")).await;
 }
 
-#[test]
-fn sigkill_while_suspended_and_executing_postgres() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_while_suspended_and_executing_postgres() {
     if is_child() {
         return;
     }
     let Some(target) = Target::postgres() else {
         return;
     };
-    kill_and_restart(&target);
+    kill_and_restart(&target).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1305,15 +1287,14 @@ fn sigkill_while_suspended_and_executing_postgres() {
 /// first process runs two tools longer than its lease, and its heartbeat
 /// renews the lease while they run. Another process must see it as busy
 /// and must not run, re-run or cancel any of its calls.
-#[test]
-fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
     if is_child() {
         return;
     }
     let target = Target::sqlite("live");
     let backend = target.backend;
-    let runtime = runtime();
-    let store = runtime.block_on(backend.open(&target.location));
+    let store = backend.open(&target.location).await;
     let side = TempFile::new("live-side");
     let release = TempFile::new("live-release");
     let ids = KillIds::new(backend);
@@ -1330,7 +1311,7 @@ fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
         &env,
     );
     let first_pid = first.child.id();
-    wait_until_working(&runtime, &store, &ids, &side.0, &mut first);
+    wait_until_working(&store, &ids, &side.0, &mut first).await;
     // The first process is alive and busy; its lease runs out meanwhile.
     std::thread::sleep(SHORT_LEASE * 3);
     assert!(first.try_exit().is_none(), "{}", first.log());
@@ -1351,7 +1332,7 @@ fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
     assert_eq!(other.next_line(), "resolved pending=0");
     let watched = other.next_line();
     other.wait_success();
-    let ledger = ledger_states(&runtime, &store, &ids.conversation);
+    let ledger = ledger_states(&store, &ids.conversation).await;
     let charge = ledger.get(&(ids.charge.clone(), Step::Execution)).copied();
     let imports = side_pids(&side_events(&side.0), &ids.import, "start");
 
@@ -1375,8 +1356,9 @@ fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
          - side channel: {events:?}"
     );
     // Once fixed: the first process finishes the turn itself.
-    let stored = runtime
-        .block_on(store.load_conversation(&ids.conversation))
+    let stored = store
+        .load_conversation(&ids.conversation)
+        .await
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("the conversation vanished"));
     assert_eq!(stored.status, ConversationStatus::Idle);
@@ -1387,52 +1369,50 @@ fn live_process_keeps_its_conversation_while_tools_outlive_its_lease() {
 
 /// The other process of the test above: revives once, approves, and
 /// watches the conversation for up to 2 s.
-#[test]
-fn child_other() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_other() {
     if !is_role("other") {
         return;
     }
     let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
     let ids = KillIds::from_env();
-    runtime().block_on(async {
-        let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        let agent = agent(
-            store,
-            vec![ScriptedTurn::new().text("Taken over.")],
-            &format!("other-{}", std::process::id()),
-            SHORT_LEASE,
-        );
-        let revival = agent
-            .ensure_started(&ids.conversation)
+    let store = backend.open(&var("APTIX_DP_TARGET")).await;
+    let agent = agent(
+        store,
+        vec![ScriptedTurn::new().text("Taken over.")],
+        &format!("other-{}", std::process::id()),
+        SHORT_LEASE,
+    );
+    let revival = agent
+        .ensure_started(&ids.conversation)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("{LINE}revival {revival:?}");
+    let resolved = agent
+        .resolve(&ids.conversation, &ids.pay, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("{LINE}resolved pending={}", resolved.pending);
+    let watching = Instant::now();
+    let status = loop {
+        let stored = agent
+            .conversation(&ids.conversation)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        println!("{LINE}revival {revival:?}");
-        let resolved = agent
-            .resolve(&ids.conversation, &ids.pay, Resolution::Approve)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        println!("{LINE}resolved pending={}", resolved.pending);
-        let watching = Instant::now();
-        let status = loop {
-            let stored = agent
-                .conversation(&ids.conversation)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .unwrap_or_else(|| panic!("the conversation vanished"));
-            if stored.status == ConversationStatus::Idle
-                || watching.elapsed() > millis_env(WATCH_ENV).unwrap_or(Duration::from_secs(2))
-            {
-                break stored;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        println!(
-            "{LINE}status {:?}, owner {:?}, last answer {:?}",
-            status.status,
-            status.owner,
-            last_text(&status.conversation)
-        );
-    });
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the conversation vanished"));
+        if stored.status == ConversationStatus::Idle
+            || watching.elapsed() > millis_env(WATCH_ENV).unwrap_or(Duration::from_secs(2))
+        {
+            break stored;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!(
+        "{LINE}status {:?}, owner {:?}, last answer {:?}",
+        status.status,
+        status.owner,
+        last_text(&status.conversation)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1444,15 +1424,14 @@ fn child_other() {
 /// starting in the background". The resumption waits for the dead owner's
 /// lease to run out and then happens, without any process calling
 /// `ensure_started`.
-#[test]
-fn resolution_during_a_dead_process_lease_resumes_after_it() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolution_during_a_dead_process_lease_resumes_after_it() {
     if is_child() {
         return;
     }
     let target = Target::sqlite("dead-lease");
     let backend = target.backend;
-    let runtime = runtime();
-    let store = runtime.block_on(backend.open(&target.location));
+    let store = backend.open(&target.location).await;
     let side = TempFile::new("dead-lease-side");
     let ids = KillIds::new(backend);
     let mut env = ids.env();
@@ -1468,7 +1447,7 @@ fn resolution_during_a_dead_process_lease_resumes_after_it() {
         "first",
         &first_env,
     );
-    wait_until_working(&runtime, &store, &ids, &side.0, &mut first);
+    wait_until_working(&store, &ids, &side.0, &mut first).await;
     first.kill();
 
     // Restarted at once: the dead process's lease has ~3 s left. The other
@@ -1486,7 +1465,7 @@ fn resolution_during_a_dead_process_lease_resumes_after_it() {
     let resolved = other.next_line();
     let watched = other.next_line();
     other.wait_success();
-    let ledger = ledger_states(&runtime, &store, &ids.conversation);
+    let ledger = ledger_states(&store, &ids.conversation).await;
     assert!(
         watched.starts_with("status Idle"),
         "the approval was accepted during the dead process's lease and the conversation \
@@ -1508,8 +1487,8 @@ fn resolution_during_a_dead_process_lease_resumes_after_it() {
 /// told nobody approved in time. SQLite only: a worker sweeps every
 /// conversation of its store, and the PostgreSQL of the tests is shared
 /// with the other tests of this binary, which run at the same time.
-#[test]
-fn deadline_fires_in_a_restarted_process_without_a_sweeper() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_fires_in_a_restarted_process_without_a_sweeper() {
     if is_child() {
         return;
     }
@@ -1545,92 +1524,88 @@ fn deadline_fires_in_a_restarted_process_without_a_sweeper() {
 }
 
 /// Suspends on `pay` with a 1.5 s deadline, then exits.
-#[test]
-fn child_deadline_first() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_deadline_first() {
     if !is_role("deadline_first") {
         return;
     }
     let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
     let conversation = var("APTIX_DP_CONVERSATION");
-    runtime().block_on(async {
-        let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        let agent = DurableAgent::builder(
-            Agent::builder()
-                .model(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
-                    "p1",
-                    "pay",
-                    r#"{"cents":5}"#,
-                )]))
-                .catalog(catalog())
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-            store,
-        )
-        .suspend_timeout(Duration::from_millis(1_500))
-        .deadline_worker(None)
-        .build();
-        let events = send(&agent, &conversation, "pay").await;
-        assert!(
-            matches!(
-                events.last(),
-                Some(AgentEvent::Done {
-                    reason: DoneReason::Suspended(_),
-                    ..
-                })
-            ),
-            "{events:?}"
-        );
-        println!("{LINE}suspended");
-    });
+    let store = backend.open(&var("APTIX_DP_TARGET")).await;
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
+                "p1",
+                "pay",
+                r#"{"cents":5}"#,
+            )]))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store,
+    )
+    .suspend_timeout(Duration::from_millis(1_500))
+    .deadline_worker(None)
+    .build();
+    let events = send(&agent, &conversation, "pay").await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(AgentEvent::Done {
+                reason: DoneReason::Suspended(_),
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    println!("{LINE}suspended");
 }
 
 /// Builds an agent with the default deadline worker and only watches the
 /// store until the conversation is idle.
-#[test]
-fn child_deadline_restart() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_deadline_restart() {
     if !is_role("deadline_restart") {
         return;
     }
     let backend = Backend::parse(&var("APTIX_DP_BACKEND"));
     let conversation = var("APTIX_DP_CONVERSATION");
-    runtime().block_on(async {
-        let store = backend.open(&var("APTIX_DP_TARGET")).await;
-        let agent = DurableAgent::builder(
-            Agent::builder()
-                .model(ScriptedModel::new(vec![
-                    ScriptedTurn::new().text("Nobody approved in time."),
-                ]))
-                .catalog(catalog())
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-            store.clone(),
-        )
-        .build();
-        let started = Instant::now();
-        let stored = loop {
-            let stored = store
-                .load_conversation(&conversation)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .unwrap_or_else(|| panic!("the conversation vanished"));
-            if stored.status == ConversationStatus::Idle {
-                break stored;
-            }
-            assert!(
-                started.elapsed() < PATIENCE,
-                "the deadline never fired: {stored:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let result = results_of(&stored.conversation, "p1");
-        println!(
-            "{LINE}idle {} {:?}",
-            result
-                .first()
-                .and_then(|r| r["error"]["code"].as_str())
-                .unwrap_or("none"),
-            last_text(&stored.conversation).unwrap_or_default()
+    let store = backend.open(&var("APTIX_DP_TARGET")).await;
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new(vec![
+                ScriptedTurn::new().text("Nobody approved in time."),
+            ]))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        store.clone(),
+    )
+    .build();
+    let started = Instant::now();
+    let stored = loop {
+        let stored = store
+            .load_conversation(&conversation)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the conversation vanished"));
+        if stored.status == ConversationStatus::Idle {
+            break stored;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the deadline never fired: {stored:?}"
         );
-        drop(agent);
-    });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let result = results_of(&stored.conversation, "p1");
+    println!(
+        "{LINE}idle {} {:?}",
+        result
+            .first()
+            .and_then(|r| r["error"]["code"].as_str())
+            .unwrap_or("none"),
+        last_text(&stored.conversation).unwrap_or_default()
+    );
+    drop(agent);
 }

@@ -609,7 +609,13 @@ fn save_fails_after(backend: Backend, saves_before: u32) -> Option<bool> {
     use aptix_testkit::faulty_store::{Fault, FaultyStore, StoreOp};
     let at = StoreAt::new(backend)?;
     let id = format!("save-fails-{}", uuid());
-    Some(aptix_testkit::block_on_threads(2, async {
+    // One process, as in `Process::start`, but the store is wrapped to fail.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("a runtime: {e}"));
+    Some(runtime.block_on(async {
         let store = Arc::new(FaultyStore::new(at.open().await));
         let agent = DurableAgent::builder(
             Agent::builder()

@@ -57,105 +57,97 @@ fn result_of(events: &[AgentEvent]) -> Value {
     aptix_testkit::call_envelope(events, "call_1")["result"].clone()
 }
 
-#[test]
-fn a_question_is_an_event_and_its_answer_reaches_the_call() {
-    aptix_testkit::block_on(async {
-        let agent = agent();
-        let mut conversation = Conversation::new("conv-elicit");
-        let mut run = agent.run(&mut conversation, Input::User("Sign me up.".into()));
-        let mut events = Vec::new();
-        let mut asked = Vec::new();
-        while let Some(event) = run.next().await {
-            if let AgentEvent::Elicitation {
-                id,
-                name,
-                request,
-                reply,
-                kind,
-            } = &event
-            {
-                assert_eq!((id.as_str(), name.as_str()), ("call_1", "sign_up"));
-                assert!(kind.is_some());
-                assert!(reply.is_open());
-                asked.push(request.clone());
-                assert!(reply.answer(ElicitationAnswer::Accept(json!({"name": "Ada"}))));
-                // The first answer counts.
-                assert!(!reply.answer(ElicitationAnswer::Decline));
-            }
-            events.push(event);
+#[tokio::test]
+async fn a_question_is_an_event_and_its_answer_reaches_the_call() {
+    let agent = agent();
+    let mut conversation = Conversation::new("conv-elicit");
+    let mut run = agent.run(&mut conversation, Input::User("Sign me up.".into()));
+    let mut events = Vec::new();
+    let mut asked = Vec::new();
+    while let Some(event) = run.next().await {
+        if let AgentEvent::Elicitation {
+            id,
+            name,
+            request,
+            reply,
+            kind,
+        } = &event
+        {
+            assert_eq!((id.as_str(), name.as_str()), ("call_1", "sign_up"));
+            assert!(kind.is_some());
+            assert!(reply.is_open());
+            asked.push(request.clone());
+            assert!(reply.answer(ElicitationAnswer::Accept(json!({"name": "Ada"}))));
+            // The first answer counts.
+            assert!(!reply.answer(ElicitationAnswer::Decline));
         }
-        drop(run);
-        assert_eq!(asked.len(), 1, "{events:#?}");
-        assert_eq!(asked[0].asked_by, "sign_up");
-        assert_eq!(asked[0].message, "Your name for the pro plan?");
-        assert_eq!(
-            asked[0].schema.as_ref().map(|s| &s["type"]),
-            Some(&json!("object"))
-        );
-        assert_eq!(result_of(&events), json!("signed up Ada"));
-        // The question never reaches the model: only the result does.
-        let transcript = serde_json::to_string(&conversation.messages).unwrap_or_default();
-        assert!(!transcript.contains("Your name for"), "{transcript}");
-    })
+        events.push(event);
+    }
+    drop(run);
+    assert_eq!(asked.len(), 1, "{events:#?}");
+    assert_eq!(asked[0].asked_by, "sign_up");
+    assert_eq!(asked[0].message, "Your name for the pro plan?");
+    assert_eq!(
+        asked[0].schema.as_ref().map(|s| &s["type"]),
+        Some(&json!("object"))
+    );
+    assert_eq!(result_of(&events), json!("signed up Ada"));
+    // The question never reaches the model: only the result does.
+    let transcript = serde_json::to_string(&conversation.messages).unwrap_or_default();
+    assert!(!transcript.contains("Your name for"), "{transcript}");
 }
 
-#[test]
-fn a_question_nobody_answers_is_cancelled_and_the_run_goes_on() {
-    aptix_testkit::block_on(async {
-        let agent = agent();
-        let mut conversation = Conversation::new("conv-elicit-ignored");
-        // A reader that collects every event and answers none: each
-        // reply is dropped with its event, unanswered.
-        let events: Vec<AgentEvent> = agent
-            .run(&mut conversation, Input::User("Sign me up.".into()))
-            .filter(|event| std::future::ready(!matches!(event, AgentEvent::Elicitation { .. })))
-            .collect()
-            .await;
-        assert_eq!(result_of(&events), json!("cancelled"));
-        assert!(matches!(
-            events.last(),
-            Some(AgentEvent::Done {
-                reason: aptix::DoneReason::Completed,
-                ..
-            })
-        ));
-    })
+#[tokio::test]
+async fn a_question_nobody_answers_is_cancelled_and_the_run_goes_on() {
+    let agent = agent();
+    let mut conversation = Conversation::new("conv-elicit-ignored");
+    // A reader that collects every event and answers none: each
+    // reply is dropped with its event, unanswered.
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Sign me up.".into()))
+        .filter(|event| std::future::ready(!matches!(event, AgentEvent::Elicitation { .. })))
+        .collect()
+        .await;
+    assert_eq!(result_of(&events), json!("cancelled"));
+    assert!(matches!(
+        events.last(),
+        Some(AgentEvent::Done {
+            reason: aptix::DoneReason::Completed,
+            ..
+        })
+    ));
 }
 
-#[test]
-fn a_declined_question_is_the_calls_to_handle() {
-    aptix_testkit::block_on(async {
-        let agent = agent();
-        let mut conversation = Conversation::new("conv-elicit-declined");
-        let mut run = agent.run(&mut conversation, Input::User("Sign me up.".into()));
-        let mut events = Vec::new();
-        while let Some(event) = run.next().await {
-            if let AgentEvent::Elicitation { reply, .. } = &event {
-                reply.answer(ElicitationAnswer::Decline);
-            }
-            events.push(event);
+#[tokio::test]
+async fn a_declined_question_is_the_calls_to_handle() {
+    let agent = agent();
+    let mut conversation = Conversation::new("conv-elicit-declined");
+    let mut run = agent.run(&mut conversation, Input::User("Sign me up.".into()));
+    let mut events = Vec::new();
+    while let Some(event) = run.next().await {
+        if let AgentEvent::Elicitation { reply, .. } = &event {
+            reply.answer(ElicitationAnswer::Decline);
         }
-        assert_eq!(result_of(&events), json!("declined"));
-    })
+        events.push(event);
+    }
+    assert_eq!(result_of(&events), json!("declined"));
 }
 
-#[test]
-fn without_a_run_nobody_is_asked_and_the_answer_is_cancel() {
-    aptix_testkit::block_on(async {
-        let catalog = aptix::tools![SignUpTool]
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let call = aptix::executor::ToolCall::new("c1", "sign_up", r#"{"plan":"pro"}"#);
-        let envelope: Envelope = Executor::new(catalog)
-            .execute(&call, &ToolContext::new().with_tool_call_id("c1"))
-            .await
-            .into_envelope()
-            .unwrap_or_else(|| panic!("no envelope"));
-        assert_eq!(
-            envelope.result_as::<String>().and_then(Result::ok),
-            Some("cancelled".to_owned())
-        );
-    })
+#[tokio::test]
+async fn without_a_run_nobody_is_asked_and_the_answer_is_cancel() {
+    let catalog = aptix::tools![SignUpTool]
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let call = aptix::executor::ToolCall::new("c1", "sign_up", r#"{"plan":"pro"}"#);
+    let envelope: Envelope = Executor::new(catalog)
+        .execute(&call, &ToolContext::new().with_tool_call_id("c1"))
+        .await
+        .into_envelope()
+        .unwrap_or_else(|| panic!("no envelope"));
+    assert_eq!(
+        envelope.result_as::<String>().and_then(Result::ok),
+        Some("cancelled".to_owned())
+    );
 }
 
 /// Charges (behind an approval), so that what follows runs in the
@@ -180,66 +172,61 @@ async fn sign_up_soon(args: SignUp, ctx: &ToolContext) -> Result<String, ToolErr
     sign_up(args, ctx).await
 }
 
-#[test]
-fn a_background_runs_question_held_by_subscribers_does_not_wait_out_the_time_limit() {
-    aptix_testkit::block_on_threads(2, async {
-        let agent = Agent::builder()
-            .shared_model(Arc::new(ScriptedModel::new(vec![
-                ScriptedTurn::new().tool_call("call_charge", "charge", r#"{"plan":"pro"}"#),
-                ScriptedTurn::new().tool_call("call_1", "sign_up_soon", r#"{"plan":"pro"}"#),
-                ScriptedTurn::new().text("Done."),
-            ])))
-            .catalog(
-                aptix::tools![ChargeTool, SignUpSoonTool]
-                    .build()
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let durable = aptix::durable::DurableAgent::builder(
-            agent,
-            Arc::new(aptix::store::MemoryStore::new()),
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_runs_question_held_by_subscribers_does_not_wait_out_the_time_limit() {
+    let agent = Agent::builder()
+        .shared_model(Arc::new(ScriptedModel::new(vec![
+            ScriptedTurn::new().tool_call("call_charge", "charge", r#"{"plan":"pro"}"#),
+            ScriptedTurn::new().tool_call("call_1", "sign_up_soon", r#"{"plan":"pro"}"#),
+            ScriptedTurn::new().text("Done."),
+        ])))
+        .catalog(
+            aptix::tools![ChargeTool, SignUpSoonTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
         )
-        .deadline_worker(None)
-        .build();
-        let suspended: Vec<AgentEvent> = durable
-            .send("conv-background", Input::User("Sign me up.".into()))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let durable =
+        aptix::durable::DurableAgent::builder(agent, Arc::new(aptix::store::MemoryStore::new()))
+            .deadline_worker(None)
+            .build();
+    let suspended: Vec<AgentEvent> = durable
+        .send("conv-background", Input::User("Sign me up.".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .collect()
+        .await;
+    assert!(
+        matches!(
+            suspended.last(),
+            Some(AgentEvent::Done {
+                reason: aptix::DoneReason::Suspended(_),
+                ..
+            })
+        ),
+        "{suspended:#?}"
+    );
+    // A subscriber that reads every event of the background run and
+    // answers none: the broadcast channel keeps a copy of each event
+    // after every subscriber has read it.
+    let mut background = durable.subscribe();
+    durable
+        .resolve("conv-background", "call_charge", aptix::Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut events = Vec::new();
+    loop {
+        let received = tokio::time::timeout(std::time::Duration::from_secs(30), background.recv())
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .collect()
-            .await;
-        assert!(
-            matches!(
-                suspended.last(),
-                Some(AgentEvent::Done {
-                    reason: aptix::DoneReason::Suspended(_),
-                    ..
-                })
-            ),
-            "{suspended:#?}"
-        );
-        // A subscriber that reads every event of the background run and
-        // answers none: the broadcast channel keeps a copy of each event
-        // after every subscriber has read it.
-        let mut background = durable.subscribe();
-        durable
-            .resolve("conv-background", "call_charge", aptix::Resolution::Approve)
-            .await
+            .unwrap_or_else(|_| panic!("the background run never ended: {events:#?}"))
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut events = Vec::new();
-        loop {
-            let received =
-                tokio::time::timeout(std::time::Duration::from_secs(30), background.recv())
-                    .await
-                    .unwrap_or_else(|_| panic!("the background run never ended: {events:#?}"))
-                    .unwrap_or_else(|e| panic!("{e}"));
-            let done = matches!(received.event, AgentEvent::Done { .. });
-            events.push(received.event);
-            if done {
-                break;
-            }
+        let done = matches!(received.event, AgentEvent::Done { .. });
+        events.push(received.event);
+        if done {
+            break;
         }
-        let envelope = aptix_testkit::call_envelope(&events, "call_1");
-        assert_eq!(envelope["result"], json!("cancelled"), "{envelope}");
-    })
+    }
+    let envelope = aptix_testkit::call_envelope(&events, "call_1");
+    assert_eq!(envelope["result"], json!("cancelled"), "{envelope}");
 }

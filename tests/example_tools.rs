@@ -23,12 +23,8 @@ use get_location::GetLocation;
 use hello_world::{Greeting, HelloArgs, HelloWorldTool};
 use send_email::{Outbox, SendEmailTool};
 
-#[test]
-fn hello_world_greets_with_the_call_ids() {
-    aptix_testkit::block_on(hello_world_greets_with_the_call_ids_body())
-}
-
-async fn hello_world_greets_with_the_call_ids_body() {
+#[tokio::test]
+async fn hello_world_greets_with_the_call_ids() {
     let harness = ToolHarness::for_tool::<HelloWorldTool>();
     let greeting: Greeting = harness.call(json!({ "name": "Ada" })).await.ok();
     assert_eq!(
@@ -41,12 +37,8 @@ async fn hello_world_greets_with_the_call_ids_body() {
     );
 }
 
-#[test]
-fn hello_world_envelope_carries_ids() {
-    aptix_testkit::block_on(hello_world_envelope_carries_ids_body())
-}
-
-async fn hello_world_envelope_carries_ids_body() {
+#[tokio::test]
+async fn hello_world_envelope_carries_ids() {
     let harness = ToolHarness::for_tool::<HelloWorldTool>();
     let result = harness.call(json!({ "name": "Ada" })).await;
     let envelope = result.envelope().to_value();
@@ -56,12 +48,8 @@ async fn hello_world_envelope_carries_ids_body() {
     assert_eq!(envelope["session_id"], json!("test-session"));
 }
 
-#[test]
-fn hello_world_rejects_a_missing_name_with_its_path() {
-    aptix_testkit::block_on(hello_world_rejects_a_missing_name_with_its_path_body())
-}
-
-async fn hello_world_rejects_a_missing_name_with_its_path_body() {
+#[tokio::test]
+async fn hello_world_rejects_a_missing_name_with_its_path() {
     let harness = ToolHarness::for_tool::<HelloWorldTool>();
     let result = harness.call(json!({})).await;
     let error = result.error();
@@ -77,12 +65,8 @@ async fn hello_world_rejects_a_missing_name_with_its_path_body() {
     );
 }
 
-#[test]
-fn hello_world_rejects_a_blank_name_from_its_own_check() {
-    aptix_testkit::block_on(hello_world_rejects_a_blank_name_from_its_own_check_body())
-}
-
-async fn hello_world_rejects_a_blank_name_from_its_own_check_body() {
+#[tokio::test]
+async fn hello_world_rejects_a_blank_name_from_its_own_check() {
     let harness = ToolHarness::for_tool::<HelloWorldTool>();
     let result = harness.call(json!({ "name": "   " })).await;
     assert_eq!(result.code(), ErrorCode::InvalidArguments);
@@ -92,12 +76,8 @@ async fn hello_world_rejects_a_blank_name_from_its_own_check_body() {
     );
 }
 
-#[test]
-fn hello_world_stays_callable_as_a_plain_function() {
-    aptix_testkit::block_on(hello_world_stays_callable_as_a_plain_function_body())
-}
-
-async fn hello_world_stays_callable_as_a_plain_function_body() {
+#[tokio::test]
+async fn hello_world_stays_callable_as_a_plain_function() {
     let ctx = ToolContext::new().with_conversation_id("c");
     let greeting = hello_world::hello_world(
         HelloArgs {
@@ -111,12 +91,8 @@ async fn hello_world_stays_callable_as_a_plain_function_body() {
     assert_eq!(greeting.conversation_id.as_deref(), Some("c"));
 }
 
-#[test]
-fn get_current_time_reports_utc_by_default() {
-    aptix_testkit::block_on(get_current_time_reports_utc_by_default_body())
-}
-
-async fn get_current_time_reports_utc_by_default_body() {
+#[tokio::test]
+async fn get_current_time_reports_utc_by_default() {
     let harness = ToolHarness::for_tool::<GetCurrentTimeTool>();
     let now: CurrentTime = harness.call(json!({})).await.ok();
     assert_eq!(now.utc_offset, "+00:00");
@@ -124,12 +100,8 @@ async fn get_current_time_reports_utc_by_default_body() {
     assert!(now.unix_ms > 1_700_000_000_000);
 }
 
-#[test]
-fn get_current_time_applies_a_negative_offset() {
-    aptix_testkit::block_on(get_current_time_applies_a_negative_offset_body())
-}
-
-async fn get_current_time_applies_a_negative_offset_body() {
+#[tokio::test]
+async fn get_current_time_applies_a_negative_offset() {
     let harness = ToolHarness::for_tool::<GetCurrentTimeTool>();
     let now: CurrentTime = harness
         .call(json!({ "utc_offset_minutes": -330 }))
@@ -139,12 +111,8 @@ async fn get_current_time_applies_a_negative_offset_body() {
     assert!(now.rfc3339.ends_with("-05:30"), "{}", now.rfc3339);
 }
 
-#[test]
-fn get_current_time_refuses_an_offset_out_of_range() {
-    aptix_testkit::block_on(get_current_time_refuses_an_offset_out_of_range_body())
-}
-
-async fn get_current_time_refuses_an_offset_out_of_range_body() {
+#[tokio::test]
+async fn get_current_time_refuses_an_offset_out_of_range() {
     let harness = ToolHarness::for_tool::<GetCurrentTimeTool>();
     let result = harness.call(json!({ "utc_offset_minutes": 5000 })).await;
     assert_eq!(result.code(), ErrorCode::InvalidArguments);
@@ -156,12 +124,8 @@ async fn get_current_time_refuses_an_offset_out_of_range_body() {
     );
 }
 
-#[test]
-fn get_current_time_refuses_a_float_offset() {
-    aptix_testkit::block_on(get_current_time_refuses_a_float_offset_body())
-}
-
-async fn get_current_time_refuses_a_float_offset_body() {
+#[tokio::test]
+async fn get_current_time_refuses_a_float_offset() {
     let harness = ToolHarness::for_tool::<GetCurrentTimeTool>();
     let result = harness.call(json!({ "utc_offset_minutes": 1.5 })).await;
     assert_eq!(result.code(), ErrorCode::InvalidArguments);
@@ -172,12 +136,8 @@ async fn get_current_time_refuses_a_float_offset_body() {
     );
 }
 
-#[test]
-fn get_location_suspends_for_the_client_with_the_validated_payload() {
-    aptix_testkit::block_on(get_location_suspends_for_the_client_with_the_validated_payload_body())
-}
-
-async fn get_location_suspends_for_the_client_with_the_validated_payload_body() {
+#[tokio::test]
+async fn get_location_suspends_for_the_client_with_the_validated_payload() {
     let harness = ToolHarness::for_tool::<GetLocation>();
     let result = harness.call(json!({ "reason": "local weather" })).await;
     assert!(result.execution.requires_client_execution());
@@ -187,12 +147,8 @@ async fn get_location_suspends_for_the_client_with_the_validated_payload_body() 
     assert_eq!(result.payload(), json!({ "reason": "local weather" }));
 }
 
-#[test]
-fn get_location_rejects_bad_arguments_without_suspending() {
-    aptix_testkit::block_on(get_location_rejects_bad_arguments_without_suspending_body())
-}
-
-async fn get_location_rejects_bad_arguments_without_suspending_body() {
+#[tokio::test]
+async fn get_location_rejects_bad_arguments_without_suspending() {
     let harness = ToolHarness::for_tool::<GetLocation>();
     let result = harness
         .call(json!({ "reason": "", "precision": "street" }))
@@ -210,12 +166,8 @@ async fn get_location_rejects_bad_arguments_without_suspending_body() {
     assert_eq!(paths, vec!["/precision", "/reason"]);
 }
 
-#[test]
-fn send_email_waits_for_approval_without_sending() {
-    aptix_testkit::block_on(send_email_waits_for_approval_without_sending_body())
-}
-
-async fn send_email_waits_for_approval_without_sending_body() {
+#[tokio::test]
+async fn send_email_waits_for_approval_without_sending() {
     let outbox = Outbox::default();
     let harness = ToolHarness::for_tool::<SendEmailTool>();
     let result = harness
@@ -227,12 +179,8 @@ async fn send_email_waits_for_approval_without_sending_body() {
     assert!(outbox.sent.lock().map(|s| s.is_empty()).unwrap_or(false));
 }
 
-#[test]
-fn send_email_refuses_an_invalid_address_before_anyone_is_asked() {
-    aptix_testkit::block_on(send_email_refuses_an_invalid_address_before_anyone_is_asked_body())
-}
-
-async fn send_email_refuses_an_invalid_address_before_anyone_is_asked_body() {
+#[tokio::test]
+async fn send_email_refuses_an_invalid_address_before_anyone_is_asked() {
     let harness = ToolHarness::for_tool::<SendEmailTool>();
     let result = harness
         .call(json!({ "to": "not an address", "subject": "", "body": "Hello" }))
@@ -243,12 +191,8 @@ async fn send_email_refuses_an_invalid_address_before_anyone_is_asked_body() {
     assert!(error.message.contains("at /subject:"), "{}", error.message);
 }
 
-#[test]
-fn send_email_function_is_idempotent_per_call_id() {
-    aptix_testkit::block_on(send_email_function_is_idempotent_per_call_id_body())
-}
-
-async fn send_email_function_is_idempotent_per_call_id_body() {
+#[tokio::test]
+async fn send_email_function_is_idempotent_per_call_id() {
     let ctx = ToolContext::new()
         .with_tool_call_id("call-7")
         .with_state(Outbox::default());
@@ -269,14 +213,8 @@ async fn send_email_function_is_idempotent_per_call_id_body() {
     assert_eq!(outbox.sent.lock().map(|s| s.len()).unwrap_or(0), 1);
 }
 
-#[test]
-fn send_email_without_an_outbox_is_an_internal_error_hidden_from_the_model() {
-    aptix_testkit::block_on(
-        send_email_without_an_outbox_is_an_internal_error_hidden_from_the_model_body(),
-    )
-}
-
-async fn send_email_without_an_outbox_is_an_internal_error_hidden_from_the_model_body() {
+#[tokio::test]
+async fn send_email_without_an_outbox_is_an_internal_error_hidden_from_the_model() {
     let ctx = ToolContext::new();
     let args = send_email::SendEmailArgs {
         to: "ada@example.com".into(),
@@ -311,12 +249,8 @@ fn every_example_tool_is_valid() {
     );
 }
 
-#[test]
-fn the_example_picks_its_activities_by_environment() {
-    aptix_testkit::block_on(the_example_picks_its_activities_by_environment_body())
-}
-
-async fn the_example_picks_its_activities_by_environment_body() {
+#[tokio::test]
+async fn the_example_picks_its_activities_by_environment() {
     for (environment, delivered) in [("dev", false), ("prod", true)] {
         let catalog = schema_first::catalog(environment).unwrap_or_else(|error| panic!("{error}"));
         assert!(catalog.entry("sentiment").expect("held").is_latent());
@@ -342,12 +276,8 @@ async fn the_example_picks_its_activities_by_environment_body() {
 /// `cargo run --example live`, rendered into a buffer: the streamed
 /// arguments, the progress bar and partial results, and the policy's three
 /// decisions, the held call approved by the operator.
-#[test]
-fn the_live_example_renders_progress_deltas_and_the_policy() {
-    aptix_testkit::block_on(the_live_example_renders_progress_deltas_and_the_policy_body())
-}
-
-async fn the_live_example_renders_progress_deltas_and_the_policy_body() {
+#[tokio::test]
+async fn the_live_example_renders_progress_deltas_and_the_policy() {
     let mut out: Vec<u8> = Vec::new();
     let reason = live::demo(
         &mut out,

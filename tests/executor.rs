@@ -176,12 +176,8 @@ async fn job_call(arguments: &str) -> aptix_testkit::CallResult {
     harness().call_named("job", arguments).await
 }
 
-#[test]
-fn success_wraps_the_result() {
-    aptix_testkit::block_on(success_wraps_the_result_body())
-}
-
-async fn success_wraps_the_result_body() {
+#[tokio::test]
+async fn success_wraps_the_result() {
     let result = job_call(r#"{"millis":0,"then":"succeed","labels":["a"]}"#).await;
     assert_eq!(
         result.envelope().to_value()["result"],
@@ -189,12 +185,8 @@ async fn success_wraps_the_result_body() {
     );
 }
 
-#[test]
-fn invalid_json() {
-    aptix_testkit::block_on(invalid_json_body())
-}
-
-async fn invalid_json_body() {
+#[tokio::test]
+async fn invalid_json() {
     let result = job_call(r#"{"millis": 0, "then": "succeed""#).await;
     assert_eq!(result.code(), ErrorCode::InvalidJson);
     assert!(
@@ -207,12 +199,8 @@ async fn invalid_json_body() {
     );
 }
 
-#[test]
-fn not_object() {
-    aptix_testkit::block_on(not_object_body())
-}
-
-async fn not_object_body() {
+#[tokio::test]
+async fn not_object() {
     for (raw, found) in [
         ("[1,2]", "an array"),
         ("\"hi\"", "a string"),
@@ -229,12 +217,8 @@ async fn not_object_body() {
     }
 }
 
-#[test]
-fn invalid_arguments_lists_every_violation_with_its_path() {
-    aptix_testkit::block_on(invalid_arguments_lists_every_violation_with_its_path_body())
-}
-
-async fn invalid_arguments_lists_every_violation_with_its_path_body() {
+#[tokio::test]
+async fn invalid_arguments_lists_every_violation_with_its_path() {
     let result =
         job_call(r#"{"millis": 99999, "then": "explode", "labels": [1], "extra": true}"#).await;
     assert_eq!(result.code(), ErrorCode::InvalidArguments);
@@ -257,23 +241,15 @@ async fn invalid_arguments_lists_every_violation_with_its_path_body() {
     );
 }
 
-#[test]
-fn empty_arguments_count_as_an_empty_object() {
-    aptix_testkit::block_on(empty_arguments_count_as_an_empty_object_body())
-}
-
-async fn empty_arguments_count_as_an_empty_object_body() {
+#[tokio::test]
+async fn empty_arguments_count_as_an_empty_object() {
     let result = harness().call_named("stubborn", "").await;
     // It parses as `{}` and runs (then times out, which is the next test's point).
     assert_eq!(result.code(), ErrorCode::Timeout);
 }
 
-#[test]
-fn unknown_tool_lists_the_available_names() {
-    aptix_testkit::block_on(unknown_tool_lists_the_available_names_body())
-}
-
-async fn unknown_tool_lists_the_available_names_body() {
+#[tokio::test]
+async fn unknown_tool_lists_the_available_names() {
     let result = harness().call_named("jobb", "{}").await;
     assert_eq!(result.code(), ErrorCode::UnknownTool);
     assert_eq!(
@@ -290,12 +266,8 @@ async fn unknown_tool_lists_the_available_names_body() {
     );
 }
 
-#[test]
-fn a_huge_unknown_name_gets_a_small_envelope() {
-    aptix_testkit::block_on(a_huge_unknown_name_gets_a_small_envelope_body())
-}
-
-async fn a_huge_unknown_name_gets_a_small_envelope_body() {
+#[tokio::test]
+async fn a_huge_unknown_name_gets_a_small_envelope() {
     let name = "x".repeat(1_000_000);
     let result = harness().call_named(&name, "{}").await;
     assert_eq!(result.code(), ErrorCode::UnknownTool);
@@ -331,69 +303,43 @@ async fn a_huge_unknown_name_gets_a_small_envelope_body() {
     );
 }
 
-#[test]
-fn failed_shows_the_tools_message() {
-    aptix_testkit::block_on(failed_shows_the_tools_message_body())
-}
-
-async fn failed_shows_the_tools_message_body() {
+#[tokio::test]
+async fn failed_shows_the_tools_message() {
     let result = job_call(r#"{"millis":0,"then":"fail"}"#).await;
     assert_eq!(result.code(), ErrorCode::Failed);
     assert_eq!(result.error().message, "The job failed: try fewer labels.");
 }
 
-#[test]
-fn denied_shows_the_tools_message() {
-    aptix_testkit::block_on(denied_shows_the_tools_message_body())
-}
-
-async fn denied_shows_the_tools_message_body() {
+#[tokio::test]
+async fn denied_shows_the_tools_message() {
     let result = job_call(r#"{"millis":0,"then":"deny"}"#).await;
     assert_eq!(result.code(), ErrorCode::Denied);
     assert_eq!(result.error().message, "Policy forbids this job.");
 }
 
-#[test]
-fn internal_errors_hide_their_details() {
-    aptix_testkit::block_on(internal_errors_hide_their_details_body())
-}
-
-async fn internal_errors_hide_their_details_body() {
+#[tokio::test]
+async fn internal_errors_hide_their_details() {
     let result = job_call(r#"{"millis":0,"then":"crash"}"#).await;
     assert_eq!(result.code(), ErrorCode::Internal);
     assert!(!result.error().message.contains("secret"));
     assert_eq!(result.error().message, aptix::error::INTERNAL_MESSAGE);
 }
 
-#[test]
-fn a_panic_becomes_an_internal_error() {
-    aptix_testkit::block_on(a_panic_becomes_an_internal_error_body())
-}
-
-async fn a_panic_becomes_an_internal_error_body() {
+#[tokio::test]
+async fn a_panic_becomes_an_internal_error() {
     let result = job_call(r#"{"millis":0,"then":"panic"}"#).await;
     assert_eq!(result.code(), ErrorCode::Internal);
     assert!(!result.error().message.contains("secret"));
 }
 
-#[test]
-fn an_unserializable_result_becomes_an_internal_error() {
-    aptix_testkit::block_on(an_unserializable_result_becomes_an_internal_error_body())
-}
-
-async fn an_unserializable_result_becomes_an_internal_error_body() {
+#[tokio::test]
+async fn an_unserializable_result_becomes_an_internal_error() {
     let result = job_call(r#"{"millis":0,"then":"unserializable"}"#).await;
     assert_eq!(result.code(), ErrorCode::Internal);
 }
 
-#[test]
-fn the_tools_own_timeout_is_enforced_even_if_it_ignores_cancellation() {
-    aptix_testkit::block_on(
-        the_tools_own_timeout_is_enforced_even_if_it_ignores_cancellation_body(),
-    )
-}
-
-async fn the_tools_own_timeout_is_enforced_even_if_it_ignores_cancellation_body() {
+#[tokio::test]
+async fn the_tools_own_timeout_is_enforced_even_if_it_ignores_cancellation() {
     let started = std::time::Instant::now();
     let result = harness().call_named("stubborn", "{}").await;
     assert_eq!(result.code(), ErrorCode::Timeout);
@@ -418,12 +364,8 @@ pub struct Nap {
     pub millis: u64,
 }
 
-#[test]
-fn the_executor_default_timeout_applies_to_tools_without_their_own() {
-    aptix_testkit::block_on(the_executor_default_timeout_applies_to_tools_without_their_own_body())
-}
-
-async fn the_executor_default_timeout_applies_to_tools_without_their_own_body() {
+#[tokio::test]
+async fn the_executor_default_timeout_applies_to_tools_without_their_own() {
     let catalog = Catalog::builder()
         .tool::<NapTool>()
         .tool::<JobTool>()
@@ -446,12 +388,8 @@ async fn the_executor_default_timeout_applies_to_tools_without_their_own_body() 
     assert_eq!(code(unlimited.execute(&nap, &ctx).await), None);
 }
 
-#[test]
-fn cancellation_stops_a_running_tool() {
-    aptix_testkit::block_on(cancellation_stops_a_running_tool_body())
-}
-
-async fn cancellation_stops_a_running_tool_body() {
+#[tokio::test]
+async fn cancellation_stops_a_running_tool() {
     let token = aptix::CancellationToken::new();
     let harness = harness().with_context(ToolContext::new().with_cancellation(token.clone()));
     let cancel = async {
@@ -466,12 +404,8 @@ async fn cancellation_stops_a_running_tool_body() {
     assert_eq!(result.code(), ErrorCode::Cancelled);
 }
 
-#[test]
-fn a_cancelled_context_runs_nothing() {
-    aptix_testkit::block_on(a_cancelled_context_runs_nothing_body())
-}
-
-async fn a_cancelled_context_runs_nothing_body() {
+#[tokio::test]
+async fn a_cancelled_context_runs_nothing() {
     let token = aptix::CancellationToken::new();
     token.cancel();
     let harness = harness().with_context(ToolContext::new().with_cancellation(token));
@@ -481,12 +415,8 @@ async fn a_cancelled_context_runs_nothing_body() {
     assert_eq!(result.code(), ErrorCode::Cancelled);
 }
 
-#[test]
-fn a_human_tool_suspends_with_its_validated_arguments() {
-    aptix_testkit::block_on(a_human_tool_suspends_with_its_validated_arguments_body())
-}
-
-async fn a_human_tool_suspends_with_its_validated_arguments_body() {
+#[tokio::test]
+async fn a_human_tool_suspends_with_its_validated_arguments() {
     let result = harness()
         .call_named("ask_human", r#"{"question":"Ship it?"}"#)
         .await;
@@ -495,12 +425,8 @@ async fn a_human_tool_suspends_with_its_validated_arguments_body() {
     assert!(!result.execution.requires_client_execution());
 }
 
-#[test]
-fn a_provider_tool_passes_through() {
-    aptix_testkit::block_on(a_provider_tool_passes_through_body())
-}
-
-async fn a_provider_tool_passes_through_body() {
+#[tokio::test]
+async fn a_provider_tool_passes_through() {
     let result = harness()
         .call_named("web_search", r#"{"query":"rust"}"#)
         .await;
@@ -509,14 +435,8 @@ async fn a_provider_tool_passes_through_body() {
     assert!(!result.execution.was_executed());
 }
 
-#[test]
-fn a_gated_client_tool_runs_its_preflight_then_awaits_approval_then_the_client() {
-    aptix_testkit::block_on(
-        a_gated_client_tool_runs_its_preflight_then_awaits_approval_then_the_client_body(),
-    )
-}
-
-async fn a_gated_client_tool_runs_its_preflight_then_awaits_approval_then_the_client_body() {
+#[tokio::test]
+async fn a_gated_client_tool_runs_its_preflight_then_awaits_approval_then_the_client() {
     let result = harness()
         .call_named("open_file", r#"{"path":"/notes.txt"}"#)
         .await;
@@ -527,12 +447,8 @@ async fn a_gated_client_tool_runs_its_preflight_then_awaits_approval_then_the_cl
     assert!(result.execution.requires_client_execution());
 }
 
-#[test]
-fn a_preflight_can_refuse_before_anything_suspends() {
-    aptix_testkit::block_on(a_preflight_can_refuse_before_anything_suspends_body())
-}
-
-async fn a_preflight_can_refuse_before_anything_suspends_body() {
+#[tokio::test]
+async fn a_preflight_can_refuse_before_anything_suspends() {
     let result = harness()
         .call_named("open_file", r#"{"path":"../etc/passwd"}"#)
         .await;
@@ -540,12 +456,8 @@ async fn a_preflight_can_refuse_before_anything_suspends_body() {
     assert!(!result.execution.requires_client_execution());
 }
 
-#[test]
-fn the_tool_sees_the_call_id() {
-    aptix_testkit::block_on(the_tool_sees_the_call_id_body())
-}
-
-async fn the_tool_sees_the_call_id_body() {
+#[tokio::test]
+async fn the_tool_sees_the_call_id() {
     /// Echoes its call id.
     #[agent_tool(name = "whoami", usage = "Test tool.")]
     async fn whoami(_args: Empty, ctx: &ToolContext) -> Result<String, ToolError> {
@@ -555,12 +467,8 @@ async fn the_tool_sees_the_call_id_body() {
     assert_eq!(harness.call(json!({})).await.ok::<String>(), "call_1");
 }
 
-#[test]
-fn null_for_an_optional_field_means_absent_as_in_openai_strict_mode() {
-    aptix_testkit::block_on(null_for_an_optional_field_means_absent_as_in_openai_strict_mode_body())
-}
-
-async fn null_for_an_optional_field_means_absent_as_in_openai_strict_mode_body() {
+#[tokio::test]
+async fn null_for_an_optional_field_means_absent_as_in_openai_strict_mode() {
     let result = job_call(r#"{"millis":0,"then":"succeed","labels":null}"#).await;
     assert_eq!(
         result.envelope().to_value()["result"],
@@ -610,12 +518,8 @@ fn captured_warnings() -> Captured {
         .clone()
 }
 
-#[test]
-fn failure_events_name_the_call_at_warn_level() {
-    aptix_testkit::block_on(failure_events_name_the_call_at_warn_level_body())
-}
-
-async fn failure_events_name_the_call_at_warn_level_body() {
+#[tokio::test]
+async fn failure_events_name_the_call_at_warn_level() {
     let captured = captured_warnings();
     let executor = harness().executor().clone();
     let ctx = ToolContext::new()

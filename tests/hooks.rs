@@ -176,12 +176,8 @@ fn reason(events: &[AgentEvent]) -> &DoneReason {
     }
 }
 
-#[test]
-fn a_hook_denies_a_call_with_a_message_the_model_sees() {
-    aptix_testkit::block_on(a_hook_denies_a_call_with_a_message_the_model_sees_body())
-}
-
-async fn a_hook_denies_a_call_with_a_message_the_model_sees_body() {
+#[tokio::test]
+async fn a_hook_denies_a_call_with_a_message_the_model_sees() {
     let guard = Scripted {
         name: "limit",
         before: Some(Box::new(|call| {
@@ -203,12 +199,8 @@ async fn a_hook_denies_a_call_with_a_message_the_model_sees_body() {
     assert!(matches!(reason(&events), DoneReason::Completed));
 }
 
-#[test]
-fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it() {
-    aptix_testkit::block_on(a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it_body())
-}
-
-async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it_body() {
+#[tokio::test]
+async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it() {
     let clamp = Scripted {
         name: "clamp",
         before: Some(Box::new(|call| {
@@ -250,12 +242,8 @@ async fn a_rewrite_is_validated_and_runs_and_the_next_hook_sees_it_body() {
     );
 }
 
-#[test]
-fn a_hook_answers_without_running_the_tool() {
-    aptix_testkit::block_on(a_hook_answers_without_running_the_tool_body())
-}
-
-async fn a_hook_answers_without_running_the_tool_body() {
+#[tokio::test]
+async fn a_hook_answers_without_running_the_tool() {
     let cache = Scripted {
         name: "cache",
         before: Some(Box::new(|_| {
@@ -286,12 +274,8 @@ async fn a_hook_answers_without_running_the_tool_body() {
     );
 }
 
-#[test]
-fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
-    aptix_testkit::block_on(a_tripped_guardrail_halts_the_run_with_every_call_answered_body())
-}
-
-async fn a_tripped_guardrail_halts_the_run_with_every_call_answered_body() {
+#[tokio::test]
+async fn a_tripped_guardrail_halts_the_run_with_every_call_answered() {
     let guard = mallory_guard();
     let (agent, model) = agent_with(r#"{"euros":5,"to":"Mallory"}"#, "transfer", vec![guard]);
     let (events, conversation) = run(&agent, "halt").await;
@@ -311,14 +295,8 @@ async fn refund(args: Transfer) -> Result<String, ToolError> {
     Ok(format!("refunded {} to {}", args.euros, args.to))
 }
 
-#[test]
-fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call() {
-    aptix_testkit::block_on(
-        a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call_body(),
-    )
-}
-
-async fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call_body() {
+#[tokio::test]
+async fn a_halt_in_a_turn_that_also_waits_for_an_approval_answers_the_waiting_call() {
     let guard = mallory_guard();
     let model = Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new()
@@ -392,12 +370,8 @@ impl ToolHook for Slow {
     }
 }
 
-#[test]
-fn slow_hooks_do_not_count_against_the_tools_time_limit() {
-    aptix_testkit::block_on(slow_hooks_do_not_count_against_the_tools_time_limit_body())
-}
-
-async fn slow_hooks_do_not_count_against_the_tools_time_limit_body() {
+#[tokio::test]
+async fn slow_hooks_do_not_count_against_the_tools_time_limit() {
     let model = Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call("call_1", "transfer", r#"{"euros":5,"to":"Ada"}"#),
         ScriptedTurn::new().text("Done."),
@@ -421,12 +395,8 @@ async fn slow_hooks_do_not_count_against_the_tools_time_limit_body() {
     assert_eq!(envelope["result"], "sent 5 to Ada");
 }
 
-#[test]
-fn what_a_hook_and_the_policy_decide_is_what_reaches_the_provider() {
-    aptix_testkit::block_on(what_a_hook_and_the_policy_decide_is_what_reaches_the_provider_body())
-}
-
-async fn what_a_hook_and_the_policy_decide_is_what_reaches_the_provider_body() {
+#[tokio::test]
+async fn what_a_hook_and_the_policy_decide_is_what_reaches_the_provider() {
     use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
     let server = MockOpenAiServer::start([
         OpenAiTurn::new()
@@ -491,12 +461,8 @@ async fn what_a_hook_and_the_policy_decide_is_what_reaches_the_provider_body() {
     assert_eq!(denied["error"]["message"], "Refunds are closed today.");
 }
 
-#[test]
-fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
-    aptix_testkit::block_on(after_call_changes_what_the_model_sees_not_what_the_events_show_body())
-}
-
-async fn after_call_changes_what_the_model_sees_not_what_the_events_show_body() {
+#[tokio::test]
+async fn after_call_changes_what_the_model_sees_not_what_the_events_show() {
     let summarize = Scripted {
         name: "summarize",
         after: Some(Box::new(|_| AfterCall::Replace("Transfer done.".into()))),
@@ -526,12 +492,8 @@ async fn after_call_changes_what_the_model_sees_not_what_the_events_show_body() 
     assert_eq!(result(&events, &conversation).0["result"], "sent 5 to Ada");
 }
 
-#[test]
-fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
-    aptix_testkit::block_on(a_hook_repairs_a_misspelled_tool_and_malformed_arguments_body())
-}
-
-async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments_body() {
+#[tokio::test]
+async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments() {
     let speller = Scripted {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {
@@ -568,12 +530,8 @@ async fn a_hook_repairs_a_misspelled_tool_and_malformed_arguments_body() {
     );
 }
 
-#[test]
-fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
-    aptix_testkit::block_on(a_call_renamed_to_a_tool_with_secrets_shows_none_of_them_body())
-}
-
-async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them_body() {
+#[tokio::test]
+async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them() {
     let speller = Scripted {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {
@@ -612,12 +570,8 @@ async fn a_call_renamed_to_a_tool_with_secrets_shows_none_of_them_body() {
 /// Found in review: a hook's `Rename` was checked against the agent's whole
 /// catalog, so it could run a tool `prepare_step` had taken away at that
 /// step (the model offered only `pay` could reach `transfer`).
-#[test]
-fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it() {
-    aptix_testkit::block_on(a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it_body())
-}
-
-async fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it_body() {
+#[tokio::test]
+async fn a_rename_to_a_tool_the_step_did_not_offer_does_not_run_it() {
     let speller = Scripted {
         name: "speller",
         invalid: Some(Box::new(|call| match call.invalid {

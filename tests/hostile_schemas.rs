@@ -110,8 +110,15 @@ fn an_invalid_call_costs_work_linear_in_the_schema() {
         .build()
         .expect("catalog");
     let executor = Executor::new(catalog);
+    // The call runs on the hang detector's thread, on a runtime of its own:
+    // validation is synchronous work, which no timer of the test's runtime
+    // could interrupt.
     let envelope = within_hang("an invalid call", move || {
-        aptix_testkit::block_on(async {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
             let call = ToolCall::new("c1", "lookup", r#"{"p0": "x", "p1": null}"#);
             executor
                 .execute(&call, &ToolContext::new())

@@ -148,12 +148,8 @@ fn status_of(head: &str) -> &str {
     head.split(' ').nth(1).unwrap_or_default()
 }
 
-#[test]
-fn a_body_that_never_arrives_gets_408_and_frees_its_connection() {
-    aptix_testkit::block_on(a_body_that_never_arrives_gets_408_and_frees_its_connection_body())
-}
-
-async fn a_body_that_never_arrives_gets_408_and_frees_its_connection_body() {
+#[tokio::test]
+async fn a_body_that_never_arrives_gets_408_and_frees_its_connection() {
     let server = bind(
         McpServer::new(catalog())
             .max_connections(4)
@@ -185,12 +181,8 @@ async fn a_body_that_never_arrives_gets_408_and_frees_its_connection_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn the_body_size_limit_still_answers_413() {
-    aptix_testkit::block_on(the_body_size_limit_still_answers_413_body())
-}
-
-async fn the_body_size_limit_still_answers_413_body() {
+#[tokio::test]
+async fn the_body_size_limit_still_answers_413() {
     // A body timeout well beyond the test: the 413 is rmcp's size limit.
     let server =
         bind(McpServer::new(catalog()).request_body_timeout(Duration::from_secs(60))).await;
@@ -231,12 +223,8 @@ fn h2_frames(bytes: &[u8]) -> Vec<(u8, u8)> {
 const H2_PING: u8 = 0x6;
 const H2_GOAWAY: u8 = 0x7;
 
-#[test]
-fn an_http2_peer_that_never_answers_pings_is_dropped() {
-    aptix_testkit::block_on(an_http2_peer_that_never_answers_pings_is_dropped_body())
-}
-
-async fn an_http2_peer_that_never_answers_pings_is_dropped_body() {
+#[tokio::test]
+async fn an_http2_peer_that_never_answers_pings_is_dropped() {
     // The idle timeout is beyond the test: only the pings can end these.
     let server = bind(
         McpServer::new(catalog())
@@ -267,12 +255,8 @@ async fn an_http2_peer_that_never_answers_pings_is_dropped_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn an_idle_http2_connection_is_closed_gracefully() {
-    aptix_testkit::block_on(an_idle_http2_connection_is_closed_gracefully_body())
-}
-
-async fn an_idle_http2_connection_is_closed_gracefully_body() {
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_gracefully() {
     // Pings beyond the test: only the idle timeout can end these.
     let server = bind(
         McpServer::new(catalog())
@@ -303,12 +287,8 @@ async fn an_idle_http2_connection_is_closed_gracefully_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn a_connection_that_never_sends_a_request_is_closed() {
-    aptix_testkit::block_on(a_connection_that_never_sends_a_request_is_closed_body())
-}
-
-async fn a_connection_that_never_sends_a_request_is_closed_body() {
+#[tokio::test]
+async fn a_connection_that_never_sends_a_request_is_closed() {
     // The header timeout is beyond the test: it never starts on these, as
     // the server cannot yet tell HTTP/1 from HTTP/2.
     let server = bind(
@@ -337,12 +317,8 @@ async fn a_connection_that_never_sends_a_request_is_closed_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn a_peer_that_reads_nothing_is_dropped() {
-    aptix_testkit::block_on(a_peer_that_reads_nothing_is_dropped_body())
-}
-
-async fn a_peer_that_reads_nothing_is_dropped_body() {
+#[tokio::test]
+async fn a_peer_that_reads_nothing_is_dropped() {
     // Other timeouts beyond the test: only the write timeout can end it.
     let server = bind(
         McpServer::new(catalog())
@@ -431,12 +407,8 @@ async fn open_stream_at(address: SocketAddr, session: &str, close: bool) -> (Tcp
     (stream, head)
 }
 
-#[test]
-fn sse_streams_cannot_take_every_connection() {
-    aptix_testkit::block_on(sse_streams_cannot_take_every_connection_body())
-}
-
-async fn sse_streams_cannot_take_every_connection_body() {
+#[tokio::test]
+async fn sse_streams_cannot_take_every_connection() {
     let server = bind(
         McpServer::new(catalog())
             .max_connections(4)
@@ -488,12 +460,8 @@ async fn sse_streams_cannot_take_every_connection_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn a_stream_budget_of_zero_refuses_every_stream() {
-    aptix_testkit::block_on(a_stream_budget_of_zero_refuses_every_stream_body())
-}
-
-async fn a_stream_budget_of_zero_refuses_every_stream_body() {
+#[tokio::test]
+async fn a_stream_budget_of_zero_refuses_every_stream() {
     let server = bind(McpServer::new(catalog()).max_sse_streams(0)).await;
     let session = initialized_session(&server).await;
     let (_stream, head) = open_stream(&server, &session, false).await;
@@ -501,12 +469,8 @@ async fn a_stream_budget_of_zero_refuses_every_stream_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn closing_a_session_ends_its_sse_streams() {
-    aptix_testkit::block_on(closing_a_session_ends_its_sse_streams_body())
-}
-
-async fn closing_a_session_ends_its_sse_streams_body() {
+#[tokio::test]
+async fn closing_a_session_ends_its_sse_streams() {
     let server =
         bind(McpServer::new(catalog()).uninitialized_session_timeout(Duration::from_millis(300)))
             .await;
@@ -567,12 +531,8 @@ fn hostile_peer_address(what: &str) -> Option<IpAddr> {
     peer
 }
 
-#[test]
-fn one_peer_cannot_hold_every_connection() {
-    aptix_testkit::block_on(one_peer_cannot_hold_every_connection_body())
-}
-
-async fn one_peer_cannot_hold_every_connection_body() {
+#[tokio::test]
+async fn one_peer_cannot_hold_every_connection() {
     // Loopback peers are not limited (every local client is 127.0.0.1), so
     // the hostile peer connects through another address of this machine.
     let Some(peer) = hostile_peer_address("the per-peer limit") else {
@@ -627,12 +587,8 @@ async fn one_peer_cannot_hold_every_connection_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn loopback_peers_are_not_limited_per_peer() {
-    aptix_testkit::block_on(loopback_peers_are_not_limited_per_peer_body())
-}
-
-async fn loopback_peers_are_not_limited_per_peer_body() {
+#[tokio::test]
+async fn loopback_peers_are_not_limited_per_peer() {
     let server = bind(
         McpServer::new(catalog())
             .max_connections(8)
@@ -653,12 +609,8 @@ async fn loopback_peers_are_not_limited_per_peer_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn ipv6_loopback_peers_are_not_limited_per_peer() {
-    aptix_testkit::block_on(ipv6_loopback_peers_are_not_limited_per_peer_body())
-}
-
-async fn ipv6_loopback_peers_are_not_limited_per_peer_body() {
+#[tokio::test]
+async fn ipv6_loopback_peers_are_not_limited_per_peer() {
     // `::1` is loopback as `127.0.0.1` is, although its /64 (`::`) is not.
     let Ok(server) = McpServer::new(catalog())
         .max_connections(8)
@@ -704,12 +656,8 @@ async fn ping_at(url: &str, session: &str) -> u16 {
         .as_u16()
 }
 
-#[test]
-fn one_client_cannot_take_every_session() {
-    aptix_testkit::block_on(one_client_cannot_take_every_session_body())
-}
-
-async fn one_client_cannot_take_every_session_body() {
+#[tokio::test]
+async fn one_client_cannot_take_every_session() {
     // One local client opens every session and initializes each, so that
     // none expires as uninitialized (red team H2, with a cap of 4). Its
     // sessions are idle at once: the red team's waited 31 s.
@@ -743,12 +691,8 @@ async fn one_client_cannot_take_every_session_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn a_session_in_use_is_never_closed_to_make_room() {
-    aptix_testkit::block_on(a_session_in_use_is_never_closed_to_make_room_body())
-}
-
-async fn a_session_in_use_is_never_closed_to_make_room_body() {
+#[tokio::test]
+async fn a_session_in_use_is_never_closed_to_make_room() {
     let server = bind(
         McpServer::new(catalog())
             .max_sessions(2)
@@ -773,12 +717,8 @@ async fn a_session_in_use_is_never_closed_to_make_room_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn one_peer_cannot_hold_every_session() {
-    aptix_testkit::block_on(one_peer_cannot_hold_every_session_body())
-}
-
-async fn one_peer_cannot_hold_every_session_body() {
+#[tokio::test]
+async fn one_peer_cannot_hold_every_session() {
     // The hostile peer connects through another address of this machine
     // (loopback peers are not limited per peer).
     let Some(peer) = hostile_peer_address("the per-peer session cap") else {
@@ -825,12 +765,8 @@ async fn one_peer_cannot_hold_every_session_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn a_recently_used_session_is_not_closed_to_make_room() {
-    aptix_testkit::block_on(a_recently_used_session_is_not_closed_to_make_room_body())
-}
-
-async fn a_recently_used_session_is_not_closed_to_make_room_body() {
+#[tokio::test]
+async fn a_recently_used_session_is_not_closed_to_make_room() {
     let server = bind(
         McpServer::new(catalog())
             .max_sessions(2)
@@ -862,12 +798,8 @@ async fn a_recently_used_session_is_not_closed_to_make_room_body() {
     shutdown(server).await;
 }
 
-#[test]
-fn a_zero_window_http2_peer_cannot_hold_its_connection() {
-    aptix_testkit::block_on(a_zero_window_http2_peer_cannot_hold_its_connection_body())
-}
-
-async fn a_zero_window_http2_peer_cannot_hold_its_connection_body() {
+#[tokio::test]
+async fn a_zero_window_http2_peer_cannot_hold_its_connection() {
     // Every other limit short: none of them ends these connections, as an
     // answer that cannot be sent is in flight, its peer answers pings, and
     // no socket write waits (red team H3). Only the send timeout does.

@@ -308,12 +308,8 @@ fn python_client_over_stdio() {
     run_e2e(&python, &record.0, transport);
 }
 
-#[test]
-fn python_client_over_http() {
-    aptix_testkit::block_on_threads(2, python_client_over_http_body())
-}
-
-async fn python_client_over_http_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_over_http() {
     if is_child() {
         return;
     }
@@ -339,8 +335,8 @@ async fn python_client_over_http_body() {
 
 /// The stdio server that e2e.py spawns (see the module docs); does nothing
 /// unless `APTIX_MCP_PY_ROLE` selects it.
-#[test]
-fn child_serve_stdio() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_serve_stdio() {
     if std::env::var(ROLE_ENV).as_deref() != Ok(STDIO_ROLE) {
         return;
     }
@@ -348,25 +344,18 @@ fn child_serve_stdio() {
     let record_dir = PathBuf::from(
         std::env::var_os(RECORD_ENV).unwrap_or_else(|| panic!("{RECORD_ENV} is not set")),
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    runtime.block_on(async {
-        // The pipe to e2e.py, opened anew from descriptor 3 (see the
-        // `/bin/sh` wrapper in `python_client_over_stdio`).
-        let pipe = OpenOptions::new()
-            .write(true)
-            .open("/dev/fd/3")
-            .unwrap_or_else(|e| panic!("opening descriptor 3: {e}"));
-        let output = tokio::net::unix::pipe::Sender::from_file(pipe)
-            .unwrap_or_else(|e| panic!("descriptor 3 is not a pipe: {e}"));
-        server(&record_dir)
-            .serve_io((tokio::io::stdin(), output))
-            .await
-            .unwrap_or_else(|e| panic!("the stdio server failed: {e}"));
-    });
+    // The pipe to e2e.py, opened anew from descriptor 3 (see the
+    // `/bin/sh` wrapper in `python_client_over_stdio`).
+    let pipe = OpenOptions::new()
+        .write(true)
+        .open("/dev/fd/3")
+        .unwrap_or_else(|e| panic!("opening descriptor 3: {e}"));
+    let output = tokio::net::unix::pipe::Sender::from_file(pipe)
+        .unwrap_or_else(|e| panic!("descriptor 3 is not a pipe: {e}"));
+    server(&record_dir)
+        .serve_io((tokio::io::stdin(), output))
+        .await
+        .unwrap_or_else(|e| panic!("the stdio server failed: {e}"));
 }
 
 fn is_child() -> bool {

@@ -309,12 +309,8 @@ fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-#[test]
-fn lists_server_and_human_tools_in_mcp_shape() {
-    aptix_testkit::block_on(lists_server_and_human_tools_in_mcp_shape_body())
-}
-
-async fn lists_server_and_human_tools_in_mcp_shape_body() {
+#[tokio::test]
+async fn lists_server_and_human_tools_in_mcp_shape() {
     let client = connect(TestClient::new(true, Person::Decline)).await;
     let tools = client
         .list_all_tools()
@@ -336,12 +332,8 @@ async fn lists_server_and_human_tools_in_mcp_shape_body() {
     insta::assert_json_snapshot!("tools_list", tools);
 }
 
-#[test]
-fn calls_return_structured_results() {
-    aptix_testkit::block_on(calls_return_structured_results_body())
-}
-
-async fn calls_return_structured_results_body() {
+#[tokio::test]
+async fn calls_return_structured_results() {
     let client = connect(TestClient::new(true, Person::Decline)).await;
     let result = call(&client, "agent_hello_world", json!({"name": "Ada"})).await;
     assert_eq!(result.is_error, Some(false));
@@ -363,12 +355,8 @@ async fn calls_return_structured_results_body() {
 /// rmcp's client sends a progress token with every request: a tool that
 /// reports nothing gets no notifications (each would cost a written
 /// message before and after the call).
-#[test]
-fn a_tool_that_reports_nothing_sends_no_progress() {
-    aptix_testkit::block_on(a_tool_that_reports_nothing_sends_no_progress_body())
-}
-
-async fn a_tool_that_reports_nothing_sends_no_progress_body() {
+#[tokio::test]
+async fn a_tool_that_reports_nothing_sends_no_progress() {
     let client = TestClient::new(true, Person::Decline);
     let progress = client.progress.clone();
     let running = connect(client).await;
@@ -389,12 +377,8 @@ async fn a_tool_that_reports_nothing_sends_no_progress_body() {
     assert_eq!(seen, Vec::<f64>::new());
 }
 
-#[test]
-fn tool_errors_are_results_naming_the_field() {
-    aptix_testkit::block_on(tool_errors_are_results_naming_the_field_body())
-}
-
-async fn tool_errors_are_results_naming_the_field_body() {
+#[tokio::test]
+async fn tool_errors_are_results_naming_the_field() {
     let client = connect(TestClient::new(true, Person::Decline)).await;
     let result = call(&client, "agent_hello_world", json!({"nam": "Ada"})).await;
     assert_eq!(result.is_error, Some(true));
@@ -413,12 +397,8 @@ async fn tool_errors_are_results_naming_the_field_body() {
     );
 }
 
-#[test]
-fn unknown_and_unlisted_tools_are_protocol_errors() {
-    aptix_testkit::block_on(unknown_and_unlisted_tools_are_protocol_errors_body())
-}
-
-async fn unknown_and_unlisted_tools_are_protocol_errors_body() {
+#[tokio::test]
+async fn unknown_and_unlisted_tools_are_protocol_errors() {
     let client = connect(TestClient::new(true, Person::Decline)).await;
     for name in ["no_such_tool", "get_location"] {
         let error = client
@@ -436,12 +416,8 @@ async fn unknown_and_unlisted_tools_are_protocol_errors_body() {
     }
 }
 
-#[test]
-fn cancellation_reaches_the_tool() {
-    aptix_testkit::block_on(cancellation_reaches_the_tool_body())
-}
-
-async fn cancellation_reaches_the_tool_body() {
+#[tokio::test]
+async fn cancellation_reaches_the_tool() {
     let client = connect(TestClient::new(true, Person::Decline)).await;
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params(
         "wait_for_cancel",
@@ -468,12 +444,8 @@ async fn cancellation_reaches_the_tool_body() {
     panic!("the tool's token was never cancelled");
 }
 
-#[test]
-fn approval_is_asked_through_elicitation() {
-    aptix_testkit::block_on(approval_is_asked_through_elicitation_body())
-}
-
-async fn approval_is_asked_through_elicitation_body() {
+#[tokio::test]
+async fn approval_is_asked_through_elicitation() {
     // Approved: the tool runs, once.
     let client = TestClient::new(true, Person::Accept(json!({"approve": true})));
     let asked = client.asked.clone();
@@ -528,12 +500,8 @@ async fn approval_is_asked_through_elicitation_body() {
     assert_eq!(DELETED.load(Ordering::SeqCst), before);
 }
 
-#[test]
-fn human_tools_ask_with_a_form_from_the_output_schema() {
-    aptix_testkit::block_on(human_tools_ask_with_a_form_from_the_output_schema_body())
-}
-
-async fn human_tools_ask_with_a_form_from_the_output_schema_body() {
+#[tokio::test]
+async fn human_tools_ask_with_a_form_from_the_output_schema() {
     let client = TestClient::new(
         true,
         Person::Accept(json!({"city": "Lyon", "confidence": 4})),
@@ -575,12 +543,8 @@ async fn human_tools_ask_with_a_form_from_the_output_schema_body() {
     );
 }
 
-#[test]
-fn streamable_http_serves_and_elicits() {
-    aptix_testkit::block_on(streamable_http_serves_and_elicits_body())
-}
-
-async fn streamable_http_serves_and_elicits_body() {
+#[tokio::test]
+async fn streamable_http_serves_and_elicits() {
     let server = McpServer::new(catalog())
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
         .await
@@ -612,12 +576,8 @@ async fn streamable_http_serves_and_elicits_body() {
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-#[test]
-fn http_refuses_foreign_hosts_and_origins() {
-    aptix_testkit::block_on(http_refuses_foreign_hosts_and_origins_body())
-}
-
-async fn http_refuses_foreign_hosts_and_origins_body() {
+#[tokio::test]
+async fn http_refuses_foreign_hosts_and_origins() {
     let server = McpServer::new(catalog())
         .allow_host("tools.example.com")
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
@@ -683,12 +643,8 @@ async fn http_refuses_foreign_hosts_and_origins_body() {
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-#[test]
-fn protocol_2026_asks_with_input_required_results() {
-    aptix_testkit::block_on(protocol_2026_asks_with_input_required_results_body())
-}
-
-async fn protocol_2026_asks_with_input_required_results_body() {
+#[tokio::test]
+async fn protocol_2026_asks_with_input_required_results() {
     use rmcp::model::{CallToolResponse, ProtocolVersion};
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 
@@ -900,12 +856,8 @@ async fn wait_for<T: Clone>(seen: &Arc<Mutex<Vec<T>>>, count: usize) -> Vec<T> {
     seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-#[test]
-fn content_results_are_sent_as_content_blocks() {
-    aptix_testkit::block_on(content_results_are_sent_as_content_blocks_body())
-}
-
-async fn content_results_are_sent_as_content_blocks_body() {
+#[tokio::test]
+async fn content_results_are_sent_as_content_blocks() {
     let client = connect_features(TestClient::new(false, Person::Decline)).await;
     let result = call(&client, "picture", json!({})).await;
     assert_eq!(result.is_error, Some(false));
@@ -941,14 +893,8 @@ async fn content_results_are_sent_as_content_blocks_body() {
     assert_eq!(copy, plain);
 }
 
-#[test]
-fn a_tool_return_is_structured_content_with_its_attachments_after_the_text() {
-    aptix_testkit::block_on(
-        a_tool_return_is_structured_content_with_its_attachments_after_the_text_body(),
-    )
-}
-
-async fn a_tool_return_is_structured_content_with_its_attachments_after_the_text_body() {
+#[tokio::test]
+async fn a_tool_return_is_structured_content_with_its_attachments_after_the_text() {
     let client = connect_features(TestClient::new(false, Person::Decline)).await;
     let listed = client
         .list_all_tools()
@@ -978,12 +924,8 @@ async fn a_tool_return_is_structured_content_with_its_attachments_after_the_text
     );
 }
 
-#[test]
-fn content_results_are_json_outside_mcp() {
-    aptix_testkit::block_on(content_results_are_json_outside_mcp_body())
-}
-
-async fn content_results_are_json_outside_mcp_body() {
+#[tokio::test]
+async fn content_results_are_json_outside_mcp() {
     let executor = aptix::Executor::new(features_catalog());
     let call = aptix::ToolCall::new("c-1", "gallery", "{}");
     let execution = executor.execute(&call, &ToolContext::new()).await;
@@ -999,12 +941,8 @@ async fn content_results_are_json_outside_mcp_body() {
     assert_eq!(result[4]["resource"]["blob"], "AAEC");
 }
 
-#[test]
-fn string_results_are_unquoted_text() {
-    aptix_testkit::block_on(string_results_are_unquoted_text_body())
-}
-
-async fn string_results_are_unquoted_text_body() {
+#[tokio::test]
+async fn string_results_are_unquoted_text() {
     let client = connect_features(TestClient::new(false, Person::Decline)).await;
     let result = call(&client, "quote", json!({})).await;
     assert_eq!(result.is_error, Some(false));
@@ -1012,13 +950,9 @@ async fn string_results_are_unquoted_text_body() {
     assert_eq!(result.structured_content, None);
 }
 
-#[test]
-fn logging_respects_the_session_level() {
-    aptix_testkit::block_on(logging_respects_the_session_level_body())
-}
-
 #[allow(deprecated)] // rmcp's logging types (SEP-2577); the protocol still has them.
-async fn logging_respects_the_session_level_body() {
+#[tokio::test]
+async fn logging_respects_the_session_level() {
     use rmcp::model::{LoggingLevel, SetLevelRequestParams};
 
     let client = TestClient::new(false, Person::Decline);
@@ -1073,12 +1007,8 @@ async fn logging_respects_the_session_level_body() {
     assert_eq!(wait_for(&logs, 2).await.len(), 2);
 }
 
-#[test]
-fn sampling_reaches_the_clients_llm_when_it_can_sample() {
-    aptix_testkit::block_on(sampling_reaches_the_clients_llm_when_it_can_sample_body())
-}
-
-async fn sampling_reaches_the_clients_llm_when_it_can_sample_body() {
+#[tokio::test]
+async fn sampling_reaches_the_clients_llm_when_it_can_sample() {
     let client = TestClient::new(false, Person::Decline).sampling();
     let sampled = client.sampled.clone();
     let running = connect_features(client).await;
@@ -1101,12 +1031,8 @@ async fn sampling_reaches_the_clients_llm_when_it_can_sample_body() {
     assert_eq!(text(&result), "no sampling");
 }
 
-#[test]
-fn listed_schemas_name_their_dialect() {
-    aptix_testkit::block_on(listed_schemas_name_their_dialect_body())
-}
-
-async fn listed_schemas_name_their_dialect_body() {
+#[tokio::test]
+async fn listed_schemas_name_their_dialect() {
     let client = connect_features(TestClient::new(false, Person::Decline)).await;
     let tools = client
         .list_all_tools()
@@ -1134,12 +1060,8 @@ async fn listed_schemas_name_their_dialect_body() {
     assert!(picture.is_some_and(|tool| tool.output_schema.is_none()));
 }
 
-#[test]
-fn progress_only_ever_increases() {
-    aptix_testkit::block_on(progress_only_ever_increases_body())
-}
-
-async fn progress_only_ever_increases_body() {
+#[tokio::test]
+async fn progress_only_ever_increases() {
     async fn progress_of(steps: Value, expected: usize) -> Vec<f64> {
         let client = TestClient::new(false, Person::Decline);
         let progress = client.progress.clone();
@@ -1194,12 +1116,8 @@ async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> 
         .is_ok()
 }
 
-#[test]
-fn http_closes_a_half_sent_request_after_the_header_timeout() {
-    aptix_testkit::block_on(http_closes_a_half_sent_request_after_the_header_timeout_body())
-}
-
-async fn http_closes_a_half_sent_request_after_the_header_timeout_body() {
+#[tokio::test]
+async fn http_closes_a_half_sent_request_after_the_header_timeout() {
     let server = McpServer::new(catalog())
         .header_read_timeout(Duration::from_millis(300))
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
@@ -1216,12 +1134,8 @@ async fn http_closes_a_half_sent_request_after_the_header_timeout_body() {
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-#[test]
-fn http_serves_at_most_max_connections_at_once() {
-    aptix_testkit::block_on(http_serves_at_most_max_connections_at_once_body())
-}
-
-async fn http_serves_at_most_max_connections_at_once_body() {
+#[tokio::test]
+async fn http_serves_at_most_max_connections_at_once() {
     use tokio::io::AsyncWriteExt;
     // The header timeout (which also bounds how long shutdown waits for
     // the half-sent connections) is well beyond the checks below.
@@ -1306,12 +1220,8 @@ async fn send_initialized(
         .as_u16()
 }
 
-#[test]
-fn http_refuses_sessions_beyond_max_sessions() {
-    aptix_testkit::block_on(http_refuses_sessions_beyond_max_sessions_body())
-}
-
-async fn http_refuses_sessions_beyond_max_sessions_body() {
+#[tokio::test]
+async fn http_refuses_sessions_beyond_max_sessions() {
     let server = McpServer::new(catalog())
         .max_sessions(3)
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
@@ -1350,12 +1260,8 @@ async fn http_refuses_sessions_beyond_max_sessions_body() {
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-#[test]
-fn http_closes_sessions_that_never_finish_initialization() {
-    aptix_testkit::block_on(http_closes_sessions_that_never_finish_initialization_body())
-}
-
-async fn http_closes_sessions_that_never_finish_initialization_body() {
+#[tokio::test]
+async fn http_closes_sessions_that_never_finish_initialization() {
     let server = McpServer::new(catalog())
         .max_sessions(1)
         .uninitialized_session_timeout(Duration::from_millis(300))

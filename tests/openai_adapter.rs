@@ -140,12 +140,8 @@ fn offsets_inside(body: &str, needle: &str, within: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn text_only() -> TestResult {
-    aptix_testkit::block_on(text_only_body())
-}
-
-async fn text_only_body() -> TestResult {
+#[tokio::test]
+async fn text_only() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text_pieces(&["Hel", "lo", ", wörld"])
         .usage(9, 3)
         .into_response()])
@@ -179,12 +175,8 @@ async fn text_only_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn one_tool_call() -> TestResult {
-    aptix_testkit::block_on(one_tool_call_body())
-}
-
-async fn one_tool_call_body() -> TestResult {
+#[tokio::test]
+async fn one_tool_call() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::new()
         .tool_call(
             "call_abc",
@@ -211,12 +203,8 @@ async fn one_tool_call_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn two_parallel_calls_split_across_chunks() -> TestResult {
-    aptix_testkit::block_on(two_parallel_calls_split_across_chunks_body())
-}
-
-async fn two_parallel_calls_split_across_chunks_body() -> TestResult {
+#[tokio::test]
+async fn two_parallel_calls_split_across_chunks() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("Checking both. ")
         .tool_call(
             "call_1",
@@ -288,12 +276,8 @@ fn assert_tricky(turn: &AssembledTurn) {
     );
 }
 
-#[test]
-fn arguments_split_mid_escape_and_mid_utf8() -> TestResult {
-    aptix_testkit::block_on(arguments_split_mid_escape_and_mid_utf8_body())
-}
-
-async fn arguments_split_mid_escape_and_mid_utf8_body() -> TestResult {
+#[tokio::test]
+async fn arguments_split_mid_escape_and_mid_utf8() -> TestResult {
     let body = tricky_turn().sse_body();
     let mut offsets = Vec::new();
     // Inside "€" (3 bytes) and "😀" (4 bytes), in the text and the arguments.
@@ -321,12 +305,8 @@ async fn arguments_split_mid_escape_and_mid_utf8_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn ascii_escaped_bodies_split_inside_unicode_escapes() -> TestResult {
-    aptix_testkit::block_on(ascii_escaped_bodies_split_inside_unicode_escapes_body())
-}
-
-async fn ascii_escaped_bodies_split_inside_unicode_escapes_body() -> TestResult {
+#[tokio::test]
+async fn ascii_escaped_bodies_split_inside_unicode_escapes() -> TestResult {
     // A Python server writes "€" as `\u20ac` and "😀" as a surrogate pair.
     let escaped = tricky_turn().ascii_escaped();
     let body = escaped.sse_body();
@@ -345,12 +325,8 @@ async fn ascii_escaped_bodies_split_inside_unicode_escapes_body() -> TestResult 
     Ok(())
 }
 
-#[test]
-fn a_body_written_one_byte_at_a_time() -> TestResult {
-    aptix_testkit::block_on(a_body_written_one_byte_at_a_time_body())
-}
-
-async fn a_body_written_one_byte_at_a_time_body() -> TestResult {
+#[tokio::test]
+async fn a_body_written_one_byte_at_a_time() -> TestResult {
     let response = cut_every_byte(
         OpenAiTurn::new()
             .tool_call("c", "lookup_weather", &["{\"city\":\"€😀\\\"\"}"])
@@ -372,12 +348,8 @@ async fn a_body_written_one_byte_at_a_time_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn length_with_an_open_call_is_truncated() -> TestResult {
-    aptix_testkit::block_on(length_with_an_open_call_is_truncated_body())
-}
-
-async fn length_with_an_open_call_is_truncated_body() -> TestResult {
+#[tokio::test]
+async fn length_with_an_open_call_is_truncated() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::new()
         .tool_call("call_1", "lookup_weather", &["{\"city\":\"Ber"])
         .finish("length")
@@ -399,12 +371,8 @@ async fn length_with_an_open_call_is_truncated_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn malformed_json_in_a_data_line_is_a_protocol_error() -> TestResult {
-    aptix_testkit::block_on(malformed_json_in_a_data_line_is_a_protocol_error_body())
-}
-
-async fn malformed_json_in_a_data_line_is_a_protocol_error_body() -> TestResult {
+#[tokio::test]
+async fn malformed_json_in_a_data_line_is_a_protocol_error() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("Hi")
         .raw_data("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"oops\"}")
         .into_response()])
@@ -420,12 +388,8 @@ async fn malformed_json_in_a_data_line_is_a_protocol_error_body() -> TestResult 
     Ok(())
 }
 
-#[test]
-fn an_error_object_mid_stream_is_a_protocol_error() -> TestResult {
-    aptix_testkit::block_on(an_error_object_mid_stream_is_a_protocol_error_body())
-}
-
-async fn an_error_object_mid_stream_is_a_protocol_error_body() -> TestResult {
+#[tokio::test]
+async fn an_error_object_mid_stream_is_a_protocol_error() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("Let me")
         .error("The server had an error while processing your request.")
         .into_response()])
@@ -448,12 +412,8 @@ async fn an_error_object_mid_stream_is_a_protocol_error_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn an_unknown_tool_name_passes_through() -> TestResult {
-    aptix_testkit::block_on(an_unknown_tool_name_passes_through_body())
-}
-
-async fn an_unknown_tool_name_passes_through_body() -> TestResult {
+#[tokio::test]
+async fn an_unknown_tool_name_passes_through() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::new()
         .tool_call("call_9", "launch_rockets", &["{\"count\":3}"])
         .into_response()])
@@ -472,12 +432,8 @@ async fn an_unknown_tool_name_passes_through_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn rate_limited_then_success_is_one_turn_from_two_requests() -> TestResult {
-    aptix_testkit::block_on(rate_limited_then_success_is_one_turn_from_two_requests_body())
-}
-
-async fn rate_limited_then_success_is_one_turn_from_two_requests_body() -> TestResult {
+#[tokio::test]
+async fn rate_limited_then_success_is_one_turn_from_two_requests() -> TestResult {
     let server = MockOpenAiServer::start([
         error_response(429, "Rate limit reached for gpt-4o-mini").with_header("retry-after", "0"),
         OpenAiTurn::text("Hello").into_response(),
@@ -493,12 +449,8 @@ async fn rate_limited_then_success_is_one_turn_from_two_requests_body() -> TestR
     Ok(())
 }
 
-#[test]
-fn three_server_errors_then_success_within_three_retries() -> TestResult {
-    aptix_testkit::block_on(three_server_errors_then_success_within_three_retries_body())
-}
-
-async fn three_server_errors_then_success_within_three_retries_body() -> TestResult {
+#[tokio::test]
+async fn three_server_errors_then_success_within_three_retries() -> TestResult {
     let server = MockOpenAiServer::start([
         error_response(500, "boom"),
         error_response(502, "bad gateway"),
@@ -513,12 +465,8 @@ async fn three_server_errors_then_success_within_three_retries_body() -> TestRes
     Ok(())
 }
 
-#[test]
-fn a_bad_request_is_an_http_error_and_not_retried() -> TestResult {
-    aptix_testkit::block_on(a_bad_request_is_an_http_error_and_not_retried_body())
-}
-
-async fn a_bad_request_is_an_http_error_and_not_retried_body() -> TestResult {
+#[tokio::test]
+async fn a_bad_request_is_an_http_error_and_not_retried() -> TestResult {
     let server = MockOpenAiServer::start([
         error_response(400, "Invalid schema for function 'lookup_weather'"),
         OpenAiTurn::text("never sent").into_response(),
@@ -538,12 +486,8 @@ async fn a_bad_request_is_an_http_error_and_not_retried_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn a_connection_closed_mid_stream_is_an_error_never_a_finish() -> TestResult {
-    aptix_testkit::block_on(a_connection_closed_mid_stream_is_an_error_never_a_finish_body())
-}
-
-async fn a_connection_closed_mid_stream_is_an_error_never_a_finish_body() -> TestResult {
+#[tokio::test]
+async fn a_connection_closed_mid_stream_is_an_error_never_a_finish() -> TestResult {
     // The pause before each piece lets the headers and the first events
     // reach the client before the break (a break before the first byte
     // would be retried instead).
@@ -589,12 +533,8 @@ async fn a_connection_closed_mid_stream_is_an_error_never_a_finish_body() -> Tes
     Ok(())
 }
 
-#[test]
-fn an_unfinished_body_that_ends_cleanly_is_incomplete() -> TestResult {
-    aptix_testkit::block_on(an_unfinished_body_that_ends_cleanly_is_incomplete_body())
-}
-
-async fn an_unfinished_body_that_ends_cleanly_is_incomplete_body() -> TestResult {
+#[tokio::test]
+async fn an_unfinished_body_that_ends_cleanly_is_incomplete() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("Hel")
         .without_finish()
         .without_done()
@@ -607,12 +547,8 @@ async fn an_unfinished_body_that_ends_cleanly_is_incomplete_body() -> TestResult
     Ok(())
 }
 
-#[test]
-fn no_done_but_a_finish_reason_still_finishes() -> TestResult {
-    aptix_testkit::block_on(no_done_but_a_finish_reason_still_finishes_body())
-}
-
-async fn no_done_but_a_finish_reason_still_finishes_body() -> TestResult {
+#[tokio::test]
+async fn no_done_but_a_finish_reason_still_finishes() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("Bye")
         .usage(4, 1)
         .without_done()
@@ -667,12 +603,8 @@ fn transcript() -> Vec<Message> {
     ]
 }
 
-#[test]
-fn request_body_maps_messages_and_wraps_strict_tools() -> TestResult {
-    aptix_testkit::block_on(request_body_maps_messages_and_wraps_strict_tools_body())
-}
-
-async fn request_body_maps_messages_and_wraps_strict_tools_body() -> TestResult {
+#[tokio::test]
+async fn request_body_maps_messages_and_wraps_strict_tools() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("ok").into_response()]).await?;
     let model = model_for(&server);
     assert_eq!(model.dialect(), Dialect::OpenAiStrict);
@@ -743,12 +675,8 @@ async fn request_body_maps_messages_and_wraps_strict_tools_body() -> TestResult 
     Ok(())
 }
 
-#[test]
-fn request_body_without_strict_sends_the_canonical_schema() -> TestResult {
-    aptix_testkit::block_on(request_body_without_strict_sends_the_canonical_schema_body())
-}
-
-async fn request_body_without_strict_sends_the_canonical_schema_body() -> TestResult {
+#[tokio::test]
+async fn request_body_without_strict_sends_the_canonical_schema() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("ok").into_response()]).await?;
     let mut extra = serde_json::Map::new();
     extra.insert("seed".into(), json!(7));
@@ -775,12 +703,8 @@ async fn request_body_without_strict_sends_the_canonical_schema_body() -> TestRe
     Ok(())
 }
 
-#[test]
-fn request_body_without_tools_has_no_tool_keys() -> TestResult {
-    aptix_testkit::block_on(request_body_without_tools_has_no_tool_keys_body())
-}
-
-async fn request_body_without_tools_has_no_tool_keys_body() -> TestResult {
+#[tokio::test]
+async fn request_body_without_tools_has_no_tool_keys() -> TestResult {
     let server = MockOpenAiServer::start([OpenAiTurn::text("ok").into_response()]).await?;
     let model = model_for(&server);
     let mut request = ask("Hi", Vec::new());
@@ -797,12 +721,8 @@ async fn request_body_without_tools_has_no_tool_keys_body() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn authorization_is_sent_only_with_a_key() -> TestResult {
-    aptix_testkit::block_on(authorization_is_sent_only_with_a_key_body())
-}
-
-async fn authorization_is_sent_only_with_a_key_body() -> TestResult {
+#[tokio::test]
+async fn authorization_is_sent_only_with_a_key() -> TestResult {
     let server = MockOpenAiServer::start([
         OpenAiTurn::text("one").into_response(),
         OpenAiTurn::text("two").into_response(),
@@ -837,12 +757,8 @@ impl Write for Captured {
     }
 }
 
-#[test]
-fn debug_and_logs_never_show_the_key() -> TestResult {
-    aptix_testkit::block_on(debug_and_logs_never_show_the_key_body())
-}
-
-async fn debug_and_logs_never_show_the_key_body() -> TestResult {
+#[tokio::test]
+async fn debug_and_logs_never_show_the_key() -> TestResult {
     let key = "sk-secret-5f3a9c";
     let model = OpenAiChat::new("gpt-4o").with_api_key(key);
     let printed = format!("{model:?}");
@@ -916,12 +832,8 @@ fn from_vars_reads_the_configuration() -> TestResult {
 /// The environment is process-wide and changing it while other tests run
 /// is unsound, so `from_env` is tested in a child process of this test
 /// binary: it runs [`from_env_child`] with the variables set.
-#[test]
-fn from_env_reads_the_environment() -> TestResult {
-    aptix_testkit::block_on(from_env_reads_the_environment_body())
-}
-
-async fn from_env_reads_the_environment_body() -> TestResult {
+#[tokio::test]
+async fn from_env_reads_the_environment() -> TestResult {
     let server =
         MockOpenAiServer::start([OpenAiTurn::text("from the environment").into_response()]).await?;
     let executable = std::env::current_exe()?;
@@ -953,13 +865,9 @@ async fn from_env_reads_the_environment_body() -> TestResult {
     Ok(())
 }
 
-#[test]
+#[tokio::test]
 #[ignore = "run by from_env_reads_the_environment, in a child process with OPENAI_* set"]
-fn from_env_child() -> TestResult {
-    aptix_testkit::block_on(from_env_child_body())
-}
-
-async fn from_env_child_body() -> TestResult {
+async fn from_env_child() -> TestResult {
     if std::env::var_os("APTIX_FROM_ENV_CHILD").is_none() {
         return Ok(());
     }
@@ -1024,15 +932,8 @@ fn error_policy() -> HttpPolicy {
     }
 }
 
-#[test]
-fn an_error_body_that_stalls_ends_the_run_within_the_policy() -> TestResult {
-    aptix_testkit::block_on_threads(
-        2,
-        an_error_body_that_stalls_ends_the_run_within_the_policy_body(),
-    )
-}
-
-async fn an_error_body_that_stalls_ends_the_run_within_the_policy_body() -> TestResult {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_body_that_stalls_ends_the_run_within_the_policy() -> TestResult {
     let head = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"error\"".to_owned();
     let (url, server) = raw_error_server(head, 0, Duration::from_secs(30))?;
     let model = OpenAiChat::new("gpt-4o-mini")
@@ -1056,12 +957,8 @@ async fn an_error_body_that_stalls_ends_the_run_within_the_policy_body() -> Test
     Ok(())
 }
 
-#[test]
-fn a_huge_error_body_is_read_only_up_to_its_cap() -> TestResult {
-    aptix_testkit::block_on_threads(2, a_huge_error_body_is_read_only_up_to_its_cap_body())
-}
-
-async fn a_huge_error_body_is_read_only_up_to_its_cap_body() -> TestResult {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_body_is_read_only_up_to_its_cap() -> TestResult {
     let size = 128 * 1024 * 1024;
     let head = format!(
         "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {size}\r\n\r\n"

@@ -140,14 +140,8 @@ fn the_declaration_says_the_tool_is_progressive() {
     assert!(plain.canonical_json().get("progressive").is_none());
 }
 
-#[test]
-fn partial_results_and_progress_are_shown_in_order_and_never_reach_the_model() {
-    aptix_testkit::block_on(
-        partial_results_and_progress_are_shown_in_order_and_never_reach_the_model_body(),
-    )
-}
-
-async fn partial_results_and_progress_are_shown_in_order_and_never_reach_the_model_body() {
+#[tokio::test]
+async fn partial_results_and_progress_are_shown_in_order_and_never_reach_the_model() {
     let (agent, model) = agent(vec![
         ScriptedTurn::new().tool_call("call_1", "export", r#"{"rows":3,"reports":0}"#),
         ScriptedTurn::new().text("Exported."),
@@ -221,12 +215,8 @@ async fn partial_results_and_progress_are_shown_in_order_and_never_reach_the_mod
     assert!(!sent.contains("secret-1"), "{sent}");
 }
 
-#[test]
-fn a_partial_result_of_the_output_type() {
-    aptix_testkit::block_on(a_partial_result_of_the_output_type_body())
-}
-
-async fn a_partial_result_of_the_output_type_body() {
+#[tokio::test]
+async fn a_partial_result_of_the_output_type() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new().tool_call("call_1", "count_to", r#"{"to":3}"#),
         ScriptedTurn::new().text("Counted."),
@@ -238,12 +228,8 @@ async fn a_partial_result_of_the_output_type_body() {
     );
 }
 
-#[test]
-fn any_tool_with_code_may_report_progress() {
-    aptix_testkit::block_on(any_tool_with_code_may_report_progress_body())
-}
-
-async fn any_tool_with_code_may_report_progress_body() {
+#[tokio::test]
+async fn any_tool_with_code_may_report_progress() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new().tool_call("call_1", "plain", "{}"),
         ScriptedTurn::new().text("Done."),
@@ -256,12 +242,8 @@ async fn any_tool_with_code_may_report_progress_body() {
     )));
 }
 
-#[test]
-fn a_slow_reader_coalesces_progress_and_keeps_every_partial_result() {
-    aptix_testkit::block_on(a_slow_reader_coalesces_progress_and_keeps_every_partial_result_body())
-}
-
-async fn a_slow_reader_coalesces_progress_and_keeps_every_partial_result_body() {
+#[tokio::test]
+async fn a_slow_reader_coalesces_progress_and_keeps_every_partial_result() {
     let (agent, _) = agent(vec![
         ScriptedTurn::new().tool_call("call_1", "export", r#"{"rows":50,"reports":10000}"#),
         ScriptedTurn::new().text("Exported."),
@@ -296,12 +278,8 @@ async fn a_slow_reader_coalesces_progress_and_keeps_every_partial_result_body() 
     ));
 }
 
-#[test]
-fn a_run_time_tool_reports_json_partial_results() {
-    aptix_testkit::block_on(a_run_time_tool_reports_json_partial_results_body())
-}
-
-async fn a_run_time_tool_reports_json_partial_results_body() {
+#[tokio::test]
+async fn a_run_time_tool_reports_json_partial_results() {
     let entry = ToolEntry::from_json_schema(
         "fetch_pages",
         "Call to fetch pages.",

@@ -20,14 +20,8 @@ use hello_world::HelloWorldTool;
 /// while one streams fails: the tests take turns.
 static SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-#[test]
-fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back() {
-    aptix_testkit::block_on(
-        a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back_body(),
-    )
-}
-
-async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back_body() {
+#[tokio::test]
+async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back() {
     let Ok(url) = std::env::var("APTIX_TEST_LLM_URL") else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -120,12 +114,8 @@ async fn a_real_model_makes_a_streamed_tool_call_that_is_executed_and_fed_back_b
 /// turns into a grammar, so the answer is a valid call by construction.
 /// The first step requires a call and the second allows none, so the run
 /// ends after the greeting came back.
-#[test]
-fn a_real_model_in_composed_mode_calls_the_tool_through_the_schema() {
-    aptix_testkit::block_on(a_real_model_in_composed_mode_calls_the_tool_through_the_schema_body())
-}
-
-async fn a_real_model_in_composed_mode_calls_the_tool_through_the_schema_body() {
+#[tokio::test]
+async fn a_real_model_in_composed_mode_calls_the_tool_through_the_schema() {
     let Ok(url) = std::env::var("APTIX_TEST_LLM_URL") else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),

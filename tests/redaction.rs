@@ -222,12 +222,8 @@ fn suspended(events: &[AgentEvent]) -> &[aptix::agent::SuspendedCall] {
 
 /// One run whose calls carry secrets: one fails validation, one sends
 /// broken JSON, one suspends.
-#[test]
-fn no_declared_secret_appears_in_any_event_or_log_line() {
-    aptix_testkit::block_on(no_declared_secret_appears_in_any_event_or_log_line_body())
-}
-
-async fn no_declared_secret_appears_in_any_event_or_log_line_body() {
+#[tokio::test]
+async fn no_declared_secret_appears_in_any_event_or_log_line() {
     let (events, logs) = run_logged(
         vec![
             ScriptedTurn::new()
@@ -277,12 +273,8 @@ async fn no_declared_secret_appears_in_any_event_or_log_line_body() {
 
 /// The approver (or the application's client) still gets the real payload
 /// of a suspended call; only what is shown is redacted.
-#[test]
-fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it() {
-    aptix_testkit::block_on(a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it_body())
-}
-
-async fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it_body() {
+#[tokio::test]
+async fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it() {
     let (events, _) = run_logged(
         vec![ScriptedTurn::new().tool_call(
             "c4",
@@ -309,12 +301,8 @@ async fn a_suspended_call_keeps_its_real_payload_for_whoever_acts_on_it_body() {
 
 /// `log_fields`: only the listed values appear, in arguments, results,
 /// error messages and suspended payloads; everything else is hidden.
-#[test]
-fn an_allowlist_shows_only_the_listed_fields() {
-    aptix_testkit::block_on(an_allowlist_shows_only_the_listed_fields_body())
-}
-
-async fn an_allowlist_shows_only_the_listed_fields_body() {
+#[tokio::test]
+async fn an_allowlist_shows_only_the_listed_fields() {
     let (events, logs) = run_logged(
         vec![
             ScriptedTurn::new()
@@ -385,12 +373,8 @@ async fn an_allowlist_shows_only_the_listed_fields_body() {
 /// Durable runs: the event of the suspension is redacted, `pending()` gives
 /// the approver the real payload, and the result that comes back from the
 /// client is redacted in the events of the resumed run.
-#[test]
-fn durable_runs_redact_suspensions_and_client_results() {
-    aptix_testkit::block_on(durable_runs_redact_suspensions_and_client_results_body())
-}
-
-async fn durable_runs_redact_suspensions_and_client_results_body() {
+#[tokio::test]
+async fn durable_runs_redact_suspensions_and_client_results() {
     use aptix::durable::Resolution;
     use aptix::store::MemoryStore;
 
@@ -656,12 +640,8 @@ fn a_secret_looking_field_of_the_partial_type_must_be_declared() {
 /// message naming the call; for a tool that declares secrets, that message
 /// (it travels in the `Done` event) must not quote the refused value, and
 /// neither may the log line about it.
-#[test]
-fn a_refused_client_result_does_not_quote_a_secret() {
-    aptix_testkit::block_on(a_refused_client_result_does_not_quote_a_secret_body())
-}
-
-async fn a_refused_client_result_does_not_quote_a_secret_body() {
+#[tokio::test]
+async fn a_refused_client_result_does_not_quote_a_secret() {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -869,12 +849,8 @@ pub struct Pin {
 /// (arguments, results, elicitation answers) at DEBUG and TRACE, as server
 /// and as client. With the log set-up the README recommends, no declared
 /// secret of an MCP call reaches a log line at any level.
-#[test]
-fn mcp_calls_log_no_declared_secret_at_any_level() {
-    aptix_testkit::block_on(mcp_calls_log_no_declared_secret_at_any_level_body())
-}
-
-async fn mcp_calls_log_no_declared_secret_at_any_level_body() {
+#[tokio::test]
+async fn mcp_calls_log_no_declared_secret_at_any_level() {
     const SECRETS: [&str; 3] = [
         "SRV-SIDE-PASSWORD-1",
         "RESULT-TOKEN-SECRET-2",
@@ -995,12 +971,8 @@ pub struct ResetPasswordGated {
 /// tool's pointers hid it in the result but not there, so it showed in
 /// `ToolCallStart`, in `invalid_arguments` errors and in `Done {
 /// Suspended }` payloads, natively and composed.
-#[test]
-fn a_latent_tools_secret_under_output_is_hidden() {
-    aptix_testkit::block_on(a_latent_tools_secret_under_output_is_hidden_body())
-}
-
-async fn a_latent_tools_secret_under_output_is_hidden_body() {
+#[tokio::test]
+async fn a_latent_tools_secret_under_output_is_hidden() {
     const SECRETS: [&str; 3] = ["Tr0ub4dor-LATENT-1", "SHORTPW9", "Gated-Reset-PW-77"];
     let native = vec![
         ScriptedTurn::new()
@@ -1099,12 +1071,8 @@ async fn change_password(args: Login) -> Result<String, ToolError> {
 /// Review 2026-11-26, N15: a durable `resolve` that refuses a client's
 /// result or an approver's arguments quoted the declared secret in its
 /// error (validation messages quote the values they refuse).
-#[test]
-fn a_refused_resolution_does_not_quote_a_secret() {
-    aptix_testkit::block_on(a_refused_resolution_does_not_quote_a_secret_body())
-}
-
-async fn a_refused_resolution_does_not_quote_a_secret_body() {
+#[tokio::test]
+async fn a_refused_resolution_does_not_quote_a_secret() {
     use aptix::durable::Resolution;
     use aptix::store::MemoryStore;
 

@@ -128,14 +128,8 @@ fn stubbed(request: &ChatRequest) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only() {
-    aptix_testkit::block_on(
-        keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only_body(),
-    )
-}
-
-async fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only_body() {
+#[tokio::test]
+async fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_only() {
     let model = Arc::new(ScriptedModel::new(turns(&[
         "search", "search", "send", "search", "search",
     ])));
@@ -180,12 +174,8 @@ async fn keep_last_stubs_all_but_the_last_results_of_its_tool_in_the_request_onl
     }
 }
 
-#[test]
-fn turns_keeps_a_result_whole_for_that_many_model_turns() {
-    aptix_testkit::block_on(turns_keeps_a_result_whole_for_that_many_model_turns_body())
-}
-
-async fn turns_keeps_a_result_whole_for_that_many_model_turns_body() {
+#[tokio::test]
+async fn turns_keeps_a_result_whole_for_that_many_model_turns() {
     let model = Arc::new(ScriptedModel::new(turns(&["news", "send", "send"])));
     let agent = agent(model.clone(), None);
     let mut conversation = Conversation::new("turns");
@@ -197,14 +187,8 @@ async fn turns_keeps_a_result_whole_for_that_many_model_turns_body() {
     assert_eq!(stubbed(&requests[3]), vec!["call_0"]);
 }
 
-#[test]
-fn the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one() {
-    aptix_testkit::block_on(
-        the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one_body(),
-    )
-}
-
-async fn the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one_body() {
+#[tokio::test]
+async fn the_budget_stubs_the_oldest_results_in_steps_and_never_a_never_evict_one() {
     // Each `send` result is about 430 estimated tokens; the budget holds
     // about 9, and a step (a quarter of it) 2 to 3.
     let calls: Vec<&str> = std::iter::once("profile")
@@ -331,23 +315,15 @@ async fn stubs_survive_a_restart(
     );
 }
 
-#[test]
-fn retention_holds_after_a_restart_on_memory() {
-    aptix_testkit::block_on(retention_holds_after_a_restart_on_memory_body())
-}
-
-async fn retention_holds_after_a_restart_on_memory_body() {
+#[tokio::test]
+async fn retention_holds_after_a_restart_on_memory() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let again = store.clone();
     stubs_survive_a_restart(store, async move || again).await;
 }
 
-#[test]
-fn retention_holds_after_a_restart_on_sqlite() {
-    aptix_testkit::block_on(retention_holds_after_a_restart_on_sqlite_body())
-}
-
-async fn retention_holds_after_a_restart_on_sqlite_body() {
+#[tokio::test]
+async fn retention_holds_after_a_restart_on_sqlite() {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "aptix-retention-{}-{}.db",
         std::process::id(),
@@ -373,12 +349,8 @@ async fn retention_holds_after_a_restart_on_sqlite_body() {
     .await;
 }
 
-#[test]
-fn the_stub_is_what_reaches_the_provider() {
-    aptix_testkit::block_on(the_stub_is_what_reaches_the_provider_body())
-}
-
-async fn the_stub_is_what_reaches_the_provider_body() {
+#[tokio::test]
+async fn the_stub_is_what_reaches_the_provider() {
     let server = MockOpenAiServer::start([
         OpenAiTurn::new()
             .tool_call("call_0", "news", &[r#"{"q":"a"}"#])

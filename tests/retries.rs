@@ -110,12 +110,8 @@ fn exhausted(events: &[AgentEvent]) -> Vec<(String, u8)> {
         .collect()
 }
 
-#[test]
-fn a_retry_reaches_the_model_until_the_budget_is_spent() {
-    aptix_testkit::block_on(a_retry_reaches_the_model_until_the_budget_is_spent_body())
-}
-
-async fn a_retry_reaches_the_model_until_the_budget_is_spent_body() {
+#[tokio::test]
+async fn a_retry_reaches_the_model_until_the_budget_is_spent() {
     // The default budget is one retry: the second request for one fails.
     let events = run("book", &["2026-01-01", "2026-02-02", "2027-03-03"]).await;
     assert_eq!(codes(&events), ["retry", "failed", "ok"]);
@@ -137,14 +133,8 @@ async fn a_retry_reaches_the_model_until_the_budget_is_spent_body() {
     assert_eq!(exhausted(&events), [("call_2".to_owned(), 2)]);
 }
 
-#[test]
-fn an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them() {
-    aptix_testkit::block_on(
-        an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them_body(),
-    )
-}
-
-async fn an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them_body() {
+#[tokio::test]
+async fn an_idempotent_tool_s_transient_failures_are_retried_before_the_model_sees_them() {
     let before = FLAKY_RUNS.load(Ordering::SeqCst);
     let events = run("flaky", &["2027-01-01"]).await;
     assert_eq!(codes(&events), ["ok"]);

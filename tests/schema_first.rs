@@ -169,12 +169,8 @@ fn every_dialect_offers_the_output_member() {
     assert!(lowered[0].to_string().contains("_output"));
 }
 
-#[test]
-fn a_latent_call_returns_the_output_the_model_gave() {
-    aptix_testkit::block_on(a_latent_call_returns_the_output_the_model_gave_body())
-}
-
-async fn a_latent_call_returns_the_output_the_model_gave_body() {
+#[tokio::test]
+async fn a_latent_call_returns_the_output_the_model_gave() {
     let harness = ToolHarness::new(catalog(Activities::new()));
     let result = harness
         .call_named(
@@ -191,12 +187,8 @@ async fn a_latent_call_returns_the_output_the_model_gave_body() {
     );
 }
 
-#[test]
-fn a_wrong_output_is_fed_back_like_wrong_arguments() {
-    aptix_testkit::block_on(a_wrong_output_is_fed_back_like_wrong_arguments_body())
-}
-
-async fn a_wrong_output_is_fed_back_like_wrong_arguments_body() {
+#[tokio::test]
+async fn a_wrong_output_is_fed_back_like_wrong_arguments() {
     let harness = ToolHarness::new(catalog(Activities::new()));
     // Missing.
     let missing = harness.call_named("sentiment", r#"{"text":"Fine."}"#).await;
@@ -244,12 +236,8 @@ async fn a_wrong_output_is_fed_back_like_wrong_arguments_body() {
     assert_eq!(repeated.code(), ErrorCode::InvalidArguments);
 }
 
-#[test]
-fn the_same_declaration_runs_a_production_activity_or_a_fake() {
-    aptix_testkit::block_on(the_same_declaration_runs_a_production_activity_or_a_fake_body())
-}
-
-async fn the_same_declaration_runs_a_production_activity_or_a_fake_body() {
+#[tokio::test]
+async fn the_same_declaration_runs_a_production_activity_or_a_fake() {
     // Production: the activity's own code.
     let production = Activities::new().bind::<SendEmail, _, _>(|args, _ctx| async move {
         if args.to.ends_with("@example.com") {
@@ -297,12 +285,8 @@ async fn the_same_declaration_runs_a_production_activity_or_a_fake_body() {
     assert_eq!(fake.count(), 0);
 }
 
-#[test]
-fn a_catalog_can_swap_activities_after_it_was_built() {
-    aptix_testkit::block_on(a_catalog_can_swap_activities_after_it_was_built_body())
-}
-
-async fn a_catalog_can_swap_activities_after_it_was_built_body() {
+#[tokio::test]
+async fn a_catalog_can_swap_activities_after_it_was_built() {
     let latent = catalog(Activities::new());
     let fake = Fake::<Sentiment>::returning(|args| {
         Ok(SentimentResult {
@@ -324,14 +308,8 @@ async fn a_catalog_can_swap_activities_after_it_was_built_body() {
     assert_eq!(fake.count(), 1);
 }
 
-#[test]
-fn an_activity_result_outside_the_output_schema_is_an_internal_error() {
-    aptix_testkit::block_on(
-        an_activity_result_outside_the_output_schema_is_an_internal_error_body(),
-    )
-}
-
-async fn an_activity_result_outside_the_output_schema_is_an_internal_error_body() {
+#[tokio::test]
+async fn an_activity_result_outside_the_output_schema_is_an_internal_error() {
     let activities = Activities::new().bind_json("send_email", |_args, _ctx| async {
         Ok(json!({"sent": "yes"}))
     });
@@ -384,12 +362,8 @@ fn activities_that_cannot_be_bound_are_catalog_problems_all_at_once() {
     assert!(text.contains("tests/schema_first.rs"), "{text}");
 }
 
-#[test]
-fn a_run_time_latent_tool_takes_a_json_activity() {
-    aptix_testkit::block_on(a_run_time_latent_tool_takes_a_json_activity_body())
-}
-
-async fn a_run_time_latent_tool_takes_a_json_activity_body() {
+#[tokio::test]
+async fn a_run_time_latent_tool_takes_a_json_activity() {
     let entry = ToolEntry::latent(
         "word_count",
         "Call to count the words of a text.",
@@ -457,12 +431,8 @@ fn a_parameter_named_like_a_meta_field_is_refused() {
     );
 }
 
-#[test]
-fn the_agent_runs_a_latent_call_on_the_output_the_model_gave() {
-    aptix_testkit::block_on(the_agent_runs_a_latent_call_on_the_output_the_model_gave_body())
-}
-
-async fn the_agent_runs_a_latent_call_on_the_output_the_model_gave_body() {
+#[tokio::test]
+async fn the_agent_runs_a_latent_call_on_the_output_the_model_gave() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call(
             "call_1",
@@ -550,12 +520,8 @@ const COMPOSED_TURN: &str = r#"{"message":"Checking.","calls":[
     {"_tool":"send_email","_activity":"send_email","_reasoningForCall":"The user asked to tell Ada.","to":"ada@example.com","subject":"It is great"}
 ]}"#;
 
-#[test]
-fn composed_mode_runs_each_element_as_a_call() {
-    aptix_testkit::block_on(composed_mode_runs_each_element_as_a_call_body())
-}
-
-async fn composed_mode_runs_each_element_as_a_call_body() {
+#[tokio::test]
+async fn composed_mode_runs_each_element_as_a_call() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().text(COMPOSED_TURN),
         ScriptedTurn::new().text(r#"{"message":"It is positive, and Ada knows.","calls":[]}"#),
@@ -648,12 +614,8 @@ async fn composed_mode_runs_each_element_as_a_call_body() {
     );
 }
 
-#[test]
-fn composed_mode_validates_a_latent_output_and_feeds_it_back() {
-    aptix_testkit::block_on(composed_mode_validates_a_latent_output_and_feeds_it_back_body())
-}
-
-async fn composed_mode_validates_a_latent_output_and_feeds_it_back_body() {
+#[tokio::test]
+async fn composed_mode_validates_a_latent_output_and_feeds_it_back() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().text(
             r#"{"message":"","calls":[{"_tool":"sentiment","_activity":"","text":"Meh","_output":{"label":"meh"}}]}"#,
@@ -679,12 +641,8 @@ async fn composed_mode_validates_a_latent_output_and_feeds_it_back_body() {
     ));
 }
 
-#[test]
-fn ask_reasoning_in_native_mode_offers_and_strips_it() {
-    aptix_testkit::block_on(ask_reasoning_in_native_mode_offers_and_strips_it_body())
-}
-
-async fn ask_reasoning_in_native_mode_offers_and_strips_it_body() {
+#[tokio::test]
+async fn ask_reasoning_in_native_mode_offers_and_strips_it() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call(
             "call_1",
@@ -732,12 +690,8 @@ pub struct Transfer {
     pub to: String,
 }
 
-#[test]
-fn an_approver_sees_why_the_model_made_the_call() {
-    aptix_testkit::block_on(an_approver_sees_why_the_model_made_the_call_body())
-}
-
-async fn an_approver_sees_why_the_model_made_the_call_body() {
+#[tokio::test]
+async fn an_approver_sees_why_the_model_made_the_call() {
     let model = std::sync::Arc::new(ScriptedModel::new(vec![ScriptedTurn::new().tool_call(
         "call_1",
         "transfer",
@@ -781,14 +735,8 @@ fn a_dialect_without_a_response_format_refuses_composed_mode() {
     assert!(error.to_string().contains("CallMode::Native"), "{error}");
 }
 
-#[test]
-fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server() {
-    aptix_testkit::block_on(
-        composed_mode_sends_a_json_schema_response_format_to_an_openai_server_body(),
-    )
-}
-
-async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server_body() {
+#[tokio::test]
+async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server() {
     use aptix::model::openai::OpenAiChat;
     use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
     let server = MockOpenAiServer::start([
@@ -815,12 +763,8 @@ async fn composed_mode_sends_a_json_schema_response_format_to_an_openai_server_b
     );
 }
 
-#[test]
-fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next() {
-    aptix_testkit::block_on(a_run_time_tool_is_added_for_one_run_and_removed_for_the_next_body())
-}
-
-async fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next_body() {
+#[tokio::test]
+async fn a_run_time_tool_is_added_for_one_run_and_removed_for_the_next() {
     let base = catalog(Activities::new());
     let shout = ToolEntry::from_json_schema(
         "shout",
@@ -922,12 +866,8 @@ fn problems_of(builder: aptix::CatalogBuilder) -> Vec<CatalogProblem> {
     builder.build().expect_err("refused").problems
 }
 
-#[test]
-fn tools_that_name_one_activity_share_it() {
-    aptix_testkit::block_on(tools_that_name_one_activity_share_it_body())
-}
-
-async fn tools_that_name_one_activity_share_it_body() {
+#[tokio::test]
+async fn tools_that_name_one_activity_share_it() {
     assert_eq!(NotifyOps::META.activity, Some("deliver"));
     let delivered = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let log = delivered.clone();
@@ -1011,12 +951,8 @@ fn a_named_activity_must_be_bound_and_beats_the_same_name() {
     assert!(shadowed[0].to_string().contains("bind `deliver` instead"));
 }
 
-#[test]
-fn a_typed_activity_and_a_fake_bind_under_the_named_activity() {
-    aptix_testkit::block_on(a_typed_activity_and_a_fake_bind_under_the_named_activity_body())
-}
-
-async fn a_typed_activity_and_a_fake_bind_under_the_named_activity_body() {
+#[tokio::test]
+async fn a_typed_activity_and_a_fake_bind_under_the_named_activity() {
     let catalog = aptix::tools![NotifyOps]
         .activities(
             Activities::new().bind::<NotifyOps, _, _>(|args, _ctx| async move {
@@ -1058,12 +994,8 @@ async fn a_typed_activity_and_a_fake_bind_under_the_named_activity_body() {
     );
 }
 
-#[test]
-fn an_empty_activity_keeps_a_tool_latent() {
-    aptix_testkit::block_on(an_empty_activity_keeps_a_tool_latent_body())
-}
-
-async fn an_empty_activity_keeps_a_tool_latent_body() {
+#[tokio::test]
+async fn an_empty_activity_keeps_a_tool_latent() {
     assert_eq!(Guess::META.activity, Some(""));
     let catalog = aptix::tools![Guess]
         .build()
@@ -1090,12 +1022,8 @@ async fn an_empty_activity_keeps_a_tool_latent_body() {
     );
 }
 
-#[test]
-fn a_run_time_entry_names_its_activity() {
-    aptix_testkit::block_on(a_run_time_entry_names_its_activity_body())
-}
-
-async fn a_run_time_entry_names_its_activity_body() {
+#[tokio::test]
+async fn a_run_time_entry_names_its_activity() {
     let entry = ToolEntry::latent(
         "page_ops",
         "Call to page the on-call engineer.",
@@ -1130,12 +1058,8 @@ async fn a_run_time_entry_names_its_activity_body() {
 /// `_reasoningForCall` or comes in composed mode: taking the meta fields
 /// out used to keep only the last of the repeats, so the validator never
 /// saw them.
-#[test]
-fn a_repeated_member_is_refused_beside_meta_fields() {
-    aptix_testkit::block_on(a_repeated_member_is_refused_beside_meta_fields_body())
-}
-
-async fn a_repeated_member_is_refused_beside_meta_fields_body() {
+#[tokio::test]
+async fn a_repeated_member_is_refused_beside_meta_fields() {
     let repeated = r#""to":"ada@example.com","subject":"Hi","to":"mallory@example.com""#;
     for (mode, turn) in [
         (

@@ -148,15 +148,13 @@ macro_rules! conformance {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
             $(
-                #[test]
-                fn $case() {
-                    aptix_testkit::block_on_threads(4, async {
-                        let Some(backend) = super::$backend().await else {
-                            return;
-                        };
-                        super::run_case(backend.store.clone(), stringify!($backend), stringify!($case))
-                            .await;
-                    })
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let Some(backend) = super::$backend().await else {
+                        return;
+                    };
+                    super::run_case(backend.store.clone(), stringify!($backend), stringify!($case))
+                        .await;
                 }
             )*
         }
@@ -203,21 +201,13 @@ fn every_case_has_a_test() {
     assert_eq!(MACRO_CASES, CASES, "every case needs a test per backend");
 }
 
-#[test]
-fn run_all_passes_on_memory() {
-    aptix_testkit::block_on_threads(4, run_all_passes_on_memory_body())
-}
-
-async fn run_all_passes_on_memory_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_passes_on_memory() {
     store_suite::run_all(Arc::new(MemoryStore::new()), &unique("memory-all")).await;
 }
 
-#[test]
-fn run_all_passes_on_sqlite_in_memory() {
-    aptix_testkit::block_on_threads(4, run_all_passes_on_sqlite_in_memory_body())
-}
-
-async fn run_all_passes_on_sqlite_in_memory_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_passes_on_sqlite_in_memory() {
     let store = match SqliteStore::in_memory().await {
         Ok(store) => store,
         Err(error) => panic!("cannot open an in-memory SQLite store: {error}"),
@@ -227,12 +217,8 @@ async fn run_all_passes_on_sqlite_in_memory_body() {
 
 /// What the SQLite store is for: conversations, ledger and deadlines are
 /// still there after the file is closed and opened again.
-#[test]
-fn sqlite_data_survives_reopening() {
-    aptix_testkit::block_on_threads(2, sqlite_data_survives_reopening_body())
-}
-
-async fn sqlite_data_survives_reopening_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_data_survives_reopening() {
     let file = TempDb::new("reopen");
     let mut conversation = Conversation::new("conv-1").with_session_id("session-ü");
     conversation.messages = store_suite::awkward_transcript();
@@ -330,12 +316,8 @@ async fn sqlite_data_survives_reopening_body() {
 }
 
 /// Several processes opening one new file at once all succeed.
-#[test]
-fn sqlite_concurrent_opens_of_a_new_file() {
-    aptix_testkit::block_on_threads(4, sqlite_concurrent_opens_of_a_new_file_body())
-}
-
-async fn sqlite_concurrent_opens_of_a_new_file_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_concurrent_opens_of_a_new_file() {
     let file = TempDb::new("opens");
     let opens = (0..8).map(|_| SqliteStore::open(&file.0));
     for result in futures_util::future::join_all(opens).await {
@@ -391,12 +373,8 @@ impl ScratchDatabase {
 /// Processes of one deployment start together: every one of them creating
 /// the schema in a fresh database at once succeeds (PostgreSQL's
 /// `CREATE TABLE IF NOT EXISTS` alone would fail some of them).
-#[test]
-fn postgres_concurrent_connects_to_a_new_database() {
-    aptix_testkit::block_on_threads(4, postgres_concurrent_connects_to_a_new_database_body())
-}
-
-async fn postgres_concurrent_connects_to_a_new_database_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_connects_to_a_new_database() {
     let Some(url) = pg_url() else {
         return;
     };
@@ -419,12 +397,8 @@ async fn postgres_concurrent_connects_to_a_new_database_body() {
 /// its table before it looks for the index, so running the schema on every
 /// connect ran into the writers' row locks, table after table, and
 /// PostgreSQL broke the cycle by failing one side with "deadlock detected".
-#[test]
-fn postgres_a_connect_while_others_write_fails_nobody() {
-    aptix_testkit::block_on_threads(4, postgres_a_connect_while_others_write_fails_nobody_body())
-}
-
-async fn postgres_a_connect_while_others_write_fails_nobody_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_connect_while_others_write_fails_nobody() {
     let Some(url) = pg_url() else {
         return;
     };
@@ -476,15 +450,8 @@ async fn postgres_a_connect_while_others_write_fails_nobody_body() {
 /// A process older than the database's schema refuses to start rather
 /// than misread or miswrite tables it does not know; one of the same
 /// version starts without touching the schema.
-#[test]
-fn postgres_a_schema_newer_than_the_process_is_refused() {
-    aptix_testkit::block_on_threads(
-        2,
-        postgres_a_schema_newer_than_the_process_is_refused_body(),
-    )
-}
-
-async fn postgres_a_schema_newer_than_the_process_is_refused_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_schema_newer_than_the_process_is_refused() {
     use sqlx::Executor as _;
 
     let Some(url) = pg_url() else {
@@ -518,15 +485,8 @@ async fn postgres_a_schema_newer_than_the_process_is_refused_body() {
 /// A statement that fails in the middle of a batch (here a trigger that
 /// aborts the insert of one call) fails the batch and leaves none of its
 /// writes behind, also those before the failing one.
-#[test]
-fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing() {
-    aptix_testkit::block_on_threads(
-        2,
-        sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing_body(),
-    )
-}
-
-async fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing() {
     use aptix::store::{Applied, Batch, StoreError, Write};
     use sqlx::Executor as _;
 
@@ -745,15 +705,8 @@ mod round_trip {
     /// A `send` whose claim (with the user's message) was committed but
     /// whose answer was lost goes on with the run: it reports no failure
     /// for a message that is stored, and the message is stored once.
-    #[test]
-    fn a_send_whose_claim_committed_unacknowledged_goes_on() {
-        aptix_testkit::block_on_threads(
-            2,
-            a_send_whose_claim_committed_unacknowledged_goes_on_body(),
-        )
-    }
-
-    async fn a_send_whose_claim_committed_unacknowledged_goes_on_body() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_send_whose_claim_committed_unacknowledged_goes_on() {
         use aptix_testkit::faulty_store::{Fault, StoreOp};
 
         let store = Arc::new(FaultyStore::new(MemoryStore::new()));
@@ -790,28 +743,14 @@ mod round_trip {
         assert_eq!(stored.status, aptix::store::ConversationStatus::Idle);
     }
 
-    #[test]
-    fn a_round_trip_commits_at_most_seven_times_on_memory() {
-        aptix_testkit::block_on_threads(
-            2,
-            a_round_trip_commits_at_most_seven_times_on_memory_body(),
-        )
-    }
-
-    async fn a_round_trip_commits_at_most_seven_times_on_memory_body() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_trip_commits_at_most_seven_times_on_memory() {
         let store = Arc::new(FaultyStore::new(MemoryStore::new()));
         check("MemoryStore", count(store).await);
     }
 
-    #[test]
-    fn a_round_trip_commits_at_most_seven_times_on_sqlite() {
-        aptix_testkit::block_on_threads(
-            2,
-            a_round_trip_commits_at_most_seven_times_on_sqlite_body(),
-        )
-    }
-
-    async fn a_round_trip_commits_at_most_seven_times_on_sqlite_body() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_trip_commits_at_most_seven_times_on_sqlite() {
         let file = super::TempDb::new("round-trip");
         let store = SqliteStore::open(&file.0)
             .await

@@ -49,14 +49,6 @@ fn unique(label: &str) -> String {
     format!("{label}-{}-{nanos}", std::process::id())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 // `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
 impl Copy for Backend {}
 
@@ -117,8 +109,8 @@ fn target_of(process: usize) -> CallState {
 
 /// The child: not a test of its own. Without `APTIX_RACE_CHILD` it does
 /// nothing and passes.
-#[test]
-fn race_child() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_child() {
     let Ok(backend) = std::env::var(CHILD_ENV) else {
         return;
     };
@@ -133,43 +125,41 @@ fn race_child() {
     let process: usize = var("APTIX_RACE_PROCESS").parse().expect("a process number");
     let start: u64 = var("APTIX_RACE_START_MS").parse().expect("a start time");
 
-    runtime().block_on(async {
-        let store = backend.open(&target).await;
-        let ledger = ledger_id(&prefix);
-        let outcome = outcome_of(process);
-        let owner = owner_of(process);
-        for round in 0..ROUNDS {
-            let slot = start + u64::try_from(round).expect("round") * SLOT.as_millis() as u64;
-            let wait = slot.saturating_sub(unix_millis());
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-            let call = call_id(round);
-            let conversation = conversation_id(&prefix, round);
-            // Both at once, so each race has every process in it.
-            let (moved, claimed) = futures_util::future::join(
-                store.transition(
-                    &ledger,
-                    &call,
-                    Step::Approval,
-                    CallState::Pending,
-                    target_of(process),
-                    Some(&outcome),
-                    1_000,
-                ),
-                store.claim_conversation(&conversation, &owner, 1_000, 60_000),
-            )
-            .await;
-            let moved = moved.expect("transition");
-            let claimed = claimed.expect("claim").is_some();
-            println!("{LINE_PREFIX}round={round} transition={moved} claim={claimed}");
-        }
-    });
+    let store = backend.open(&target).await;
+    let ledger = ledger_id(&prefix);
+    let outcome = outcome_of(process);
+    let owner = owner_of(process);
+    for round in 0..ROUNDS {
+        let slot = start + u64::try_from(round).expect("round") * SLOT.as_millis() as u64;
+        let wait = slot.saturating_sub(unix_millis());
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let call = call_id(round);
+        let conversation = conversation_id(&prefix, round);
+        // Both at once, so each race has every process in it.
+        let (moved, claimed) = futures_util::future::join(
+            store.transition(
+                &ledger,
+                &call,
+                Step::Approval,
+                CallState::Pending,
+                target_of(process),
+                Some(&outcome),
+                1_000,
+            ),
+            store.claim_conversation(&conversation, &owner, 1_000, 60_000),
+        )
+        .await;
+        let moved = moved.expect("transition");
+        let claimed = claimed.expect("claim").is_some();
+        println!("{LINE_PREFIX}round={round} transition={moved} claim={claimed}");
+    }
 }
 
-fn race(backend: Backend, target: &str) {
+async fn race(backend: Backend, target: &str) {
     let prefix = unique(&format!("race-{}", backend.name()));
 
     // The rows every round races on.
-    runtime().block_on(async {
+    {
         let store = backend.open(target).await;
         let ledger = ledger_id(&prefix);
         for round in 0..ROUNDS {
@@ -196,7 +186,7 @@ fn race(backend: Backend, target: &str) {
             };
             assert!(store.insert_call(&record).await.expect("insert"));
         }
-    });
+    }
 
     let exe = std::env::current_exe().expect("the test binary");
     let start = unix_millis() + LEAD.as_millis() as u64;
@@ -230,7 +220,7 @@ fn race(backend: Backend, target: &str) {
                 }
                 panic!("racing process {process} did not finish within {CHILD_LIMIT:?}");
             }
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let child = &mut children[process];
         let mut stdout = String::new();
@@ -267,7 +257,7 @@ fn race(backend: Backend, target: &str) {
         }
     }
 
-    runtime().block_on(async {
+    {
         let store = backend.open(target).await;
         let ledger = ledger_id(&prefix);
         for (round, row) in results.iter().enumerate() {
@@ -321,7 +311,7 @@ fn race(backend: Backend, target: &str) {
                 "round {round}: the stored owner is the winner"
             );
         }
-    });
+    }
 }
 
 /// A SQLite file in the temp folder, deleted (with its WAL files) on drop.
@@ -337,18 +327,18 @@ impl Drop for TempDb {
     }
 }
 
-#[test]
-fn sqlite_processes_race() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_processes_race() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
     let file = TempDb(std::env::temp_dir().join(format!("aptix-{}.sqlite", unique("race"))));
     let target = file.0.to_str().expect("a UTF-8 temp path").to_owned();
-    race(Backend::Sqlite, &target);
+    race(Backend::Sqlite, &target).await;
 }
 
-#[test]
-fn postgres_processes_race() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_processes_race() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
@@ -363,5 +353,5 @@ fn postgres_processes_race() {
             return;
         }
     };
-    race(Backend::Postgres, &url);
+    race(Backend::Postgres, &url).await;
 }

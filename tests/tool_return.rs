@@ -61,12 +61,8 @@ fn agent_on(model: impl aptix::model::ChatModel + 'static) -> Agent {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-#[test]
-fn the_chart_is_a_real_png_beside_a_typed_summary() {
-    aptix_testkit::block_on(the_chart_is_a_real_png_beside_a_typed_summary_body())
-}
-
-async fn the_chart_is_a_real_png_beside_a_typed_summary_body() {
+#[tokio::test]
+async fn the_chart_is_a_real_png_beside_a_typed_summary() {
     let harness = ToolHarness::for_tool::<PlotSeriesTool>();
     let result = harness.call_raw(SERIES).await;
     let summary: SeriesSummary = result.ok();
@@ -107,12 +103,8 @@ async fn the_chart_is_a_real_png_beside_a_typed_summary_body() {
     assert!(output["properties"].get("value").is_none(), "{output}");
 }
 
-#[test]
-fn the_image_reaches_anthropic_inside_the_tool_result() {
-    aptix_testkit::block_on(the_image_reaches_anthropic_inside_the_tool_result_body())
-}
-
-async fn the_image_reaches_anthropic_inside_the_tool_result_body() {
+#[tokio::test]
+async fn the_image_reaches_anthropic_inside_the_tool_result() {
     let server = MockAnthropicServer::start([
         AnthropicTurn::new()
             .tool_use("toolu_chart", "plot_series", &[SERIES])
@@ -151,14 +143,8 @@ async fn the_image_reaches_anthropic_inside_the_tool_result_body() {
     assert_eq!(content.as_array().map(Vec::len), Some(2));
 }
 
-#[test]
-fn the_image_reaches_openai_chat_in_a_user_message_after_the_tool_messages() {
-    aptix_testkit::block_on(
-        the_image_reaches_openai_chat_in_a_user_message_after_the_tool_messages_body(),
-    )
-}
-
-async fn the_image_reaches_openai_chat_in_a_user_message_after_the_tool_messages_body() {
+#[tokio::test]
+async fn the_image_reaches_openai_chat_in_a_user_message_after_the_tool_messages() {
     let server = MockOpenAiServer::start([
         OpenAiTurn::new()
             .tool_call("call_chart", "plot_series", &[SERIES])
@@ -202,14 +188,8 @@ async fn the_image_reaches_openai_chat_in_a_user_message_after_the_tool_messages
     );
 }
 
-#[test]
-fn the_scripted_model_sees_the_attachments_and_events_never_carry_them() {
-    aptix_testkit::block_on(
-        the_scripted_model_sees_the_attachments_and_events_never_carry_them_body(),
-    )
-}
-
-async fn the_scripted_model_sees_the_attachments_and_events_never_carry_them_body() {
+#[tokio::test]
+async fn the_scripted_model_sees_the_attachments_and_events_never_carry_them() {
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new().tool_call("call_chart", "plot_series", SERIES),
         ScriptedTurn::new().text("It rose."),
@@ -259,12 +239,8 @@ impl ToolHook for Summarize {
     }
 }
 
-#[test]
-fn a_hook_that_rewrites_the_result_hides_the_attachments_too() {
-    aptix_testkit::block_on(a_hook_that_rewrites_the_result_hides_the_attachments_too_body())
-}
-
-async fn a_hook_that_rewrites_the_result_hides_the_attachments_too_body() {
+#[tokio::test]
+async fn a_hook_that_rewrites_the_result_hides_the_attachments_too() {
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new().tool_call("call_chart", "plot_series", SERIES),
         ScriptedTurn::new().text("Fine."),

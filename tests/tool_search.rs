@@ -194,366 +194,354 @@ fn small_search() -> ToolSearch {
         .max_results(2)
 }
 
-#[test]
-fn a_search_reveals_tools_for_the_rest_of_the_conversation() -> TestResult {
-    aptix_testkit::block_on(async {
-        let runs = Runs::default();
-        let model = Arc::new(ScriptedModel::new([
-            call(
-                "s1",
-                SEARCH_TOOL,
-                json!({ "query": "create a github issue" }),
-            ),
-            call(
-                "c1",
-                "github_create_issue",
-                json!({ "title": "Broken build" }),
-            ),
-            ScriptedTurn::new().text("Opened."),
+#[tokio::test]
+async fn a_search_reveals_tools_for_the_rest_of_the_conversation() -> TestResult {
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new([
+        call(
+            "s1",
+            SEARCH_TOOL,
+            json!({ "query": "create a github issue" }),
+        ),
+        call(
+            "c1",
+            "github_create_issue",
+            json!({ "title": "Broken build" }),
+        ),
+        ScriptedTurn::new().text("Opened."),
+        call(
+            "s2",
+            SEARCH_TOOL,
+            json!({ "query": "weather forecast", "namespace": "weather" }),
+        ),
+        ScriptedTurn::new().text("Found it."),
+    ]));
+    let agent = agent(&runs, &model, small_search())?;
+    let mut conversation = Conversation::new("search");
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::User("File the bug.".into()),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::User("And the weather?".into()),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 5);
+    // Before any search: the tool always offered, and the search.
+    assert_eq!(tool_names(&requests[0]), ["get_time", SEARCH_TOOL]);
+    // The search's two best, best first, appended; the same afterwards.
+    let after_first = [
+        "get_time",
+        SEARCH_TOOL,
+        "github_create_issue",
+        "github_close_issue",
+    ];
+    assert_eq!(tool_names(&requests[1]), after_first);
+    assert_eq!(tool_names(&requests[2]), after_first);
+    assert_eq!(tool_names(&requests[3]), after_first);
+    // A second search appends, within its namespace only.
+    let after_second = tool_names(&requests[4]);
+    assert!(after_second.starts_with(&after_first), "{after_second:?}");
+    let mut added = after_second[after_first.len()..].to_vec();
+    added.sort_unstable();
+    assert_eq!(added, ["weather_forecast", "weather_now"]);
+    // The revealed tool's definition is the one the agent lowered.
+    assert_eq!(
+        requests[1].tools[2].parameters["properties"]["title"]["type"],
+        "string"
+    );
+    assert_eq!(runs.of("github_create_issue"), 1);
+
+    // What the search answered, as the model read it.
+    let results = tool_results(&conversation.messages);
+    assert_eq!(
+        results[0]["result"]["found"][0]["name"],
+        "github_create_issue"
+    );
+    assert_eq!(
+        results[0]["result"]["found"][0]["summary"],
+        "Opens a new issue in a GitHub repository."
+    );
+    assert_eq!(revealed(&conversation.messages), &after_second[2..]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_of_a_tool_not_found_yet_is_refused_and_never_runs() -> TestResult {
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new([
+        call("c1", "payments_charge", json!({ "customer": "cus_1" })),
+        ScriptedTurn::new().text("Sorry."),
+    ]));
+    let agent = agent(
+        &runs,
+        &model,
+        ToolSearch::local().always_offer(["get_time"]),
+    )?;
+    let mut conversation = Conversation::new("guess");
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::User("Charge them.".into()),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(
+        runs.of("payments_charge"),
+        0,
+        "a tool not found yet never runs"
+    );
+    let results = tool_results(&conversation.messages);
+    assert_eq!(results[0]["error"]["code"], "unknown_tool");
+    let message = results[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`payments_charge` is not loaded yet"),
+        "{message}"
+    );
+    assert!(message.contains("get_time, tool_search"), "{message}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_same_searches_offer_the_same_tools_in_the_same_order() -> TestResult {
+    let script = || {
+        [
+            call("s1", SEARCH_TOOL, json!({ "query": "calendar meeting" })),
             call(
                 "s2",
                 SEARCH_TOOL,
-                json!({ "query": "weather forecast", "namespace": "weather" }),
+                json!({ "query": "schedule a meeting, cancel a meeting" }),
             ),
-            ScriptedTurn::new().text("Found it."),
-        ]));
-        let agent = agent(&runs, &model, small_search())?;
-        let mut conversation = Conversation::new("search");
-        let events = run(
-            &agent,
-            &mut conversation,
-            Input::User("File the bug.".into()),
-        )
-        .await;
-        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
-        let events = run(
-            &agent,
-            &mut conversation,
-            Input::User("And the weather?".into()),
-        )
-        .await;
-        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
-
+            ScriptedTurn::new().text("Done."),
+        ]
+    };
+    let mut offered = Vec::new();
+    for _ in 0..3 {
+        let runs = Runs::default();
+        let model = Arc::new(ScriptedModel::new(script()));
+        let agent = agent(&runs, &model, ToolSearch::local().max_results(2))?;
+        let mut conversation = Conversation::new("same");
+        run(&agent, &mut conversation, Input::User("Meetings.".into())).await;
         let requests = model.requests();
-        assert_eq!(requests.len(), 5);
-        // Before any search: the tool always offered, and the search.
-        assert_eq!(tool_names(&requests[0]), ["get_time", SEARCH_TOOL]);
-        // The search's two best, best first, appended; the same afterwards.
-        let after_first = [
-            "get_time",
-            SEARCH_TOOL,
-            "github_create_issue",
-            "github_close_issue",
-        ];
-        assert_eq!(tool_names(&requests[1]), after_first);
-        assert_eq!(tool_names(&requests[2]), after_first);
-        assert_eq!(tool_names(&requests[3]), after_first);
-        // A second search appends, within its namespace only.
-        let after_second = tool_names(&requests[4]);
-        assert!(after_second.starts_with(&after_first), "{after_second:?}");
-        let mut added = after_second[after_first.len()..].to_vec();
-        added.sort_unstable();
-        assert_eq!(added, ["weather_forecast", "weather_now"]);
-        // The revealed tool's definition is the one the agent lowered.
-        assert_eq!(
-            requests[1].tools[2].parameters["properties"]["title"]["type"],
-            "string"
-        );
-        assert_eq!(runs.of("github_create_issue"), 1);
-
-        // What the search answered, as the model read it.
-        let results = tool_results(&conversation.messages);
-        assert_eq!(
-            results[0]["result"]["found"][0]["name"],
-            "github_create_issue"
-        );
-        assert_eq!(
-            results[0]["result"]["found"][0]["summary"],
-            "Opens a new issue in a GitHub repository."
-        );
-        assert_eq!(revealed(&conversation.messages), &after_second[2..]);
-        Ok(())
-    })
-}
-
-#[test]
-fn a_call_of_a_tool_not_found_yet_is_refused_and_never_runs() -> TestResult {
-    aptix_testkit::block_on(async {
-        let runs = Runs::default();
-        let model = Arc::new(ScriptedModel::new([
-            call("c1", "payments_charge", json!({ "customer": "cus_1" })),
-            ScriptedTurn::new().text("Sorry."),
-        ]));
-        let agent = agent(
-            &runs,
-            &model,
-            ToolSearch::local().always_offer(["get_time"]),
-        )?;
-        let mut conversation = Conversation::new("guess");
-        let events = run(
-            &agent,
-            &mut conversation,
-            Input::User("Charge them.".into()),
-        )
-        .await;
-        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
-        assert_eq!(
-            runs.of("payments_charge"),
-            0,
-            "a tool not found yet never runs"
-        );
-        let results = tool_results(&conversation.messages);
-        assert_eq!(results[0]["error"]["code"], "unknown_tool");
-        let message = results[0]["error"]["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("`payments_charge` is not loaded yet"),
-            "{message}"
-        );
-        assert!(message.contains("get_time, tool_search"), "{message}");
-        Ok(())
-    })
-}
-
-#[test]
-fn the_same_searches_offer_the_same_tools_in_the_same_order() -> TestResult {
-    aptix_testkit::block_on(async {
-        let script = || {
-            [
-                call("s1", SEARCH_TOOL, json!({ "query": "calendar meeting" })),
-                call(
-                    "s2",
-                    SEARCH_TOOL,
-                    json!({ "query": "schedule a meeting, cancel a meeting" }),
-                ),
-                ScriptedTurn::new().text("Done."),
-            ]
-        };
-        let mut offered = Vec::new();
-        for _ in 0..3 {
-            let runs = Runs::default();
-            let model = Arc::new(ScriptedModel::new(script()));
-            let agent = agent(&runs, &model, ToolSearch::local().max_results(2))?;
-            let mut conversation = Conversation::new("same");
-            run(&agent, &mut conversation, Input::User("Meetings.".into())).await;
-            let requests = model.requests();
-            let names: Vec<Vec<String>> = requests
-                .iter()
-                .map(|request| {
-                    tool_names(request)
-                        .iter()
-                        .map(|n| (*n).to_owned())
-                        .collect()
-                })
-                .collect();
-            // Append-only: each request's tools begin with the previous one's.
-            for pair in names.windows(2) {
-                assert!(pair[1].starts_with(&pair[0]), "{pair:?}");
-            }
-            // A tool found twice is offered once.
-            let last = names.last().cloned().unwrap_or_default();
-            let mut unique = last.clone();
-            unique.sort();
-            unique.dedup();
-            assert_eq!(unique.len(), last.len(), "{last:?}");
-            offered.push(names);
+        let names: Vec<Vec<String>> = requests
+            .iter()
+            .map(|request| {
+                tool_names(request)
+                    .iter()
+                    .map(|n| (*n).to_owned())
+                    .collect()
+            })
+            .collect();
+        // Append-only: each request's tools begin with the previous one's.
+        for pair in names.windows(2) {
+            assert!(pair[1].starts_with(&pair[0]), "{pair:?}");
         }
-        assert_eq!(offered[0], offered[1]);
-        assert_eq!(offered[0], offered[2]);
-        Ok(())
-    })
+        // A tool found twice is offered once.
+        let last = names.last().cloned().unwrap_or_default();
+        let mut unique = last.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), last.len(), "{last:?}");
+        offered.push(names);
+    }
+    assert_eq!(offered[0], offered[1]);
+    assert_eq!(offered[0], offered[2]);
+    Ok(())
 }
 
-#[test]
-fn a_stored_conversation_keeps_what_its_searches_found() -> TestResult {
-    aptix_testkit::block_on(async {
-        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "aptix-tool-search-{}-{}.db",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|t| t.as_nanos())
-                .unwrap_or(0)
-        ));
-        let runs = Runs::default();
-        // The first process: a search, then a call that waits for approval.
-        {
-            let store = SqliteStore::open(&path).await?;
-            let model = Arc::new(ScriptedModel::new([
-                call("s1", SEARCH_TOOL, json!({ "query": "refund the payment" })),
-                call("r1", "payments_refund", json!({ "payment": "pay_7" })),
-            ]));
-            let agent = DurableAgent::builder(agent(&runs, &model, small_search())?, store)
-                .deadline_worker(None)
-                .build();
-            let events: Vec<AgentEvent> = agent
-                .send("refund", Input::User("Refund pay_7.".into()))
-                .await?
-                .collect()
-                .await;
-            assert!(
-                matches!(done(&events), DoneReason::Suspended(_)),
-                "{events:?}"
-            );
-        }
-        // A new process: a new agent and store over the same file.
+#[tokio::test]
+async fn a_stored_conversation_keeps_what_its_searches_found() -> TestResult {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "aptix-tool-search-{}-{}.db",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|t| t.as_nanos())
+            .unwrap_or(0)
+    ));
+    let runs = Runs::default();
+    // The first process: a search, then a call that waits for approval.
+    {
         let store = SqliteStore::open(&path).await?;
-        let model = Arc::new(ScriptedModel::new([ScriptedTurn::new().text("Refunded.")]));
+        let model = Arc::new(ScriptedModel::new([
+            call("s1", SEARCH_TOOL, json!({ "query": "refund the payment" })),
+            call("r1", "payments_refund", json!({ "payment": "pay_7" })),
+        ]));
         let agent = DurableAgent::builder(agent(&runs, &model, small_search())?, store)
             .deadline_worker(None)
-            .resume_on_resolve(false)
             .build();
-        agent.resolve("refund", "r1", Resolution::Approve).await?;
-        let events: Vec<AgentEvent> = agent.send("refund", Input::Continue).await?.collect().await;
-        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
-        assert_eq!(runs.of("payments_refund"), 1);
-        let requests = model.requests();
-        assert_eq!(requests.len(), 1);
-        let names = tool_names(&requests[0]);
-        assert_eq!(
-            &names[..3],
-            ["get_time", SEARCH_TOOL, "payments_refund"],
-            "{names:?}"
+        let events: Vec<AgentEvent> = agent
+            .send("refund", Input::User("Refund pay_7.".into()))
+            .await?
+            .collect()
+            .await;
+        assert!(
+            matches!(done(&events), DoneReason::Suspended(_)),
+            "{events:?}"
         );
-        Ok(())
-    })
+    }
+    // A new process: a new agent and store over the same file.
+    let store = SqliteStore::open(&path).await?;
+    let model = Arc::new(ScriptedModel::new([ScriptedTurn::new().text("Refunded.")]));
+    let agent = DurableAgent::builder(agent(&runs, &model, small_search())?, store)
+        .deadline_worker(None)
+        .resume_on_resolve(false)
+        .build();
+    agent.resolve("refund", "r1", Resolution::Approve).await?;
+    let events: Vec<AgentEvent> = agent.send("refund", Input::Continue).await?.collect().await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(runs.of("payments_refund"), 1);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let names = tool_names(&requests[0]);
+    assert_eq!(
+        &names[..3],
+        ["get_time", SEARCH_TOOL, "payments_refund"],
+        "{names:?}"
+    );
+    Ok(())
 }
 
-#[test]
-fn anthropic_searches_itself_and_its_finds_are_sent_back() -> TestResult {
-    aptix_testkit::block_on(async {
-        let runs = Runs::default();
-        let server = MockAnthropicServer::start([
-            AnthropicTurn::new()
-                .text("Let me look for a tool.")
-                .server_tool_use(
-                    "srvtoolu_1",
-                    "tool_search_tool_bm25",
-                    &["{\"query\":", "\"weather\"}"],
-                )
-                .tool_search_result("srvtoolu_1", &["weather_forecast"])
-                .tool_use("toolu_1", "weather_forecast", &["{\"city\":\"Oslo\"}"])
-                .tool_use("toolu_2", "weather_now", &["{\"city\":\"Oslo\"}"])
-                .into_response(),
-            AnthropicTurn::new().text("Rain all week.").into_response(),
-        ])
-        .await?;
-        let agent = Agent::builder()
-            .model(
-                aptix::model::anthropic::Anthropic::new("claude-sonnet-4-5", "sk-ant-test")
-                    .with_base_url(server.base_url()),
+#[tokio::test]
+async fn anthropic_searches_itself_and_its_finds_are_sent_back() -> TestResult {
+    let runs = Runs::default();
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .text("Let me look for a tool.")
+            .server_tool_use(
+                "srvtoolu_1",
+                "tool_search_tool_bm25",
+                &["{\"query\":", "\"weather\"}"],
             )
-            .catalog(catalog(&runs))
-            .tool_search(ToolSearch::new().always_offer(["get_time"]))
-            .build()?;
-        let mut conversation = Conversation::new("native");
-        let events = run(
-            &agent,
-            &mut conversation,
-            Input::User("Weather in Oslo?".into()),
+            .tool_search_result("srvtoolu_1", &["weather_forecast"])
+            .tool_use("toolu_1", "weather_forecast", &["{\"city\":\"Oslo\"}"])
+            .tool_use("toolu_2", "weather_now", &["{\"city\":\"Oslo\"}"])
+            .into_response(),
+        AnthropicTurn::new().text("Rain all week.").into_response(),
+    ])
+    .await?;
+    let agent = Agent::builder()
+        .model(
+            aptix::model::anthropic::Anthropic::new("claude-sonnet-4-5", "sk-ant-test")
+                .with_base_url(server.base_url()),
         )
-        .await;
-        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
-        // The tool the provider's search found ran in the same turn; one it
-        // did not find did not.
-        assert_eq!(runs.of("weather_forecast"), 1);
-        assert_eq!(runs.of("weather_now"), 0);
-        let results = tool_results(&conversation.messages);
-        assert_eq!(results[1]["error"]["code"], "unknown_tool");
+        .catalog(catalog(&runs))
+        .tool_search(ToolSearch::new().always_offer(["get_time"]))
+        .build()?;
+    let mut conversation = Conversation::new("native");
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::User("Weather in Oslo?".into()),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    // The tool the provider's search found ran in the same turn; one it
+    // did not find did not.
+    assert_eq!(runs.of("weather_forecast"), 1);
+    assert_eq!(runs.of("weather_now"), 0);
+    let results = tool_results(&conversation.messages);
+    assert_eq!(results[1]["error"]["code"], "unknown_tool");
 
-        let requests = server.requests();
-        assert_eq!(requests.len(), 2);
-        let first = &requests[0];
-        assert_eq!(
-            first.header("anthropic-beta"),
-            Some("advanced-tool-use-2025-11-20")
-        );
-        let tools = first.body["tools"].as_array().cloned().unwrap_or_default();
-        assert_eq!(
-            tools[0],
-            json!({ "type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25" })
-        );
-        assert_eq!(tools[1]["name"], "get_time");
-        assert_eq!(tools[1].get("defer_loading"), None);
-        assert_eq!(
-            tools.len(),
-            13,
-            "the search, the tool always offered, and 11 deferred"
-        );
-        assert!(
-            tools[2..]
-                .iter()
-                .all(|tool| tool["defer_loading"] == json!(true))
-        );
-        assert!(tools.iter().all(|tool| tool["name"] != SEARCH_TOOL));
-        // The same tools in the next request: the provider loads what it found.
-        assert_eq!(requests[1].body["tools"], first.body["tools"]);
-        // The search and what it found go back with the turn, before the calls.
-        let content = &requests[1].body["messages"][1]["content"];
-        assert_eq!(content[0]["type"], "server_tool_use");
-        assert_eq!(content[0]["input"], json!({ "query": "weather" }));
-        assert_eq!(content[1]["type"], "tool_search_tool_result");
-        assert_eq!(
-            content[1]["content"]["tool_references"][0]["tool_name"],
-            "weather_forecast"
-        );
-        assert_eq!(
-            content[2],
-            json!({ "type": "text", "text": "Let me look for a tool." })
-        );
-        assert_eq!(content[3]["type"], "tool_use");
-        assert_eq!(revealed(&conversation.messages), ["weather_forecast"]);
-        Ok(())
-    })
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0];
+    assert_eq!(
+        first.header("anthropic-beta"),
+        Some("advanced-tool-use-2025-11-20")
+    );
+    let tools = first.body["tools"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        tools[0],
+        json!({ "type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25" })
+    );
+    assert_eq!(tools[1]["name"], "get_time");
+    assert_eq!(tools[1].get("defer_loading"), None);
+    assert_eq!(
+        tools.len(),
+        13,
+        "the search, the tool always offered, and 11 deferred"
+    );
+    assert!(
+        tools[2..]
+            .iter()
+            .all(|tool| tool["defer_loading"] == json!(true))
+    );
+    assert!(tools.iter().all(|tool| tool["name"] != SEARCH_TOOL));
+    // The same tools in the next request: the provider loads what it found.
+    assert_eq!(requests[1].body["tools"], first.body["tools"]);
+    // The search and what it found go back with the turn, before the calls.
+    let content = &requests[1].body["messages"][1]["content"];
+    assert_eq!(content[0]["type"], "server_tool_use");
+    assert_eq!(content[0]["input"], json!({ "query": "weather" }));
+    assert_eq!(content[1]["type"], "tool_search_tool_result");
+    assert_eq!(
+        content[1]["content"]["tool_references"][0]["tool_name"],
+        "weather_forecast"
+    );
+    assert_eq!(
+        content[2],
+        json!({ "type": "text", "text": "Let me look for a tool." })
+    );
+    assert_eq!(content[3]["type"], "tool_use");
+    assert_eq!(revealed(&conversation.messages), ["weather_forecast"]);
+    Ok(())
 }
 
 /// Red team 2026-11-27, T1: a tool the provider's search revealed in a
 /// turn was added to what that turn may run, even when `prepare_step` had
 /// chosen the step's tools: a tool the step left out ran.
-#[test]
-fn the_providers_search_reveals_nothing_a_step_left_out() -> TestResult {
-    aptix_testkit::block_on(async {
-        let runs = Runs::default();
-        let server = MockAnthropicServer::start([
-            AnthropicTurn::new()
-                .server_tool_use(
-                    "srvtoolu_1",
-                    "tool_search_tool_bm25",
-                    &["{\"query\":", "\"weather\"}"],
-                )
-                .tool_search_result("srvtoolu_1", &["weather_forecast"])
-                .tool_use("toolu_1", "weather_forecast", &["{\"city\":\"Oslo\"}"])
-                .into_response(),
-            AnthropicTurn::new().text("I may not.").into_response(),
-        ])
-        .await?;
-        let agent = Agent::builder()
-            .model(
-                aptix::model::anthropic::Anthropic::new("claude-sonnet-4-5", "sk-ant-test")
-                    .with_base_url(server.base_url()),
+#[tokio::test]
+async fn the_providers_search_reveals_nothing_a_step_left_out() -> TestResult {
+    let runs = Runs::default();
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .server_tool_use(
+                "srvtoolu_1",
+                "tool_search_tool_bm25",
+                &["{\"query\":", "\"weather\"}"],
             )
-            .catalog(catalog(&runs))
-            .tool_search(ToolSearch::new().always_offer(["get_time"]))
-            // Every step: only `get_time` may be called.
-            .prepare_step(|step| {
-                aptix::PreparedStep::all().tools(
-                    step.catalog
-                        .only(["get_time"])
-                        .unwrap_or_else(|error| panic!("{error}")),
-                )
-            })
-            .build()?;
-        let mut conversation = Conversation::new("native-step");
-        let events = run(&agent, &mut conversation, Input::User("Weather?".into())).await;
-        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
-        assert_eq!(
-            runs.of("weather_forecast"),
-            0,
-            "a tool the step left out ran"
-        );
-        let results = tool_results(&conversation.messages);
-        assert_eq!(results[0]["error"]["code"], "unknown_tool", "{results:?}");
-        Ok(())
-    })
+            .tool_search_result("srvtoolu_1", &["weather_forecast"])
+            .tool_use("toolu_1", "weather_forecast", &["{\"city\":\"Oslo\"}"])
+            .into_response(),
+        AnthropicTurn::new().text("I may not.").into_response(),
+    ])
+    .await?;
+    let agent = Agent::builder()
+        .model(
+            aptix::model::anthropic::Anthropic::new("claude-sonnet-4-5", "sk-ant-test")
+                .with_base_url(server.base_url()),
+        )
+        .catalog(catalog(&runs))
+        .tool_search(ToolSearch::new().always_offer(["get_time"]))
+        // Every step: only `get_time` may be called.
+        .prepare_step(|step| {
+            aptix::PreparedStep::all().tools(
+                step.catalog
+                    .only(["get_time"])
+                    .unwrap_or_else(|error| panic!("{error}")),
+            )
+        })
+        .build()?;
+    let mut conversation = Conversation::new("native-step");
+    let events = run(&agent, &mut conversation, Input::User("Weather?".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(
+        runs.of("weather_forecast"),
+        0,
+        "a tool the step left out ran"
+    );
+    let results = tool_results(&conversation.messages);
+    assert_eq!(results[0]["error"]["code"], "unknown_tool", "{results:?}");
+    Ok(())
 }
 
 #[test]
