@@ -8,6 +8,8 @@
 //! Agents here run no deadline worker of their own: the tests share one
 //! PostgreSQL, and a worker sweeps (and resumes) every conversation in it.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -15,14 +17,13 @@ use std::time::{Duration, Instant};
 
 use aptix::durable::{DurableAgent, DurableError, Revival};
 use aptix::prelude::*;
-use aptix::store::{
-    CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore, SqliteStore, Step, Store,
-};
+use aptix::store::{CallRecord, CallState, ConversationStatus, Step, Store};
 use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use common::{Backend, store, uuid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -135,60 +136,6 @@ pub struct ReadClipboard {
     pub reason: String,
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Backend {}
-
-#[derive(Clone, Debug)]
-enum Backend {
-    Memory,
-    Sqlite,
-    Postgres,
-}
-
-async fn store(backend: Backend) -> Option<Arc<dyn Store>> {
-    match backend {
-        Backend::Memory => Some(Arc::new(MemoryStore::new())),
-        Backend::Sqlite => {
-            // Under the build directory, not the system's temporary one: nothing
-            // deletes these files, and a clean build (as in CI) starts without them.
-            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("aptix-durable-{}.db", uuid()));
-            Some(Arc::new(
-                SqliteStore::open(&path)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            ))
-        }
-        Backend::Postgres => match std::env::var("APTIX_TEST_PG_URL") {
-            Ok(url) => Some(Arc::new(
-                PostgresStore::connect(&url)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )),
-            Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!(
-                    "APTIX_TEST_PG_URL is not set: CI must run PostgreSQL (scripts/pg-server.sh)"
-                )
-            }
-            Err(_) => {
-                eprintln!("APTIX_TEST_PG_URL is not set: skipping the PostgreSQL run");
-                None
-            }
-        },
-    }
-}
-
-fn uuid() -> String {
-    format!(
-        "{:x}{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    )
-}
-
 fn catalog() -> Catalog {
     Catalog::builder()
         .tool::<ChargeTool>()
@@ -274,30 +221,7 @@ fn last_text(conversation: &Conversation) -> Option<&str> {
         })
 }
 
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Memory).await
-            })*
-        }
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Sqlite).await
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Postgres).await
-            })*
-        }
-    };
-}
-
-on_every_store!(
+common::on_every_store!(
     approved_call_runs_once_then_the_model_answers,
     denied_call_reaches_the_model_as_denied,
     approve_with_args_is_revalidated,

@@ -17,6 +17,8 @@
 //! Agents here run no deadline worker unless a test says so: tests share
 //! one PostgreSQL, and a worker sweeps every conversation in it.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,8 +26,8 @@ use std::time::{Duration, Instant};
 use aptix::model::ChatModel;
 use aptix::prelude::*;
 use aptix::store::{
-    Applied, Batch, CallRecord, CallState, ConversationStatus, MemoryStore, PostgresStore,
-    SqliteStore, Step, Store, StoreError, StoreFuture, StoredConversation, Write,
+    Applied, Batch, CallRecord, CallState, ConversationStatus, Step, Store, StoreError,
+    StoreFuture, StoredConversation, Write,
 };
 use aptix::transcript::Message;
 use aptix::{
@@ -33,6 +35,7 @@ use aptix::{
     Resolution, ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use common::{Backend, store, uuid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -488,62 +491,6 @@ impl Store for FaultyStore {
 // ---------------------------------------------------------------------------
 // Helpers
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Backend {}
-
-#[derive(Clone, Debug)]
-enum Backend {
-    Memory,
-    Sqlite,
-    Postgres,
-}
-
-async fn store(backend: Backend) -> Option<Arc<dyn Store>> {
-    match backend {
-        Backend::Memory => Some(Arc::new(MemoryStore::new())),
-        Backend::Sqlite => {
-            // Under the build directory, not the system's temporary one: nothing
-            // deletes these files, and a clean build (as in CI) starts without them.
-            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("aptix-faults-{}.db", uuid()));
-            Some(Arc::new(
-                SqliteStore::open(&path)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            ))
-        }
-        Backend::Postgres => match std::env::var("APTIX_TEST_PG_URL") {
-            Ok(url) => Some(Arc::new(
-                PostgresStore::connect(&url)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )),
-            Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!(
-                    "APTIX_TEST_PG_URL is not set: CI must run PostgreSQL (scripts/pg-server.sh)"
-                )
-            }
-            Err(_) => {
-                eprintln!("APTIX_TEST_PG_URL is not set: skipping the PostgreSQL run");
-                None
-            }
-        },
-    }
-}
-
-fn uuid() -> String {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "{:x}{:x}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -641,30 +588,7 @@ fn tool_results(messages: &[Message]) -> Vec<(String, Value)> {
     aptix_testkit::tool_results_by_id(messages)
 }
 
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Memory).await
-            })*
-        }
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Sqlite).await
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Postgres).await
-            })*
-        }
-    };
-}
-
-on_every_store!(
+common::on_every_store!(
     duplicate_ids_in_one_turn_run_only_what_was_approved,
     ledger_refuses_an_approval_of_another_tool,
     ledger_refuses_an_approval_of_another_tool_mirror,

@@ -28,6 +28,8 @@
 //! PostgreSQL tests skip with a notice when `APTIX_TEST_PG_URL` is unset,
 //! and fail when `CI=true`.
 
+mod common;
+
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{BufRead as _, BufReader, Read, Write as _};
@@ -39,12 +41,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aptix::durable::{DurableAgent, Revival};
 use aptix::prelude::*;
-use aptix::store::{CallState, ConversationStatus, PostgresStore, SqliteStore, Step, Store};
+use aptix::store::{CallState, ConversationStatus, Step, Store};
 use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use common::{Backend, TempDb, pg_url, uuid};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -232,97 +235,30 @@ fn side_pids(events: &[SideEvent], tool_call_id: &str, event: &str) -> Vec<u32> 
 // ---------------------------------------------------------------------------
 // Stores, agents, helpers
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Backend {}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-impl Backend {
-    fn name(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
-        }
-    }
-
-    fn parse(name: &str) -> Backend {
-        match name {
-            "sqlite" => Backend::Sqlite,
-            "postgres" => Backend::Postgres,
-            other => panic!("unknown backend `{other}`"),
-        }
-    }
-
-    async fn open(self, target: &str) -> Arc<dyn Store> {
-        match self {
-            Backend::Sqlite => Arc::new(
-                SqliteStore::open(target)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            ),
-            Backend::Postgres => Arc::new(
-                PostgresStore::connect(target)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            ),
-        }
-    }
-}
-
 /// Where a parent test's store is: a fresh SQLite file (deleted with its
 /// WAL files on drop), or the PostgreSQL at `APTIX_TEST_PG_URL`.
 struct Target {
     backend: Backend,
     location: String,
-    file: Option<PathBuf>,
+    _file: Option<TempDb>,
 }
 
 impl Target {
     fn sqlite(label: &str) -> Target {
-        let path = std::env::temp_dir().join(format!("aptix-dp-{label}-{}.sqlite", uuid()));
+        let file = TempDb::new(&format!("dp-{label}"));
         Target {
             backend: Backend::Sqlite,
-            location: path
-                .to_str()
-                .unwrap_or_else(|| panic!("a UTF-8 temp path: {path:?}"))
-                .to_owned(),
-            file: Some(path),
+            location: file.target(),
+            _file: Some(file),
         }
     }
 
     fn postgres() -> Option<Target> {
-        match std::env::var("APTIX_TEST_PG_URL") {
-            Ok(url) if !url.is_empty() => Some(Target {
-                backend: Backend::Postgres,
-                location: url,
-                file: None,
-            }),
-            _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
-                "APTIX_TEST_PG_URL is not set: CI must run PostgreSQL (scripts/pg-server.sh)"
-            ),
-            _ => {
-                eprintln!(
-                    "notice: APTIX_TEST_PG_URL is not set: skipping the PostgreSQL process test"
-                );
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        if let Some(path) = &self.file {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut file = path.clone().into_os_string();
-                file.push(suffix);
-                let _ = std::fs::remove_file(file);
-            }
-        }
+        Some(Target {
+            backend: Backend::Postgres,
+            location: pg_url()?,
+            _file: None,
+        })
     }
 }
 
@@ -339,17 +275,6 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-fn uuid() -> String {
-    format!(
-        "{:x}{:x}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    )
 }
 
 fn unix_micros() -> u64 {

@@ -26,6 +26,8 @@
 //! `secrets`); `APTIX_PROPS_SETTLE_MS` (default 3000) is how long a
 //! conversation may take to come to rest.
 
+mod common;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +42,7 @@ use aptix::store::{Store, StoredConversation};
 use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Catalog, Dialect, DoneReason, Input, Resolution, ResolveError};
 use aptix_testkit::faulty_store::{Fault, FaultyStore, StoreOp};
+use common::Backend;
 use futures_util::StreamExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -524,15 +527,6 @@ fn capture_logs() {
 
 // ---------------------------------------------------------------- harness
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Backend {}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Backend {
-    Memory,
-    Sqlite,
-}
-
 /// Which invariants are checked (all, unless `APTIX_PROPS_SKIP` names some).
 fn checked(invariant: &str) -> bool {
     static SKIP: LazyLock<Vec<String>> = LazyLock::new(|| {
@@ -655,6 +649,9 @@ impl Harness {
                     .block_on(SqliteStore::open(&self.sqlite))
                     .map_err(|e| format!("cannot open SQLite: {e}"))?,
             ),
+            Backend::Postgres => {
+                return fail("the property runs on MemoryStore and SqliteStore".into());
+            }
         };
         let store = Arc::new(FaultyStore::new(inner));
         let agent = DurableAgent::builder(

@@ -395,30 +395,8 @@ fn only_the_report_and_a_renaming_hook(
     only_the_report(builder).hook(Steer)
 }
 
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Memory)
-            })*
-        }
-        mod sqlite {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Sqlite)
-            })*
-        }
-        mod postgres {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Postgres)
-            })*
-        }
-    };
-}
-
-on_every_store!(
+common::on_every_store!(
+    sync:
     a_tool_the_step_did_not_offer_stays_refused_after_a_crash,
     a_tool_no_search_revealed_stays_refused_after_a_crash,
     a_call_past_the_turns_limit_stays_refused_after_a_crash,

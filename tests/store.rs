@@ -5,10 +5,10 @@
 //! and pass, except under CI (`CI=true`), where they fail: CI must test the
 //! backend that many processes share.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
 
 use aptix::Conversation;
 use aptix::store::{
@@ -16,6 +16,7 @@ use aptix::store::{
 };
 use aptix::transcript::Message;
 use aptix_testkit::store_suite;
+use common::{Backend, TempDb, pg_url, store, unique};
 
 /// Every case of the suite; `every_case_has_a_test` keeps this list and the
 /// suite's in step.
@@ -43,129 +44,30 @@ const CASES: &[&str] = &[
     "concurrent_batches_one_winner",
 ];
 
-/// A name no other test, run or process uses: rows of a shared PostgreSQL
-/// and files in the temp folder never collide.
-fn unique(label: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    format!(
-        "{label}-{}-{nanos}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A SQLite file in the temp folder, deleted (with its WAL files) on drop.
-struct TempDb(PathBuf);
-
-impl TempDb {
-    fn new(label: &str) -> Self {
-        TempDb(std::env::temp_dir().join(format!("aptix-{}.sqlite", unique(label))))
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut path = self.0.clone().into_os_string();
-            path.push(suffix);
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-/// A store under test, with whatever must live as long as it.
-struct Backend {
-    store: Arc<dyn Store>,
-    _file: Option<TempDb>,
-}
-
-async fn memory() -> Option<Backend> {
-    Some(Backend {
-        store: Arc::new(MemoryStore::new()),
-        _file: None,
-    })
-}
-
-async fn sqlite() -> Option<Backend> {
-    let file = TempDb::new("suite");
-    let store = match SqliteStore::open(&file.0).await {
-        Ok(store) => store,
-        Err(error) => panic!("cannot open {}: {error}", file.0.display()),
-    };
-    Some(Backend {
-        store: Arc::new(store),
-        _file: Some(file),
-    })
-}
-
-/// The PostgreSQL URL to test against, or `None` (with a notice) when there
-/// is none and this is not CI.
-fn pg_url() -> Option<String> {
-    match std::env::var("APTIX_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => panic!(
-            "APTIX_TEST_PG_URL is not set, and CI must test the PostgreSQL store: \
-             start one with `scripts/pg-server.sh start` (scripts/test.sh does)"
-        ),
-        _ => {
-            eprintln!(
-                "notice: APTIX_TEST_PG_URL is not set; skipping the PostgreSQL store test \
-                 (`eval \"$(scripts/pg-server.sh env)\"` after `scripts/pg-server.sh start`)"
-            );
-            None
-        }
-    }
-}
-
-async fn postgres() -> Option<Backend> {
-    let url = pg_url()?;
-    let store = match PostgresStore::connect(&url).await {
-        Ok(store) => store,
-        Err(error) => panic!("cannot connect to APTIX_TEST_PG_URL ({url}): {error}"),
-    };
-    Some(Backend {
-        store: Arc::new(store),
-        _file: None,
-    })
-}
-
-async fn run_case(store: Arc<dyn Store>, backend: &str, name: &str) {
+/// Runs the suite's case `name` on a fresh store on `backend`.
+async fn run_case(backend: Backend, name: &str) {
     let Some((_, case)) = store_suite::cases()
         .into_iter()
         .find(|(case, _)| *case == name)
     else {
         panic!("the store suite has no case `{name}`");
     };
-    case(store, unique(&format!("{backend}-{name}"))).await;
-}
-
-/// One test per case and backend, so a failure names both.
-macro_rules! conformance {
-    ($backend:ident: $($case:ident),* $(,)?) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    let Some(backend) = super::$backend().await else {
-                        return;
-                    };
-                    super::run_case(backend.store.clone(), stringify!($backend), stringify!($case))
-                        .await;
-                }
-            )*
-        }
+    let Some(store) = store(backend).await else {
+        return;
     };
+    case(store, unique(&format!("{}-{name}", backend.name()))).await;
 }
 
+/// One test per case and backend, so a failure names both: an async fn per
+/// case, run on every store.
 macro_rules! every_backend {
     ($($case:ident),* $(,)?) => {
-        conformance!(memory: $($case),*);
-        conformance!(sqlite: $($case),*);
-        conformance!(postgres: $($case),*);
+        $(
+            async fn $case(backend: Backend) {
+                run_case(backend, stringify!($case)).await;
+            }
+        )*
+        common::on_every_store!(worker_threads = 4: $($case),*);
         const MACRO_CASES: &[&str] = &[$(stringify!($case)),*];
     };
 }

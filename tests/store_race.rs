@@ -13,14 +13,15 @@
 //! PostgreSQL runs at `APTIX_TEST_PG_URL` (see `tests/store.rs` for when its
 //! absence fails the test).
 
+mod common;
+
 use std::io::Read as _;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aptix::Conversation;
-use aptix::store::{CallRecord, CallState, PostgresStore, SqliteStore, Step, Store};
+use aptix::store::{CallRecord, CallState, Step};
+use common::{Backend, TempDb, pg_url, unique};
 
 const PROCESSES: usize = 4;
 const ROUNDS: usize = 50;
@@ -39,43 +40,6 @@ fn unix_millis() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or_default()
-}
-
-fn unique(label: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    format!("{label}-{}-{nanos}", std::process::id())
-}
-
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Backend {}
-
-#[derive(Clone)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-impl Backend {
-    fn name(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
-        }
-    }
-
-    async fn open(self, target: &str) -> Arc<dyn Store> {
-        match self {
-            Backend::Sqlite => Arc::new(SqliteStore::open(target).await.expect("open SQLite")),
-            Backend::Postgres => Arc::new(
-                PostgresStore::connect(target)
-                    .await
-                    .expect("connect to PostgreSQL"),
-            ),
-        }
-    }
 }
 
 fn conversation_id(prefix: &str, round: usize) -> String {
@@ -114,11 +78,7 @@ async fn race_child() {
     let Ok(backend) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let backend = match backend.as_str() {
-        "sqlite" => Backend::Sqlite,
-        "postgres" => Backend::Postgres,
-        other => panic!("unknown backend `{other}`"),
-    };
+    let backend = Backend::parse(&backend);
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
     let target = var("APTIX_RACE_TARGET");
     let prefix = var("APTIX_RACE_PREFIX");
@@ -314,27 +274,13 @@ async fn race(backend: Backend, target: &str) {
     }
 }
 
-/// A SQLite file in the temp folder, deleted (with its WAL files) on drop.
-struct TempDb(PathBuf);
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut path = self.0.clone().into_os_string();
-            path.push(suffix);
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_processes_race() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
-    let file = TempDb(std::env::temp_dir().join(format!("aptix-{}.sqlite", unique("race"))));
-    let target = file.0.to_str().expect("a UTF-8 temp path").to_owned();
-    race(Backend::Sqlite, &target).await;
+    let file = TempDb::new("race");
+    race(Backend::Sqlite, &file.target()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,16 +288,8 @@ async fn postgres_processes_race() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
-    let url = match std::env::var("APTIX_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => panic!(
-            "APTIX_TEST_PG_URL is not set, and CI must test the PostgreSQL store: \
-             start one with `scripts/pg-server.sh start` (scripts/test.sh does)"
-        ),
-        _ => {
-            eprintln!("notice: APTIX_TEST_PG_URL is not set; skipping the PostgreSQL race test");
-            return;
-        }
+    let Some(url) = pg_url() else {
+        return;
     };
     race(Backend::Postgres, &url).await;
 }
