@@ -31,6 +31,16 @@ pub(crate) fn unique(label: &str) -> String {
     format!("{label}-{}", uuid())
 }
 
+/// The name libtest gives the test `name` of the module at `module_path`
+/// (`module_path!()` there): the module's path in its test binary, for a
+/// test that runs its own binary again with `--exact`.
+pub(crate) fn test_name(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_binary, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// What a `tracing` subscriber writes, kept to be searched (for a secret
 /// that must not be there): `.with_writer(move || captured.clone())`.
 #[derive(Clone, Default)]
