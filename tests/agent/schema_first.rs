@@ -22,11 +22,8 @@ pub struct SentimentResult {
     pub confidence: f64,
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Label {}
-
 /// A sentiment label.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
     /// Good.

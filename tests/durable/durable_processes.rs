@@ -523,10 +523,7 @@ fn is_child() -> bool {
 // ---------------------------------------------------------------------------
 // 1. Racing resolutions across processes
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Kind {}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// A human call, resolved with `Result`s.
     Human,

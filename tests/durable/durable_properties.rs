@@ -204,11 +204,8 @@ pub struct AskHuman {
     pub n: u32,
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for Kind {}
-
 /// The tools a model turn can call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Gated,
     Auto,
@@ -343,13 +340,10 @@ impl ChatModel for QueueModel {
 
 // ---------------------------------------------------------------- operations
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for CallSpec {}
-
 /// A call the model makes: which tool, which id from a pool of three (so
 /// ids collide within and across turns), and for `store_token` whether the
 /// secret breaks its pattern.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct CallSpec {
     kind: Kind,
     id: u8,
@@ -366,11 +360,8 @@ impl std::fmt::Debug for CallSpec {
     }
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for How {}
-
 /// How a resolution answers the pending call it picks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum How {
     /// `Approve` for an approval, `Result` for a client or a person.
     Fitting,
@@ -382,11 +373,8 @@ enum How {
     Stray(u8),
 }
 
-// `Copy` by hand: the derive implements the unsafe marker trait `TrivialClone`.
-impl Copy for FaultSpec {}
-
 /// A store failure to arm.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FaultSpec {
     op: StoreOp,
     after: u32,
