@@ -40,12 +40,10 @@ pub mod hostile_mcp;
 pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod mock_server;
-mod runtime;
 pub mod scripted_model;
 pub mod store_suite;
 
 pub use fake_activity::{Fake, FakeActivities};
-pub use runtime::{block_on, block_on_threads};
 pub use scripted_model::{ScriptedModel, ScriptedTurn};
 
 use aptix_core::{

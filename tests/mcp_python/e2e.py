@@ -1,12 +1,12 @@
 """End-to-end test of `aptix::mcp` with the official MCP Python SDK (PyPI `mcp`).
 
-Driven by tests/mcp_python.rs, which serves the example tools plus `sleep_ms`
+Driven by tests/mcp/mcp_python.rs, which serves the example tools plus `sleep_ms`
 (a slow tool that records, in files under --record-dir, when it starts and
 whether it finished or saw its cancellation) and runs this script once per
 transport:
 
-    e2e.py --snapshots tests/snapshots --record-dir DIR --url http://127.0.0.1:PORT/mcp
-    e2e.py --snapshots tests/snapshots --record-dir DIR \
+    e2e.py --snapshots tests/catalog/snapshots --record-dir DIR --url http://127.0.0.1:PORT/mcp
+    e2e.py --snapshots tests/catalog/snapshots --record-dir DIR \
         [--server-env KEY=VALUE ...] --stdio -- COMMAND [ARG ...]
 
 For each connection mode (`legacy`: the `initialize` handshake, protocol
@@ -18,7 +18,7 @@ stdio) and checks:
 * the handshake: the negotiated protocol era, the server's name;
 * `tools/list`: exactly the expected tools, sorted by name, the client tool
   `get_location` absent; each example tool's `inputSchema` equal to the
-  MCP-dialect insta snapshot (tests/snapshots/schemas__NAME@mcp.snap), its
+  MCP-dialect insta snapshot (tests/catalog/snapshots/catalog__schemas__NAME@mcp.snap), its
   `outputSchema` equal to the output snapshot (NAME@output.snap), except that
   the listing may add `"$schema": "https://json-schema.org/draft/2020-12/schema"`
   at the root of either (nothing else); its description the snapshot's plus
@@ -198,17 +198,17 @@ class Run:
             tool = tools.get(name)
             if tool is None:
                 continue
-            snapshot = read_snapshot(self.snapshots / f"schemas__{name}@mcp.snap")
+            snapshot = read_snapshot(self.snapshots / f"catalog__schemas__{name}@mcp.snap")
             self.c.equal(snapshot.get("name"), name, f"{name}: the snapshot's name")
-            self.schema_matches(tool.input_schema, snapshot["inputSchema"], f"{name}: inputSchema vs schemas__{name}@mcp.snap")
+            self.schema_matches(tool.input_schema, snapshot["inputSchema"], f"{name}: inputSchema vs catalog__schemas__{name}@mcp.snap")
             prefix = f"{snapshot['description']}\n\nUsage: "
             self.c.check(
                 (tool.description or "").startswith(prefix) and len(tool.description or "") > len(prefix),
                 f"{name}: description {tool.description!r} is not the snapshot's {snapshot['description']!r} "
                 "followed by a non-empty `\\n\\nUsage: ...`",
             )
-            output = read_snapshot(self.snapshots / f"schemas__{name}@output.snap")
-            self.schema_matches(tool.output_schema, output, f"{name}: outputSchema vs schemas__{name}@output.snap")
+            output = read_snapshot(self.snapshots / f"catalog__schemas__{name}@output.snap")
+            self.schema_matches(tool.output_schema, output, f"{name}: outputSchema vs catalog__schemas__{name}@output.snap")
         sleep = tools.get("sleep_ms")
         if sleep is not None:
             self.c.equal(sorted(sleep.input_schema.get("properties", {})), ["label", "ms"], "sleep_ms: properties")
@@ -438,7 +438,7 @@ def describe(error: BaseException) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--snapshots", type=Path, required=True, help="tests/snapshots")
+    parser.add_argument("--snapshots", type=Path, required=True, help="tests/catalog/snapshots")
     parser.add_argument("--record-dir", type=Path, required=True, help="where sleep_ms records what it saw")
     parser.add_argument("--mode", action="append", choices=["legacy", "auto"], help="default: both")
     parser.add_argument("--server-env", action="append", default=[], help="KEY=VALUE for the stdio server")

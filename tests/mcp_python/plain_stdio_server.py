@@ -1,5 +1,5 @@
 """A minimal MCP server over stdio in plain Python (no SDK, the standard
-library only), for tests/mcp_hostile.rs: what a child process started with
+library only), for tests/mcp/mcp_hostile.rs: what a child process started with
 `McpToolset::stdio` can do that an in-process server cannot.
 
     plain_stdio_server.py [--flood-stderr BYTES] [--banner] [--spawn-child PIDFILE]

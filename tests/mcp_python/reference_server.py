@@ -1,6 +1,6 @@
 """A reference MCP server written with the official MCP Python SDK (PyPI `mcp`).
 
-tests/mcp_client.rs mounts its tools with `aptix::mcp::McpToolset`, over stdio
+tests/mcp/mcp_client.rs mounts its tools with `aptix::mcp::McpToolset`, over stdio
 and Streamable HTTP; `cargo run --example mcp_client` mounts them beside the
 quickstart's tools.
 

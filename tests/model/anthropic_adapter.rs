@@ -1,0 +1,920 @@
+//! The Anthropic adapter over the wire: a real HTTP mock streaming
+//! Anthropic-format bodies, every event fed through the one `TurnAssembler`.
+
+use std::time::Duration;
+
+use aptix_core::Dialect;
+use aptix_core::model::anthropic::Anthropic;
+use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
+use aptix_core::model::http::HttpPolicy;
+use aptix_core::model::{
+    ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream, ToolChoice,
+    ToolSpec, Usage,
+};
+use aptix_core::transcript::{AssistantToolCall, Message, ThinkingBlock};
+use aptix_testkit::mock_anthropic::{
+    AnthropicTurn, MockAnthropicServer, error_frame, error_response, frame, ping_frame,
+};
+use aptix_testkit::mock_server::ScriptedResponse;
+use serde_json::{Value, json};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn fast_policy() -> HttpPolicy {
+    HttpPolicy {
+        connect_timeout: Duration::from_secs(2),
+        first_byte_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+        max_retries: 3,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(5),
+    }
+}
+
+fn model_for(server: &MockAnthropicServer) -> Anthropic {
+    Anthropic::new("claude-sonnet-4-5", "sk-ant-test-key")
+        .with_base_url(server.base_url())
+        .with_policy(fast_policy())
+}
+
+/// The weather tool as the Messages API takes it.
+fn weather_tool_json() -> Value {
+    json!({
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "input_schema": {
+            "type": "object",
+            "properties": { "city": { "type": "string" } },
+            "required": ["city"],
+        },
+    })
+}
+
+fn weather_tool() -> ToolSpec {
+    ToolSpec {
+        name: "get_weather".into(),
+        description: "The weather in a city.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": { "city": { "type": "string" } },
+            "required": ["city"],
+        }),
+        dialect: Dialect::Anthropic,
+    }
+}
+
+fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> ChatRequest {
+    ChatRequest {
+        messages,
+        tools: tools.into(),
+        tool_choice: ToolChoice::Auto,
+        parallel_tool_calls: true,
+        max_tokens: None,
+        temperature: None,
+        response_format: None,
+        deferred_tools: None,
+    }
+}
+
+fn ask(text: &str) -> ChatRequest {
+    request(vec![Message::user(text)], vec![weather_tool()])
+}
+
+async fn next_event(stream: &mut ModelStream<'_>) -> Option<Result<ModelEvent, ModelError>> {
+    std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await
+}
+
+/// Every item of the stream, errors included.
+async fn collect(model: &Anthropic, request: &ChatRequest) -> Vec<Result<ModelEvent, ModelError>> {
+    let mut stream = model.stream(request);
+    let mut items = Vec::new();
+    while let Some(item) = next_event(&mut stream).await {
+        items.push(item);
+    }
+    items
+}
+
+/// The stream through the assembler, as the agent loop reads it.
+async fn assemble(model: &Anthropic, request: &ChatRequest) -> Result<AssembledTurn, ModelError> {
+    let mut stream = model.stream(request);
+    let mut assembler = TurnAssembler::new();
+    while let Some(item) = next_event(&mut stream).await {
+        assembler.push(item?)?;
+    }
+    assembler.finish()
+}
+
+/// Asserts the stream failed and never claimed the turn finished.
+fn assert_failed_without_finish(items: &[Result<ModelEvent, ModelError>]) -> ModelError {
+    assert!(
+        !items
+            .iter()
+            .any(|item| matches!(item, Ok(ModelEvent::Finish { .. }))),
+        "a failed stream yielded Finish: {items:?}"
+    );
+    match items.last() {
+        Some(Err(error)) => error.clone(),
+        other => panic!("expected the stream to end in an error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn text_only() -> TestResult {
+    let server = MockAnthropicServer::start([AnthropicTurn::new()
+        .text_chunks(&["Hello", ", world", "!"])
+        .usage(12, 7)
+        .into_response()])
+    .await?;
+    let turn = assemble(&model_for(&server), &ask("hi")).await?;
+    assert_eq!(turn.text, "Hello, world!");
+    assert!(turn.tool_calls.is_empty());
+    assert_eq!(turn.finish_reason, FinishReason::Stop);
+    assert_eq!(
+        turn.usage,
+        Some(Usage {
+            input_tokens: 12,
+            output_tokens: 7
+        })
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_tool_use() -> TestResult {
+    let server = MockAnthropicServer::start([AnthropicTurn::new()
+        .tool_use(
+            "toolu_01A09q90qw90lq917835lq9",
+            "get_weather",
+            &["{\"city\"", ": \"Par", "is\"}"],
+        )
+        .into_response()])
+    .await?;
+    let turn = assemble(&model_for(&server), &ask("weather in Paris?")).await?;
+    assert_eq!(turn.text, "");
+    assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(turn.tool_calls.len(), 1);
+    let call = &turn.tool_calls[0];
+    assert_eq!(call.id, "toolu_01A09q90qw90lq917835lq9");
+    assert_eq!(call.name, "get_weather");
+    assert_eq!(call.arguments, "{\"city\": \"Paris\"}");
+    assert_eq!(call.status, CallStatus::Complete);
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_parallel_tool_uses_after_text() -> TestResult {
+    let server = MockAnthropicServer::start([AnthropicTurn::new()
+        .text_chunks(&["Let me check ", "both."])
+        .tool_use("toolu_a", "get_weather", &["{\"city\":", "\"Paris\"}"])
+        .tool_use("toolu_b", "get_weather", &["{\"city\":\"Oslo\"}"])
+        .into_response()])
+    .await?;
+    let turn = assemble(&model_for(&server), &ask("Paris and Oslo?")).await?;
+    assert_eq!(turn.text, "Let me check both.");
+    assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
+    let calls: Vec<(&str, &str, &str, CallStatus)> = turn
+        .tool_calls
+        .iter()
+        .map(|c| {
+            (
+                c.id.as_str(),
+                c.name.as_str(),
+                c.arguments.as_str(),
+                c.status,
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (
+                "toolu_a",
+                "get_weather",
+                "{\"city\":\"Paris\"}",
+                CallStatus::Complete
+            ),
+            (
+                "toolu_b",
+                "get_weather",
+                "{\"city\":\"Oslo\"}",
+                CallStatus::Complete
+            ),
+        ]
+    );
+    Ok(())
+}
+
+/// Arguments whose `partial_json` pieces split the model's own escapes
+/// (`\"`, `\u20ac`, a surrogate pair), and a body whose bytes are then cut
+/// inside the wire escapes and inside multi-byte characters.
+fn tricky_turn() -> AnthropicTurn {
+    AnthropicTurn::new()
+        .text_chunks(&["Pr\u{e9}cis: 5 \u{20ac} ", "\u{1f600}"])
+        .tool_use(
+            "toolu_esc",
+            "echo",
+            &[
+                "{\"text\": \"say \\\"h",
+                "i\\\" \u{20ac} \u{1f600} \\u20",
+                "ac \\ud83d",
+                "\\ude00 \\\\ end\"}",
+            ],
+        )
+}
+
+const TRICKY_ARGUMENTS: &str =
+    "{\"text\": \"say \\\"hi\\\" \u{20ac} \u{1f600} \\u20ac \\ud83d\\ude00 \\\\ end\"}";
+
+fn assert_tricky(turn: &AssembledTurn) -> TestResult {
+    assert_eq!(turn.text, "Pr\u{e9}cis: 5 \u{20ac} \u{1f600}");
+    assert_eq!(turn.tool_calls.len(), 1);
+    let call = &turn.tool_calls[0];
+    assert_eq!(call.arguments, TRICKY_ARGUMENTS);
+    assert_eq!(call.status, CallStatus::Complete);
+    let parsed: Value = serde_json::from_str(&call.arguments)?;
+    assert_eq!(
+        parsed["text"],
+        "say \"hi\" \u{20ac} \u{1f600} \u{20ac} \u{1f600} \\ end"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn partial_json_split_mid_escape_and_mid_utf8() -> TestResult {
+    let body = tricky_turn().body();
+    let bytes = body.as_bytes();
+    // Cut inside every multi-byte character (after its first byte and, for
+    // the longer ones, in the middle) and inside every wire escape `\\\"`.
+    let mut cuts = Vec::new();
+    for (offset, character) in body.char_indices() {
+        let width = character.len_utf8();
+        if width > 1 {
+            cuts.push(offset + 1);
+            cuts.push(offset + width - 1);
+        }
+    }
+    let mut search = 0;
+    while let Some(found) = body[search..].find("\\\\\\\"") {
+        let at = search + found;
+        cuts.extend([at + 1, at + 2, at + 3]);
+        search = at + 4;
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    assert!(
+        cuts.len() > 10,
+        "the body has the characters to cut: {cuts:?}"
+    );
+    assert!(cuts.iter().all(|&cut| cut < bytes.len()));
+
+    let server = MockAnthropicServer::start([
+        tricky_turn().into_response_cut_at(&cuts),
+        tricky_turn().into_response_in_chunks(1),
+        tricky_turn().into_response_in_chunks(7),
+    ])
+    .await?;
+    let model = model_for(&server);
+    for _ in 0..3 {
+        let turn = assemble(&model, &ask("echo")).await?;
+        assert_tricky(&turn)?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn max_tokens_with_an_open_tool_use_is_truncated() -> TestResult {
+    let server = MockAnthropicServer::start([AnthropicTurn::new()
+        .text("Writing both files.")
+        .tool_use(
+            "toolu_1",
+            "write_file",
+            &["{\"path\":\"a.txt\",\"content\":\"a\"}"],
+        )
+        .tool_use(
+            "toolu_2",
+            "write_file",
+            &["{\"path\":\"b.txt\",", "\"content\":\"long text tha"],
+        )
+        .stop("max_tokens")
+        .into_response()])
+    .await?;
+    let turn = assemble(&model_for(&server), &ask("write")).await?;
+    assert_eq!(turn.finish_reason, FinishReason::Length);
+    assert_eq!(turn.tool_calls.len(), 2);
+    assert_eq!(turn.tool_calls[0].status, CallStatus::Complete);
+    assert_eq!(turn.tool_calls[1].status, CallStatus::Truncated);
+    assert_eq!(
+        turn.tool_calls[1].arguments,
+        "{\"path\":\"b.txt\",\"content\":\"long text tha"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn stop_reasons_map_to_finish_reasons() -> TestResult {
+    let cases = [
+        ("end_turn", FinishReason::Stop),
+        ("stop_sequence", FinishReason::Stop),
+        ("max_tokens", FinishReason::Length),
+        ("refusal", FinishReason::ContentFilter),
+        ("pause_turn", FinishReason::Other("pause_turn".into())),
+    ];
+    let server = MockAnthropicServer::start(
+        cases
+            .iter()
+            .map(|(reason, _)| AnthropicTurn::new().text("x").stop(reason).into_response()),
+    )
+    .await?;
+    let model = model_for(&server);
+    for (reason, expected) in cases {
+        let turn = assemble(&model, &ask("x")).await?;
+        assert_eq!(turn.finish_reason, expected, "stop_reason {reason}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn malformed_json_data_is_a_protocol_error() -> TestResult {
+    let frames = AnthropicTurn::new().text("Hello").frames();
+    let server = MockAnthropicServer::start([ScriptedResponse::sse([
+        frames[0].clone(),
+        frame(
+            "content_block_delta",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","te"#,
+        ),
+        frames[frames.len() - 2].clone(),
+        frames[frames.len() - 1].clone(),
+    ])])
+    .await?;
+    let items = collect(&model_for(&server), &ask("hi")).await;
+    let error = assert_failed_without_finish(&items);
+    assert!(matches!(error, ModelError::Protocol(_)), "{error:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_overloaded_error_event_fails_the_stream() -> TestResult {
+    let frames = AnthropicTurn::new().text("Hello").frames();
+    // message_start, content_block_start, ping, one text delta, then the error.
+    let mut body: Vec<String> = frames[..4].to_vec();
+    body.push(error_frame("overloaded_error", "Overloaded"));
+    body.extend(frames[4..].iter().cloned());
+    let server = MockAnthropicServer::start([ScriptedResponse::sse(body)]).await?;
+    let items = collect(&model_for(&server), &ask("hi")).await;
+    assert_eq!(items[0], Ok(ModelEvent::TextDelta("Hello".into())));
+    let error = assert_failed_without_finish(&items);
+    assert_eq!(
+        error,
+        ModelError::Protocol("overloaded_error: Overloaded".into())
+    );
+    assert_eq!(items.len(), 2, "nothing is read after the error: {items:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn overloaded_and_rate_limited_statuses_are_retried() -> TestResult {
+    let server = MockAnthropicServer::start([
+        error_response(529, "overloaded_error", "Overloaded"),
+        error_response(429, "rate_limit_error", "Slow down").with_header("retry-after", "0"),
+        AnthropicTurn::new().text("Finally.").into_response(),
+    ])
+    .await?;
+    let turn = assemble(&model_for(&server), &ask("hi")).await?;
+    assert_eq!(turn.text, "Finally.");
+    assert_eq!(server.requests().len(), 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_request_is_not_retried() -> TestResult {
+    let server = MockAnthropicServer::start([
+        error_response(400, "invalid_request_error", "messages: field required"),
+        AnthropicTurn::new().text("never sent").into_response(),
+    ])
+    .await?;
+    let items = collect(&model_for(&server), &ask("hi")).await;
+    let error = assert_failed_without_finish(&items);
+    match error {
+        ModelError::Http { status, body } => {
+            assert_eq!(status, 400);
+            assert!(body.contains("messages: field required"), "{body}");
+        }
+        other => panic!("expected an HTTP error, got {other:?}"),
+    }
+    assert_eq!(items.len(), 1);
+    assert_eq!(server.requests().len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_connection_closed_early_is_an_error_never_a_finish() -> TestResult {
+    let frames = AnthropicTurn::new()
+        .text("Let me")
+        .tool_use("toolu_1", "get_weather", &["{\"city\":\"Pa"])
+        .frames();
+    // Everything up to and including message_delta: only message_stop missing.
+    let without_stop = frames[..frames.len() - 1].to_vec();
+    // The pause lets the status line out before the connection breaks;
+    // without it the break can come first, and a failure before the first
+    // byte is (rightly) retried.
+    let pause = Duration::from_millis(5);
+    let server = MockAnthropicServer::start([
+        ScriptedResponse::sse(frames[..8].to_vec())
+            .with_chunk_delay(pause)
+            .closing_early(),
+        ScriptedResponse::sse(without_stop.clone())
+            .with_chunk_delay(pause)
+            .closing_early(),
+        ScriptedResponse::sse(without_stop),
+    ])
+    .await?;
+    let model = model_for(&server);
+
+    let broken = collect(&model, &ask("hi")).await;
+    assert!(matches!(
+        assert_failed_without_finish(&broken),
+        ModelError::Transport(_)
+    ));
+    assert!(
+        broken
+            .iter()
+            .any(|item| matches!(item, Ok(ModelEvent::ToolCallDelta(_)))),
+        "the stream broke after the first byte: {broken:?}"
+    );
+    let broken_late = collect(&model, &ask("hi")).await;
+    assert!(matches!(
+        assert_failed_without_finish(&broken_late),
+        ModelError::Transport(_)
+    ));
+    let ended = collect(&model, &ask("hi")).await;
+    assert_eq!(assert_failed_without_finish(&ended), ModelError::Incomplete);
+    assert_eq!(server.requests().len(), 3, "a broken stream is not retried");
+    Ok(())
+}
+
+#[tokio::test]
+async fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kept() -> TestResult {
+    let mut frames = vec![AnthropicTurn::new().frames()[0].clone(), ping_frame()];
+    frames.push(frame(
+        "content_block_start",
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+    ));
+    frames.push(frame(
+        "content_block_delta",
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+    ));
+    frames.push(frame(
+        "content_block_delta",
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}"#,
+    ));
+    frames.push(frame(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":0}"#,
+    ));
+    frames.push(frame("future_event", r#"{"type":"future_event","x":1}"#));
+    // A tool without parameters: no input_json_delta at all.
+    frames.push(frame(
+        "content_block_start",
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_now","name":"get_current_time","input":{}}}"#,
+    ));
+    frames.push(ping_frame());
+    frames.push(frame(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":1}"#,
+    ));
+    // An event without its `event:` line still says what it is in `type`.
+    frames.push(
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":9}}\n\n"
+            .to_owned(),
+    );
+    frames.push(frame("message_stop", r#"{"type":"message_stop"}"#));
+    frames.push("event: garbage\ndata: {not json\n\n".to_owned());
+    let server = MockAnthropicServer::start([ScriptedResponse::sse(frames)]).await?;
+    let turn = assemble(&model_for(&server), &ask("time?")).await?;
+    assert_eq!(turn.text, "");
+    assert_eq!(
+        turn.thinking,
+        vec![ThinkingBlock::Thinking {
+            thinking: "hmm".into(),
+            signature: "abc".into(),
+        }]
+    );
+    assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(turn.tool_calls.len(), 1);
+    assert_eq!(turn.tool_calls[0].id, "toolu_now");
+    assert_eq!(turn.tool_calls[0].name, "get_current_time");
+    assert_eq!(turn.tool_calls[0].arguments, "{}");
+    assert_eq!(turn.tool_calls[0].status, CallStatus::Complete);
+    assert_eq!(
+        turn.usage,
+        Some(Usage {
+            input_tokens: 25,
+            output_tokens: 9
+        })
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn request_shape() -> TestResult {
+    let server =
+        MockAnthropicServer::start([AnthropicTurn::new().text("Done.").into_response()]).await?;
+    let model = model_for(&server).with_max_tokens(1000);
+    let mut chat = request(
+        vec![
+            Message::system("You are terse."),
+            Message::user("Weather in Paris and Oslo, and write a note?"),
+            Message::system("Use metric units."),
+            Message::Assistant {
+                runnable: None,
+                content: "Checking.".into(),
+                tool_calls: vec![
+                    AssistantToolCall {
+                        id: "toolu_a".into(),
+                        name: "get_weather".into(),
+                        arguments: "{\"city\":\"Paris\"}".into(),
+                    },
+                    AssistantToolCall {
+                        id: "toolu_b".into(),
+                        name: "write_note".into(),
+                        // Truncated at the token limit: replayed as {}.
+                        arguments: "{\"text\":\"unfinish".into(),
+                    },
+                ],
+                thinking: Vec::new(),
+                server_blocks: Vec::new(),
+            },
+            Message::Tool {
+                tool_call_id: "toolu_a".into(),
+                name: "get_weather".into(),
+                content: "{\"ok\":true,\"result\":{\"celsius\":21}}".into(),
+                is_error: false,
+                attachments: Vec::new(),
+            },
+            Message::Tool {
+                tool_call_id: "toolu_b".into(),
+                name: "write_note".into(),
+                content: "{\"ok\":false,\"error\":{\"code\":\"truncated\"}}".into(),
+                is_error: true,
+                attachments: Vec::new(),
+            },
+            Message::user("Also Oslo, please."),
+            // Nothing to send: skipped rather than sent empty.
+            Message::Assistant {
+                runnable: None,
+                content: String::new(),
+                tool_calls: vec![],
+                thinking: Vec::new(),
+                server_blocks: Vec::new(),
+            },
+            Message::Assistant {
+                runnable: None,
+                content: String::new(),
+                tool_calls: vec![AssistantToolCall {
+                    id: "toolu_c".into(),
+                    name: "get_weather".into(),
+                    arguments: "{\"city\":\"Oslo\"}".into(),
+                }],
+                thinking: Vec::new(),
+                server_blocks: Vec::new(),
+            },
+            Message::Tool {
+                tool_call_id: "toolu_c".into(),
+                name: "get_weather".into(),
+                content: "{\"ok\":true,\"result\":{\"celsius\":9}}".into(),
+                is_error: false,
+                attachments: Vec::new(),
+            },
+        ],
+        vec![weather_tool()],
+    );
+    chat.temperature = Some(0.2);
+    assemble(&model, &chat).await?;
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let recorded = &requests[0];
+    assert_eq!(recorded.method, "POST");
+    assert_eq!(recorded.path, "/v1/messages");
+    assert_eq!(recorded.header("x-api-key"), Some("sk-ant-test-key"));
+    assert_eq!(recorded.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        recorded.body,
+        json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1000,
+            "stream": true,
+            "system": "You are terse.\n\nUse metric units.",
+            "temperature": 0.2,
+            "tools": [weather_tool_json()],
+            "tool_choice": { "type": "auto" },
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        { "type": "text", "text": "Weather in Paris and Oslo, and write a note?" },
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        { "type": "text", "text": "Checking." },
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_a",
+                            "name": "get_weather",
+                            "input": { "city": "Paris" },
+                        },
+                        { "type": "tool_use", "id": "toolu_b", "name": "write_note", "input": {} },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_a",
+                            "content": "{\"ok\":true,\"result\":{\"celsius\":21}}",
+                            "is_error": false,
+                        },
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_b",
+                            "content": "{\"ok\":false,\"error\":{\"code\":\"truncated\"}}",
+                            "is_error": true,
+                        },
+                        { "type": "text", "text": "Also Oslo, please." },
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_c",
+                            "name": "get_weather",
+                            "input": { "city": "Oslo" },
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_c",
+                            "content": "{\"ok\":true,\"result\":{\"celsius\":9}}",
+                            "is_error": false,
+                        },
+                    ],
+                },
+            ],
+        })
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_choice_mapping_and_tool_free_requests() -> TestResult {
+    let cases: Vec<(ToolChoice, bool, Value)> = vec![
+        (ToolChoice::Auto, true, json!({ "type": "auto" })),
+        (
+            ToolChoice::Auto,
+            false,
+            json!({ "type": "auto", "disable_parallel_tool_use": true }),
+        ),
+        (ToolChoice::Required, true, json!({ "type": "any" })),
+        (
+            ToolChoice::Required,
+            false,
+            json!({ "type": "any", "disable_parallel_tool_use": true }),
+        ),
+        (ToolChoice::None, false, json!({ "type": "none" })),
+        (
+            ToolChoice::Tool("get_weather".into()),
+            true,
+            json!({ "type": "tool", "name": "get_weather" }),
+        ),
+        (
+            ToolChoice::Tool("get_weather".into()),
+            false,
+            json!({ "type": "tool", "name": "get_weather", "disable_parallel_tool_use": true }),
+        ),
+    ];
+    let server = MockAnthropicServer::start(
+        (0..=cases.len()).map(|_| AnthropicTurn::new().text("ok").into_response()),
+    )
+    .await?;
+    let model = model_for(&server);
+    for (choice, parallel, _) in &cases {
+        let mut chat = ask("hi");
+        chat.tool_choice = choice.clone();
+        chat.parallel_tool_calls = *parallel;
+        assemble(&model, &chat).await?;
+    }
+    // No tools: neither `tools` nor `tool_choice`; no system either.
+    let mut bare = request(vec![Message::user("hi")], vec![]);
+    bare.tool_choice = ToolChoice::Required;
+    bare.parallel_tool_calls = false;
+    bare.max_tokens = Some(64);
+    assemble(&model, &bare).await?;
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), cases.len() + 1);
+    for ((choice, parallel, expected), recorded) in cases.iter().zip(&requests) {
+        assert_eq!(
+            recorded.body["tool_choice"], *expected,
+            "{choice:?} parallel={parallel}"
+        );
+        assert_eq!(recorded.body["max_tokens"], 4096);
+    }
+    let bare_body = requests[cases.len()]
+        .body
+        .as_object()
+        .ok_or("the body is an object")?;
+    for key in ["tools", "tool_choice", "system", "temperature"] {
+        assert!(!bare_body.contains_key(key), "unexpected `{key}`");
+    }
+    assert_eq!(bare_body["max_tokens"], 64);
+    Ok(())
+}
+
+#[test]
+fn debug_hides_the_key() {
+    let model = Anthropic::new("claude-sonnet-4-5", "sk-ant-very-secret");
+    let printed = format!("{model:?}");
+    assert!(printed.contains("api_key: \"[redacted]\""), "{printed}");
+    assert!(!printed.contains("sk-ant-very-secret"), "{printed}");
+    assert_eq!(model.dialect(), Dialect::Anthropic);
+}
+
+#[test]
+fn from_env_needs_a_key() {
+    let missing = Anthropic::from_lookup(|_| None);
+    assert!(matches!(missing, Err(ModelError::Config(_))), "{missing:?}");
+    let empty = Anthropic::from_lookup(|name| (name == "ANTHROPIC_API_KEY").then(String::new));
+    assert!(matches!(empty, Err(ModelError::Config(_))), "{empty:?}");
+
+    // The process environment itself: only checked when the key is absent,
+    // since changing the environment would race with other tests' reads.
+    if std::env::var_os("ANTHROPIC_API_KEY").is_none() {
+        let missing = Anthropic::from_env();
+        assert!(matches!(missing, Err(ModelError::Config(_))), "{missing:?}");
+    }
+}
+
+#[test]
+fn from_env_defaults_and_overrides() -> Result<(), ModelError> {
+    let defaults =
+        Anthropic::from_lookup(|name| (name == "ANTHROPIC_API_KEY").then(|| "k".to_owned()))?;
+    assert_eq!(defaults.model(), "claude-sonnet-4-5");
+    assert_eq!(defaults.endpoint(), "https://api.anthropic.com/v1/messages");
+
+    let custom = Anthropic::from_lookup(|name| {
+        match name {
+            "ANTHROPIC_API_KEY" => Some("k"),
+            "ANTHROPIC_BASE_URL" => Some("http://localhost:8080/"),
+            "ANTHROPIC_MODEL" => Some("claude-haiku-4-5"),
+            _ => None,
+        }
+        .map(str::to_owned)
+    })?;
+    assert_eq!(custom.model(), "claude-haiku-4-5");
+    assert_eq!(custom.endpoint(), "http://localhost:8080/v1/messages");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_base_url_is_a_config_error() {
+    let model = Anthropic::new("claude-sonnet-4-5", "k").with_base_url("not a url");
+    let items = collect(&model, &ask("hi")).await;
+    assert!(
+        matches!(items.as_slice(), [Err(ModelError::Config(_))]),
+        "{items:?}"
+    );
+}
+
+/// Arguments of `get_weather`.
+#[derive(Debug, aptix::prelude::Deserialize, aptix::prelude::JsonSchema)]
+pub struct WeatherArgs {
+    /// The city.
+    pub city: String,
+}
+
+/// The weather in a city.
+#[aptix::prelude::agent_tool(
+    name = "get_weather",
+    usage = "Call when the user asks about the weather."
+)]
+async fn get_weather(args: WeatherArgs) -> Result<String, aptix::prelude::ToolError> {
+    Ok(format!("Sunny in {}", args.city))
+}
+
+fn thinking_agent(
+    server: &MockAnthropicServer,
+) -> Result<aptix::Agent, Box<dyn std::error::Error>> {
+    Ok(aptix::Agent::builder()
+        .model(model_for(server))
+        .catalog(aptix::tools![GetWeatherTool].build()?)
+        .max_iterations(4)
+        .build()?)
+}
+
+/// Signatures are base64: `+`, `/` and `=` must come back as they were.
+const SIGNATURE: &str = "EqQBCkgIARABGAIiQL+/yXp9=";
+const REDACTED: &str = "EmwKAhgBEgy3va3pZ+/Qq7W4ksJ==";
+
+/// The thinking pieces, with an escape and a character outside ASCII, so
+/// that anything but the joined text sent back as it came shows.
+const THINKING: [&str; 3] = [
+    "The user wants ",
+    "the \"weather\" in Paris",
+    " — ask the tool.",
+];
+
+fn thinking_blocks() -> Vec<Value> {
+    vec![
+        json!({ "type": "thinking", "thinking": THINKING.concat(), "signature": SIGNATURE }),
+        json!({ "type": "redacted_thinking", "data": REDACTED }),
+    ]
+}
+
+#[tokio::test]
+async fn thinking_blocks_go_back_unchanged_before_the_tool_use() -> TestResult {
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .thinking(&THINKING, SIGNATURE)
+            .redacted_thinking(REDACTED)
+            .text("Checking.")
+            .tool_use("toolu_w", "get_weather", &["{\"city\":", "\"Paris\"}"])
+            .into_response(),
+        AnthropicTurn::new().text("Sunny.").into_response(),
+    ])
+    .await?;
+    let agent = thinking_agent(&server)?;
+    let mut conversation = aptix::Conversation::new("thinking-tools");
+    let events: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(agent.run(
+        &mut conversation,
+        aptix::Input::User("Weather in Paris?".into()),
+    ))
+    .await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(aptix::AgentEvent::Done {
+                reason: aptix::DoneReason::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let mut expected = thinking_blocks();
+    expected.push(json!({ "type": "text", "text": "Checking." }));
+    expected.push(json!({
+        "type": "tool_use",
+        "id": "toolu_w",
+        "name": "get_weather",
+        "input": { "city": "Paris" },
+    }));
+    assert_eq!(
+        requests[1].body["messages"][1],
+        json!({ "role": "assistant", "content": expected })
+    );
+    assert_eq!(
+        requests[1].body["messages"][2]["content"][0]["tool_use_id"],
+        "toolu_w"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn thinking_in_a_turn_without_tools_is_kept() -> TestResult {
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .thinking(&THINKING, SIGNATURE)
+            .redacted_thinking(REDACTED)
+            .text("Hello.")
+            .into_response(),
+        AnthropicTurn::new().text("Again.").into_response(),
+    ])
+    .await?;
+    let agent = thinking_agent(&server)?;
+    let mut conversation = aptix::Conversation::new("thinking-text");
+    for input in ["Hi", "Once more"] {
+        let _: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(
+            agent.run(&mut conversation, aptix::Input::User(input.into())),
+        )
+        .await;
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let mut expected = thinking_blocks();
+    expected.push(json!({ "type": "text", "text": "Hello." }));
+    assert_eq!(
+        requests[1].body["messages"][1],
+        json!({ "role": "assistant", "content": expected })
+    );
+    Ok(())
+}

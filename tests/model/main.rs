@@ -1,0 +1,21 @@
+//! Model adapters over the wire (Anthropic, OpenAI-compatible), tool
+//! results with attachments in each provider's form, and a real local model.
+//!
+//! Each file is a module of this one test binary; `tests/common/` holds the
+//! set-up that every test binary shares.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[path = "../../examples/chart.rs"]
+#[allow(dead_code)]
+mod chart;
+#[path = "../../examples/hello_world.rs"]
+mod hello_world;
+
+// `pub`: the modules' `pub` items (documented for `missing_docs`) stay
+// public, as they were at the root of a test crate of their own.
+pub mod anthropic_adapter;
+pub mod openai_adapter;
+pub mod real_llm;
+pub mod tool_return;
