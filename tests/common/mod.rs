@@ -1,6 +1,8 @@
-//! Set-up shared by the integration tests that use it (`mod common;`):
-//! the stores a test runs on (`stores.rs`, with `on_every_store!`), fresh
-//! ids, and log lines captured to search for secrets.
+//! Set-up shared by every integration test binary (each
+//! `tests/<area>/main.rs` includes it): the stores a test runs on
+//! (`stores.rs`, with `on_every_store!`), fresh ids, a test's name in its
+//! binary (for a test that runs its binary again), and log lines captured
+//! to search for secrets.
 
 #![allow(dead_code, unused_imports, unused_macros)]
 
