@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates (once, cached outside the repo) a Python venv with the official MCP
-# Python SDK (PyPI package `mcp`) for tests/mcp_python.rs, and prints the
+# Python SDK (PyPI package `mcp`) for tests/mcp/mcp_python.rs, and prints the
 # venv's python on standard output (everything else goes to stderr):
 #
 #   APTIX_TEST_MCP_PYTHON="$(./scripts/mcp-python.sh)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts a real, throw-away PostgreSQL on 127.0.0.1 for the store tests
-# (tests/store.rs, tests/store_race.rs), installing it from Debian's packages
+# (tests/store/store.rs, tests/store/store_race.rs), installing it from Debian's packages
 # when the machine has none. Each start makes a fresh cluster: the tests need
 # no data from an earlier run, and a fresh cluster cannot be half-broken.
 #

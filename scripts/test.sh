@@ -64,7 +64,7 @@ step "MCP Python client (PyPI mcp, pinned in tests/mcp_python/requirements.txt; 
 APTIX_TEST_MCP_PYTHON="$(./scripts/mcp-python.sh)"
 export APTIX_TEST_MCP_PYTHON
 
-step "the mcp_conformance example, run by tests/mcp_client.rs as a remote MCP server"
+step "the mcp_conformance example, run by tests/mcp/mcp_client.rs as a remote MCP server"
 # `cargo test --all-targets` builds examples as test harnesses only.
 cargo build --example mcp_conformance --locked
 

@@ -33,7 +33,7 @@
 //! | `live` | one run rendered live: streamed arguments, a progress bar and partial results, an approval policy, the `RunSummary` |
 //! | `chart` | `ToolReturn`: a PNG chart reaches the model beside the series' summary |
 //! | `mcp_client` | the quickstart agent with a Python MCP server's tools mounted (prefixed, one gated) |
-//! | `mcp_conformance` | the MCP server the conformance suite and `tests/mcp_client.rs` run against |
+//! | `mcp_conformance` | the MCP server the conformance suite and `tests/mcp/mcp_client.rs` run against |
 //! | `cli` | the developer CLI over the example tools |
 
 #[doc = include_str!("../docs/declaring.md")]
