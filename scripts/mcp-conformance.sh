@@ -52,16 +52,29 @@ installed_version() {
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$manifest"
 }
 
-if [[ $(installed_version "$NODE_PACKAGE") != "$NODE_VERSION" ||
-    $(installed_version @modelcontextprotocol/conformance) != "$SUITE_VERSION" ]]; then
+CONFORMANCE="$CACHE/node_modules/.bin/conformance"
+NODE_BIN="$CACHE/node_modules/$NODE_PACKAGE/bin"
+# The cache counts only when it holds the pinned versions and the suite runs:
+# an install cut short (a full disk, a killed run) leaves packages missing
+# while the version fields still match.
+cache_works() {
+    [[ $(installed_version "$NODE_PACKAGE") == "$NODE_VERSION" &&
+        $(installed_version @modelcontextprotocol/conformance) == "$SUITE_VERSION" ]] &&
+        PATH="$NODE_BIN:$PATH" "$CONFORMANCE" list --server 2>/dev/null | grep -q '^  - '
+}
+if ! cache_works; then
     command -v npm >/dev/null || die "npm is needed to install Node $NODE_VERSION and the suite"
     say "installing Node $NODE_VERSION and @modelcontextprotocol/conformance@$SUITE_VERSION into $CACHE"
-    mkdir -p "$CACHE"
-    npm install --prefix "$CACHE" --no-audit --no-fund --loglevel=error \
+    # Into a fresh folder, moved into place whole: never on top of a broken one.
+    rm -rf "$CACHE.new"
+    mkdir -p "$CACHE.new"
+    npm install --prefix "$CACHE.new" --no-audit --no-fund --loglevel=error \
         "$NODE_PACKAGE@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" >&2
+    rm -rf "$CACHE"
+    mv "$CACHE.new" "$CACHE"
+    cache_works || die "the suite installed into $CACHE does not run"
 fi
-export PATH="$CACHE/node_modules/$NODE_PACKAGE/bin:$PATH"
-CONFORMANCE="$CACHE/node_modules/.bin/conformance"
+export PATH="$NODE_BIN:$PATH"
 [[ -x $CONFORMANCE ]] || die "$CONFORMANCE is missing; remove $CACHE and run again"
 [[ $(node --version) == "v$NODE_VERSION" ]] || die "node on PATH is $(node --version), not v$NODE_VERSION"
 
