@@ -528,14 +528,11 @@ impl Link {
                         .map_err(|error| invalid(error.to_string()))?;
                     custom.insert(header, value);
                 }
-                let client = http_client().map_err(|error| McpClientError::Start {
-                    server: self.label.clone(),
-                    message: self.scrub(error.to_string()),
-                })?;
-                let transport = StreamableHttpClientTransport::with_client(
-                    client,
-                    config.custom_headers(custom),
-                );
+                // rmcp's own client (no idle pool; same-origin 307/308
+                // redirects only), whose TLS needs the provider.
+                crate::https::install_provider();
+                let transport =
+                    StreamableHttpClientTransport::from_config(config.custom_headers(custom));
                 events
                     .serve(transport)
                     .await
@@ -777,30 +774,4 @@ impl CallFailure {
             CallFailure::Cancelled => ToolError::cancelled(),
         }
     }
-}
-
-/// The HTTP client of a remote server: no pooled idle connections (a reused
-/// connection whose last body was not read whole stalls on delayed ACKs), and
-/// redirects followed only where they keep the request whole and stay on the
-/// server's origin (307 and 308, at most 10): a server cannot send the
-/// session, or the bearer key, anywhere else.
-fn http_client() -> reqwest::Result<reqwest::Client> {
-    let redirect = reqwest::redirect::Policy::custom(|attempt| {
-        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if !keeps_body || !same_origin {
-            attempt.stop()
-        } else if attempt.previous().len() > 10 {
-            attempt.error("more than 10 redirects")
-        } else {
-            attempt.follow()
-        }
-    });
-    crate::https::client_builder()
-        .pool_max_idle_per_host(0)
-        .redirect(redirect)
-        .build()
 }
