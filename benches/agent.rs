@@ -27,7 +27,7 @@ mod hello_world;
 use std::hint::black_box;
 
 use aptix::agent::AgentBuilder;
-use aptix::model::assembly::TurnAssembler;
+use aptix::model::adapter::TurnAssembler;
 use aptix::model::{FinishReason, ModelEvent, ToolCallDelta};
 use aptix::prelude::*;
 use aptix::transcript;

@@ -46,7 +46,7 @@ use aptix::executor::ToolCall;
 use aptix::live::ElicitationAnswer;
 use aptix::mcp::{McpLimits, McpServer, McpToolset, Sampling};
 use aptix::prelude::*;
-use aptix::{Catalog, Executor, ToolEntry, ToolEntryBuilder};
+use aptix::{Catalog, Executor, ToolEntry, catalog::ToolEntryBuilder};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;

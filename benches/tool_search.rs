@@ -29,7 +29,8 @@ use aptix::model::anthropic::Anthropic;
 use aptix::model::{ChatRequest, DeferredTools, NativeToolSearch, ToolChoice, ToolSpec};
 use aptix::tool_search::ToolIndex;
 use aptix::{
-    Agent, Catalog, Conversation, Dialect, Input, ToolEntry, ToolEntryBuilder, ToolSearch,
+    Agent, Catalog, Conversation, Dialect, Input, ToolEntry, catalog::ToolEntryBuilder,
+    tool_search::ToolSearch,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;

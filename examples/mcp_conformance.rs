@@ -23,7 +23,7 @@
 //! the server rather than the `message` argument verbatim);
 //! `test_tool_with_progress` reports with `ctx.progress`;
 //! `test_image_content`, `test_audio_content`, `test_embedded_resource` and
-//! `test_multiple_content_types` return `aptix::mcp::Content`;
+//! `test_multiple_content_types` return `aptix::content::Content`;
 //! `test_tool_with_logging` logs through `aptix::mcp::McpLog` (the server
 //! answers `logging/setLevel`); `test_sampling` asks the client's LLM through
 //! `aptix::mcp::Sampling`; `json_schema_2020_12_tool`'s `inputSchema` gets
@@ -33,7 +33,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use aptix::Catalog;
-use aptix::mcp::{Content, McpLog, Sampling};
+use aptix::Content;
+use aptix::mcp::{McpLog, Sampling};
 use aptix::prelude::*;
 use schemars::{Schema, SchemaGenerator, json_schema};
 

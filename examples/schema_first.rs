@@ -24,7 +24,7 @@
 #![allow(unreachable_pub, dead_code)]
 
 use aptix::prelude::*;
-use aptix::{Activities, Catalog, CatalogError};
+use aptix::{Catalog, activity::Activities, catalog::CatalogError};
 
 /// How a text feels.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

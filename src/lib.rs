@@ -22,12 +22,37 @@
 
 pub mod guide;
 
-pub use aptix_core::*;
+// The root holds what a user writes most; everything else has one home
+// module below. The macro reaches its support through `__private` only.
 pub use aptix_macros::agent_tool;
+
+// The contract of a tool.
+pub use aptix_core::{Content, ErrorCode, Tool, ToolContext, ToolError, ToolReturn};
+// Declared tools, gathered.
+pub use aptix_core::{Catalog, CatalogBuilder, Dialect, ToolDefinition, ToolEntry, tools};
+// A call in, an outcome out.
+pub use aptix_core::{Envelope, Executor, Outcome, ToolCall};
+// The agent loop, plain and durable.
+pub use aptix_core::{
+    Agent, AgentEvent, Conversation, DoneReason, DurableAgent, Input, Resolution,
+    agent::AgentBuilder,
+};
+
+// One module per concept (`agent`, `catalog`, `durable`, `mcp`, `model`,
+// `store`, ...), each present when `aptix-core` builds it.
+pub use aptix_core::__modules::*;
+
+// Algorithms the runtime applies on its own; public for the tests and tools
+// that check them, not part of what a user writes.
+#[doc(hidden)]
+pub use aptix_core::{secrets, validate};
+
+#[doc(hidden)]
+pub use aptix_core::__private;
 
 /// Everything a tool declaration needs, in one import.
 pub mod prelude {
-    pub use aptix_core::{Content, Tool, ToolContext, ToolError, ToolReturn};
+    pub use aptix_core::{Content, ErrorCode, Tool, ToolContext, ToolError, ToolReturn};
     pub use aptix_macros::agent_tool;
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};

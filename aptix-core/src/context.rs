@@ -7,7 +7,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
+/// The token a call's cancellation travels on (tokio-util's), named here so
+/// a user needs no direct dependency to make one.
+pub use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
 use crate::live::{

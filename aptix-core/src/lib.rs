@@ -74,6 +74,7 @@ pub use catalog::{
     ToolEntryBuilder,
 };
 pub use content::{Content, ToolReturn};
+pub use context::CancellationToken;
 pub use context::{NoPartials, PartialValue, ToolContext};
 pub use definition::ToolDefinition;
 pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
@@ -86,7 +87,6 @@ pub use meta::{
     ToolMeta, route,
 };
 pub use schema::{DefinitionError, Dialect, DialectError};
-pub use tokio_util::sync::CancellationToken;
 pub use tool::{Code, Tool, ToolArgs, ToolFn, ToolOutput, ToolOutputSchema, ToolPartialSchema};
 #[cfg(feature = "tool-search")]
 pub use tool_search::ToolSearch;
@@ -94,3 +94,21 @@ pub use transcript::Conversation;
 
 #[doc(hidden)]
 pub mod __private;
+
+/// The modules the `aptix` facade shows. Gated here, on this crate's
+/// features, so the facade shows a module whenever this crate builds it:
+/// a feature turned on by another crate of the build (a dev-dependency, a
+/// sibling crate) then reaches `aptix::mcp` as well.
+#[doc(hidden)]
+pub mod __modules {
+    #[cfg(feature = "cli")]
+    pub use crate::cli;
+    #[cfg(feature = "mcp")]
+    pub use crate::mcp;
+    #[cfg(feature = "tool-search")]
+    pub use crate::tool_search;
+    pub use crate::{
+        activity, agent, catalog, content, context, definition, durable, envelope, error, executor,
+        live, meta, model, schema, store, tool, transcript,
+    };
+}

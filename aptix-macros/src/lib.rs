@@ -25,7 +25,7 @@
 //!
 //! On a function the macro adds a unit struct named after it in PascalCase
 //! with a `Tool` suffix (`hello_world` → `HelloWorldTool`) implementing
-//! `aptix::Tool` and `aptix::ToolFn`; the function stays callable as
+//! `aptix::Tool` and `aptix::tool::ToolFn`; the function stays callable as
 //! written. On a struct, the struct itself implements `aptix::Tool`.
 //!
 //! The macro runs in three stages, each in its own module:

@@ -10,7 +10,8 @@ use aptix::model::{FinishReason, ModelError};
 use aptix::prelude::*;
 use aptix::transcript::Message;
 use aptix::{
-    Agent, AgentEvent, AwaitReason, Conversation, DoneReason, Envelope, EnvelopeIds, Input,
+    Agent, AgentEvent, Conversation, DoneReason, Envelope, Input, envelope::EnvelopeIds,
+    meta::AwaitReason,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
@@ -413,7 +414,7 @@ async fn cancellation_ends_the_run_once() {
             .with_delay(Duration::from_millis(50)),
     ]);
     let mut conversation = Conversation::new("conv-11");
-    let token = aptix::CancellationToken::new();
+    let token = aptix::context::CancellationToken::new();
     let cancel = token.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(120)).await;
@@ -739,9 +740,9 @@ async fn prepare_step_removes_a_tool_after_its_first_use() {
         .catalog(catalog.clone())
         .prepare_step(|step| {
             let prepared = if step.calls_of("nap") == 0 {
-                aptix::PreparedStep::all()
+                aptix::agent::PreparedStep::all()
             } else {
-                aptix::PreparedStep::all().tools(step.catalog.without("nap"))
+                aptix::agent::PreparedStep::all().tools(step.catalog.without("nap"))
             };
             // The last request may not call tools at all.
             if step.iteration == 2 {
@@ -826,8 +827,8 @@ async fn a_steps_tool_choice_bounds_what_its_calls_run() {
             )
             .call_mode(mode)
             .prepare_step(|step| match step.iteration {
-                0 => aptix::PreparedStep::all().tool_choice(aptix::model::ToolChoice::None),
-                _ => aptix::PreparedStep::all()
+                0 => aptix::agent::PreparedStep::all().tool_choice(aptix::model::ToolChoice::None),
+                _ => aptix::agent::PreparedStep::all()
                     .tool_choice(aptix::model::ToolChoice::Tool("nap".into())),
             })
             .max_iterations(4)
@@ -867,7 +868,7 @@ async fn a_steps_tool_choice_bounds_what_its_calls_run() {
     }
 }
 
-fn summary(events: &[AgentEvent]) -> &aptix::RunSummary {
+fn summary(events: &[AgentEvent]) -> &aptix::agent::RunSummary {
     match events.last() {
         Some(AgentEvent::Done { summary, .. }) => summary,
         other => panic!("the last event is not Done: {other:?}"),
@@ -949,9 +950,9 @@ async fn the_summary_names_the_tools_prepare_step_offered_last() {
         .catalog(catalog.clone())
         .prepare_step(|step| {
             if step.calls_of("nap") == 0 {
-                aptix::PreparedStep::all()
+                aptix::agent::PreparedStep::all()
             } else {
-                aptix::PreparedStep::all().tools(step.catalog.without("nap"))
+                aptix::agent::PreparedStep::all().tools(step.catalog.without("nap"))
             }
         })
         .build()

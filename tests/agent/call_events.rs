@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use aptix::model::ToolCallDelta;
 use aptix::prelude::*;
-use aptix::{Agent, AgentEvent, Approval, Conversation, ExecutorKind, Input, ToolKind};
+use aptix::{
+    Agent, AgentEvent, Conversation, Input, agent::ToolKind, meta::Approval, meta::ExecutorKind,
+};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
 

@@ -491,21 +491,21 @@ pub struct VaultOutput {
 pub struct Vault<const DECLARED: bool>;
 
 impl<const DECLARED: bool> aptix::Tool for Vault<DECLARED> {
-    const META: aptix::ToolMeta = {
-        let mut meta = aptix::ToolMeta::new(
+    const META: aptix::meta::ToolMeta = {
+        let mut meta = aptix::meta::ToolMeta::new(
             "vault",
             "Test tool.",
             "Rotates keys.",
-            aptix::SourceLocation {
+            aptix::meta::SourceLocation {
                 file: "other_crate/src/lib.rs",
                 line: 7,
                 module_path: "other_crate",
             },
         );
         meta.redaction = if DECLARED {
-            aptix::Redaction::Deny(&[])
+            aptix::meta::Redaction::Deny(&[])
         } else {
-            aptix::Redaction::Undeclared
+            aptix::meta::Redaction::Undeclared
         };
         meta
     };
@@ -516,7 +516,7 @@ impl<const DECLARED: bool> aptix::Tool for Vault<DECLARED> {
     }
 }
 
-impl<const DECLARED: bool> aptix::ToolFn for Vault<DECLARED> {
+impl<const DECLARED: bool> aptix::tool::ToolFn for Vault<DECLARED> {
     type Returned = VaultOutput;
     async fn call(_args: VaultArgs, _ctx: &ToolContext) -> Result<VaultOutput, ToolError> {
         Ok(VaultOutput {
@@ -658,7 +658,7 @@ async fn a_refused_client_result_does_not_quote_a_secret() {
         .collect()
         .await;
     suspended(&first);
-    let ids = aptix::EnvelopeIds {
+    let ids = aptix::envelope::EnvelopeIds {
         tool_call_id: "s1".into(),
         conversation_id: Some("refused-client-result".into()),
         session_id: None,
@@ -666,7 +666,7 @@ async fn a_refused_client_result_does_not_quote_a_secret() {
     let secret = "SESSION-SECRET-5150";
     let bad = aptix::Envelope::ok(
         ids,
-        aptix::JsonText::from_serialize(&json!({ "session": [secret] }))
+        aptix::envelope::JsonText::from_serialize(&json!({ "session": [secret] }))
             .unwrap_or_else(|e| panic!("{e}")),
     );
     let second: Vec<AgentEvent> = agent
@@ -871,7 +871,7 @@ async fn mcp_calls_log_no_declared_secret_at_any_level() {
         );
         let mounted = aptix::mcp::McpToolset::in_process(server, "vaults")
             .elicitation(|_request| async {
-                aptix::mcp::ElicitationAnswer::Accept(json!({ "pin": "ELICITED-PIN-4242" }))
+                aptix::live::ElicitationAnswer::Accept(json!({ "pin": "ELICITED-PIN-4242" }))
             })
             .connect()
             .await

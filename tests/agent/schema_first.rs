@@ -6,8 +6,8 @@ use aptix::agent::CallMode;
 use aptix::model::ToolSpec;
 use aptix::prelude::*;
 use aptix::{
-    Activities, Agent, AgentEvent, Catalog, CatalogProblem, Conversation, DefinitionError, Dialect,
-    ErrorCode, ExecutorKind, Input, ToolEntry,
+    Agent, AgentEvent, Catalog, Conversation, Dialect, ErrorCode, Input, ToolEntry,
+    activity::Activities, catalog::CatalogProblem, meta::ExecutorKind, schema::DefinitionError,
 };
 use aptix_testkit::{Fake, FakeActivities, ScriptedModel, ScriptedTurn, ToolHarness};
 use futures_util::StreamExt;

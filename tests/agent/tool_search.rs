@@ -12,8 +12,8 @@ use aptix::model::{ChatRequest, NativeToolSearch};
 use aptix::store::SqliteStore;
 use aptix::tool_search::{SEARCH_TOOL, ToolIndex, revealed};
 use aptix::{
-    Agent, AgentEvent, Approval, Catalog, Conversation, Dialect, DoneReason, Input, ToolEntry,
-    ToolEntryBuilder, ToolSearch,
+    Agent, AgentEvent, Catalog, Conversation, Dialect, DoneReason, Input, ToolEntry,
+    catalog::ToolEntryBuilder, meta::Approval, tool_search::ToolSearch,
 };
 use aptix_testkit::mock_anthropic::{AnthropicTurn, MockAnthropicServer};
 use aptix_testkit::{ScriptedModel, ScriptedTurn, tool_results};
@@ -524,7 +524,7 @@ async fn the_providers_search_reveals_nothing_a_step_left_out() -> TestResult {
         .tool_search(ToolSearch::new().always_offer(["get_time"]))
         // Every step: only `get_time` may be called.
         .prepare_step(|step| {
-            aptix::PreparedStep::all().tools(
+            aptix::agent::PreparedStep::all().tools(
                 step.catalog
                     .only(["get_time"])
                     .unwrap_or_else(|error| panic!("{error}")),

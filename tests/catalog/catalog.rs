@@ -2,7 +2,7 @@
 
 use crate::{get_current_time, get_location, hello_world, send_email};
 
-use aptix::{Catalog, Dialect, ExecutorKind, Tool};
+use aptix::{Catalog, Dialect, Tool, meta::ExecutorKind};
 use get_current_time::GetCurrentTimeTool;
 use get_location::GetLocation;
 use hello_world::HelloWorldTool;
@@ -115,13 +115,13 @@ macro_rules! probe {
         pub struct $ty;
 
         impl aptix::Tool for $ty {
-            const META: aptix::ToolMeta = {
+            const META: aptix::meta::ToolMeta = {
                 #[allow(unused_mut)]
-                let mut meta = aptix::ToolMeta::new(
+                let mut meta = aptix::meta::ToolMeta::new(
                     "probe",
                     "Test tool.",
                     "Probes the fingerprint.",
-                    aptix::SourceLocation {
+                    aptix::meta::SourceLocation {
                         file: "probe.rs",
                         line: 1,
                         module_path: "probe",
@@ -137,7 +137,7 @@ macro_rules! probe {
             }
         }
 
-        impl aptix::ToolFn for $ty {
+        impl aptix::tool::ToolFn for $ty {
             type Returned = ();
             async fn call(
                 _args: NoArgs,
@@ -155,7 +155,10 @@ probe!(ReadOnly, annotations.read_only = true);
 probe!(Gentle, annotations.destructive = false);
 probe!(ClosedWorld, annotations.open_world = false);
 probe!(Idempotent, annotations.idempotent = true);
-probe!(Redacting, redaction = aptix::Redaction::Deny(&["/secret"]));
+probe!(
+    Redacting,
+    redaction = aptix::meta::Redaction::Deny(&["/secret"])
+);
 probe!(Timed, timeout = Some(std::time::Duration::from_secs(5)));
 probe!(
     Suspending,
@@ -247,7 +250,7 @@ fn tool_constants_match_the_declaration() {
         "Creates a friendly greeting using the user's name."
     );
     assert_eq!(HelloWorldTool::META.executor, ExecutorKind::Server);
-    assert_eq!(HelloWorldTool::META.approval, aptix::Approval::Auto);
+    assert_eq!(HelloWorldTool::META.approval, aptix::meta::Approval::Auto);
     assert_eq!(HelloWorldTool::META.timeout, None);
     assert_eq!(
         GetCurrentTimeTool::META.timeout,
@@ -255,14 +258,14 @@ fn tool_constants_match_the_declaration() {
     );
     assert_eq!(
         SendEmailTool::META.approval,
-        aptix::Approval::RequiresApproval
+        aptix::meta::Approval::RequiresApproval
     );
     assert!(HelloWorldTool::META.source.file.ends_with("hello_world.rs"));
 }
 
 /// A tool made at run time from `agent_hello_world`'s own schema, whose
 /// closure answers as the declared function does.
-fn hello_at_run_time() -> aptix::ToolEntryBuilder {
+fn hello_at_run_time() -> aptix::catalog::ToolEntryBuilder {
     let declared = HelloWorldTool::definition().unwrap_or_else(|e| panic!("{e}"));
     aptix::ToolEntry::from_json_schema(
         "hello_at_run_time",
@@ -435,7 +438,7 @@ fn deriving_a_catalog_refuses_what_building_refuses() {
     assert!(
         matches!(
             refused.problems.as_slice(),
-            [aptix::CatalogProblem::DuplicateName { name, .. }] if name == "agent_hello_world"
+            [aptix::catalog::CatalogProblem::DuplicateName { name, .. }] if name == "agent_hello_world"
         ),
         "{refused}"
     );

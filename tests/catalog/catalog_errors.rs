@@ -4,7 +4,7 @@
 //! reported at once, naming the tool, the type, the field and the source.
 
 use aptix::prelude::*;
-use aptix::{Catalog, CatalogProblem, DefinitionError};
+use aptix::{Catalog, catalog::CatalogProblem, schema::DefinitionError};
 
 /// Takes a bare string: not an object.
 #[agent_tool(name = "bare_string", usage = "Test tool.")]
@@ -83,11 +83,11 @@ pub struct Empty {}
 pub struct Impostor;
 
 impl aptix::Tool for Impostor {
-    const META: aptix::ToolMeta = aptix::ToolMeta::new(
+    const META: aptix::meta::ToolMeta = aptix::meta::ToolMeta::new(
         "shared_name",
         "Test tool.",
         "Another tool with the same name.",
-        aptix::SourceLocation {
+        aptix::meta::SourceLocation {
             file: "other_crate/src/lib.rs",
             line: 7,
             module_path: "other_crate",
@@ -100,7 +100,7 @@ impl aptix::Tool for Impostor {
     }
 }
 
-impl aptix::ToolFn for Impostor {
+impl aptix::tool::ToolFn for Impostor {
     type Returned = ();
     async fn call(_args: Empty, _ctx: &ToolContext) -> Result<(), ToolError> {
         Ok(())
@@ -223,11 +223,11 @@ macro_rules! hand_tool {
         pub struct $ty;
 
         impl aptix::Tool for $ty {
-            const META: aptix::ToolMeta = aptix::ToolMeta::new(
+            const META: aptix::meta::ToolMeta = aptix::meta::ToolMeta::new(
                 $name,
                 $usage,
                 $description,
-                aptix::SourceLocation {
+                aptix::meta::SourceLocation {
                     file: "hand/src/lib.rs",
                     line: 1,
                     module_path: "hand",
@@ -240,7 +240,7 @@ macro_rules! hand_tool {
             }
         }
 
-        impl aptix::ToolFn for $ty {
+        impl aptix::tool::ToolFn for $ty {
             type Returned = ();
             async fn call(_args: Empty, _ctx: &ToolContext) -> Result<(), ToolError> {
                 Ok(())

@@ -3,7 +3,7 @@
 
 use crate::{get_current_time, get_location, hello_world, live, schema_first, send_email};
 
-use aptix::{AwaitReason, ErrorCode, ToolContext};
+use aptix::{ErrorCode, ToolContext, meta::AwaitReason};
 use aptix_testkit::ToolHarness;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use aptix::prelude::*;
-use aptix::{AwaitReason, Catalog, ErrorCode, Executor, Outcome, ToolCall, ToolContext};
+use aptix::{Catalog, ErrorCode, Executor, Outcome, ToolCall, ToolContext, meta::AwaitReason};
 use aptix_testkit::ToolHarness;
 use serde_json::json;
 
@@ -373,7 +373,8 @@ async fn the_executor_default_timeout_applies_to_tools_without_their_own() {
         .unwrap_or_else(|e| panic!("{e}"));
     let executor = Executor::new(catalog).with_default_timeout(Some(Duration::from_millis(20)));
     let ctx = ToolContext::new();
-    let code = |execution: aptix::Execution| execution.envelope().and_then(|e| e.error_code());
+    let code =
+        |execution: aptix::executor::Execution| execution.envelope().and_then(|e| e.error_code());
     let nap = ToolCall::new("c1", "nap", r#"{"millis":1000}"#);
     assert_eq!(
         code(executor.execute(&nap, &ctx).await),
@@ -390,7 +391,7 @@ async fn the_executor_default_timeout_applies_to_tools_without_their_own() {
 
 #[tokio::test]
 async fn cancellation_stops_a_running_tool() {
-    let token = aptix::CancellationToken::new();
+    let token = aptix::context::CancellationToken::new();
     let harness = harness().with_context(ToolContext::new().with_cancellation(token.clone()));
     let cancel = async {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -406,7 +407,7 @@ async fn cancellation_stops_a_running_tool() {
 
 #[tokio::test]
 async fn a_cancelled_context_runs_nothing() {
-    let token = aptix::CancellationToken::new();
+    let token = aptix::context::CancellationToken::new();
     token.cancel();
     let harness = harness().with_context(ToolContext::new().with_cancellation(token));
     let result = harness

@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use aptix::executor::ToolCall;
 use aptix::prelude::*;
-use aptix::{Catalog, CatalogError, CatalogProblem, DefinitionError, Dialect, Executor, ToolEntry};
+use aptix::{
+    Catalog, Dialect, Executor, ToolEntry, catalog::CatalogError, catalog::CatalogProblem,
+    schema::DefinitionError,
+};
 use serde_json::{Map, Value, json};
 
 /// Far longer than any bounded answer takes in a debug build on a loaded
@@ -36,7 +39,7 @@ async fn never_run(_: Value, _: ToolContext) -> Result<Value, ToolError> {
     Ok(json!("ran"))
 }
 
-fn entry(name: &str, parameters: Value) -> aptix::ToolEntryBuilder {
+fn entry(name: &str, parameters: Value) -> aptix::catalog::ToolEntryBuilder {
     ToolEntry::from_json_schema(
         name,
         "Test tool.",
@@ -284,7 +287,10 @@ fn inline_bomb(refs: usize, fields: usize) -> Value {
     })
 }
 
-fn lowered_bytes(parameters: &Value, dialect: Dialect) -> Result<usize, aptix::DialectError> {
+fn lowered_bytes(
+    parameters: &Value,
+    dialect: Dialect,
+) -> Result<usize, aptix::schema::DialectError> {
     let parameters = parameters.clone();
     within_hang("lowering", move || {
         aptix::schema::dialect::lower(dialect, &parameters).map(|lowered| lowered.to_string().len())

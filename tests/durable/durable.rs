@@ -18,7 +18,7 @@ use aptix::prelude::*;
 use aptix::store::{CallRecord, CallState, ConversationStatus, Step, Store};
 use aptix::transcript::Message;
 use aptix::{
-    Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
+    Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, durable::ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
@@ -1174,12 +1174,12 @@ async fn ran_and_recorded(
     attachments: Vec<Content>,
 ) {
     let stored = aptix::Envelope::ok(
-        aptix::EnvelopeIds {
+        aptix::envelope::EnvelopeIds {
             tool_call_id: tool_call_id.into(),
             conversation_id: Some(conversation_id.into()),
             session_id: None,
         },
-        aptix::JsonText::from_serialize(&result).unwrap_or_else(|e| panic!("{e}")),
+        aptix::envelope::JsonText::from_serialize(&result).unwrap_or_else(|e| panic!("{e}")),
     )
     .with_attachments(attachments)
     .to_stored_json();

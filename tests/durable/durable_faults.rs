@@ -32,7 +32,7 @@ use aptix::store::{
 use aptix::transcript::Message;
 use aptix::{
     Agent, AgentEvent, Catalog, Conversation, DoneReason, DurableAgent, Envelope, Input,
-    Resolution, ResolveError,
+    Resolution, durable::ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;

@@ -44,7 +44,7 @@ use aptix::prelude::*;
 use aptix::store::{CallState, ConversationStatus, Step, Store};
 use aptix::transcript::Message;
 use aptix::{
-    Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, ResolveError,
+    Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, Resolution, durable::ResolveError,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;

@@ -39,7 +39,9 @@ use aptix::prelude::*;
 use aptix::store::{CallRecord, CallState, ConversationStatus, MemoryStore, SqliteStore, Step};
 use aptix::store::{Store, StoredConversation};
 use aptix::transcript::Message;
-use aptix::{Agent, AgentEvent, Catalog, Dialect, DoneReason, Input, Resolution, ResolveError};
+use aptix::{
+    Agent, AgentEvent, Catalog, Dialect, DoneReason, Input, Resolution, durable::ResolveError,
+};
 use aptix_testkit::faulty_store::{Fault, FaultyStore, StoreOp};
 use futures_util::StreamExt;
 use proptest::prelude::*;
@@ -645,7 +647,7 @@ impl Harness {
                 .shared_model(self.model.clone())
                 .catalog(catalog())
                 .prepare_step(|step| {
-                    aptix::PreparedStep::all().tools(step.catalog.without("unoffered_op"))
+                    aptix::agent::PreparedStep::all().tools(step.catalog.without("unoffered_op"))
                 })
                 .tool_search(aptix::tool_search::ToolSearch::local().always_offer(always_offered()))
                 .max_calls_per_turn(CALLS_PER_TURN)

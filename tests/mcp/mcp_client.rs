@@ -13,14 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aptix::executor::{Outcome, ToolCall};
-use aptix::mcp::{
-    ElicitationAnswer, ElicitationRequest, McpLock, McpServer, McpTools, McpToolset, RefusedTool,
-    RequireApproval,
-};
+use aptix::live::{ElicitationAnswer, ElicitationRequest};
+use aptix::mcp::{McpLock, McpServer, McpTools, McpToolset, RefusedTool, RequireApproval};
 use aptix::prelude::*;
 use aptix::{Agent, AgentEvent, Conversation, Input};
 use aptix::{
-    Approval, AwaitReason, CancellationToken, Catalog, Envelope, ErrorCode, Executor, ToolEntry,
+    Catalog, Envelope, ErrorCode, Executor, ToolEntry, context::CancellationToken, meta::Approval,
+    meta::AwaitReason,
 };
 use aptix_testkit::{ScriptedModel, ScriptedTurn, assert_catalog_valid};
 use futures_util::StreamExt;
@@ -839,7 +838,7 @@ async fn a_remote_tool_with_a_secret_looking_field_shows_no_values() {
         json!({"type": "object", "properties": {"user": {"type": "string", "description": "Who."}, "api_key": {"type": "string", "description": "Their key."}}, "required": ["user", "api_key"], "additionalProperties": false}),
         |_args: Value, _ctx| async move { Ok(json!("in")) },
     )
-    .redaction(aptix::Redaction::Deny(&["/api_key"]));
+    .redaction(aptix::meta::Redaction::Deny(&["/api_key"]));
     let server = McpServer::new(assert_catalog_valid(
         aptix::tools![AddNumbersTool].entry(login),
     ));
@@ -853,18 +852,18 @@ async fn a_remote_tool_with_a_secret_looking_field_shows_no_values() {
     };
     assert_eq!(
         redaction(&tools, "login"),
-        Some(aptix::Redaction::Allow(&[]))
+        Some(aptix::meta::Redaction::Allow(&[]))
     );
     assert_eq!(
         redaction(&tools, "add_numbers"),
-        Some(aptix::Redaction::Undeclared)
+        Some(aptix::meta::Redaction::Undeclared)
     );
     // `hide_values` hides every tool's.
     let server = McpServer::new(assert_catalog_valid(aptix::tools![AddNumbersTool]));
     let hidden = connected(McpToolset::in_process(server, "theirs").hide_values()).await;
     assert_eq!(
         redaction(&hidden, "add_numbers"),
-        Some(aptix::Redaction::Allow(&[]))
+        Some(aptix::meta::Redaction::Allow(&[]))
     );
 }
 

@@ -450,7 +450,7 @@ async fn an_elicitation_flood_is_asked_within_its_budget() {
     let counted = asked.clone();
     let tools = connect(toolset(&server).elicitation(move |_request| {
         counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        async { aptix::mcp::ElicitationAnswer::Decline }
+        async { aptix::live::ElicitationAnswer::Decline }
     }))
     .await
     .unwrap_or_else(|error| panic!("connect: {error}"));

@@ -8,7 +8,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use aptix::Catalog;
-use aptix::mcp::{Content, McpLog, McpServer, Sampling};
+use aptix::Content;
+use aptix::mcp::{McpLog, McpServer, Sampling};
 use aptix::prelude::*;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use aptix_core::Dialect;
+use aptix_core::model::HttpPolicy;
+use aptix_core::model::adapter::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::anthropic::Anthropic;
-use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
-use aptix_core::model::http::HttpPolicy;
 use aptix_core::model::{
     ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ModelStream, ToolChoice,
     ToolSpec, Usage,

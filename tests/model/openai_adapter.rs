@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use aptix::prelude::*;
 use aptix::{Dialect, ToolDefinition};
-use aptix_core::model::assembly::{AssembledTurn, CallStatus, TurnAssembler};
-use aptix_core::model::http::HttpPolicy;
+use aptix_core::model::HttpPolicy;
+use aptix_core::model::adapter::{AssembledTurn, CallStatus, TurnAssembler};
 use aptix_core::model::openai::OpenAiChat;
 use aptix_core::model::{
     ChatModel, ChatRequest, FinishReason, ModelError, ModelEvent, ToolChoice, ToolSpec, Usage,

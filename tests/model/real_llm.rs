@@ -11,7 +11,7 @@ use aptix::agent::CallMode;
 use aptix::model::ToolChoice;
 use aptix::model::openai::{OpenAiChat, StructuredOutput};
 use aptix::transcript::Message;
-use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, PreparedStep};
+use aptix::{Agent, AgentEvent, Catalog, Conversation, DoneReason, Input, agent::PreparedStep};
 use futures_util::StreamExt;
 use hello_world::HelloWorldTool;
 

@@ -24,11 +24,11 @@ pub struct Other {
 
 fn main() {
     // The activity reads another type than the tool's arguments.
-    let _ = aptix::Activities::new()
+    let _ = aptix::activity::Activities::new()
         .bind::<Sentiment, _, _>(|args: Other, _ctx| async move {
             Ok(Verdict { label: args.n.to_string() })
         });
     // The activity returns another type than the tool's output.
-    let _ = aptix::Activities::new()
+    let _ = aptix::activity::Activities::new()
         .bind::<Sentiment, _, _>(|args: Sentiment, _ctx| async move { Ok(args.text) });
 }

@@ -25,7 +25,7 @@
 //!   string result as its text, unquoted), and as `structuredContent` when
 //!   the result is a JSON object (MCP wants an object there; non-object
 //!   results are never wrapped, so that `outputSchema` always describes
-//!   `structuredContent` as is). A tool that returns [`Content`] or
+//!   `structuredContent` as is). A tool that returns [`Content`](crate::content::Content) or
 //!   `Vec<Content>` gets its blocks (text, image, audio, embedded resource)
 //!   sent as they are instead.
 //! * **Errors**: every failure of a call the executor ran (invalid arguments,
@@ -80,11 +80,10 @@ use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::executor::Executor;
 
-pub use crate::content::{Content, ResourceContents, ToolReturn};
 #[cfg(feature = "mcp-client")]
 pub use client::{
-    ElicitationAnswer, ElicitationReply, ElicitationRequest, Elicitor, McpClientError, McpLimits,
-    McpLock, McpTools, McpToolset, PinnedTool, RefusedTool, RequireApproval,
+    Elicitor, McpClientError, McpLimits, McpLock, McpTools, McpToolset, PinnedTool, RefusedTool,
+    RequireApproval,
 };
 #[cfg(all(feature = "mcp-client", feature = "cli"))]
 pub(crate) use client::{program_label as client_program_label, url_label as client_url_label};

@@ -6,7 +6,7 @@
 //! come, and each `tool_use` content block as [`ToolCallDelta`]s keyed by
 //! the block's `index` (its id and name when the block opens, then every
 //! `input_json_delta.partial_json` piece verbatim). Joining those pieces and
-//! deciding whether a call is complete is [`super::assembly`]'s job; nothing
+//! deciding whether a call is complete is [`super::adapter::TurnAssembler`]'s job; nothing
 //! here parses tool arguments out of a stream.
 //!
 //! The event sequence Anthropic sends, and what each becomes:

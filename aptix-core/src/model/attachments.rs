@@ -12,7 +12,8 @@ pub(crate) enum Attachment<'a> {
     /// A PNG, JPEG, GIF or WebP image (what both providers take), from an
     /// image block or a binary resource.
     Image { data: &'a str, mime_type: &'a str },
-    /// An audio clip.
+    /// An audio clip (only OpenAI's chat API takes one).
+    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
     Audio { data: &'a str, mime_type: &'a str },
     /// A text resource.
     TextDocument { uri: &'a str, text: &'a str },
@@ -84,6 +85,7 @@ pub(crate) fn is_blank_text(content: &Content) -> bool {
 }
 
 /// A `data:` URL of base64 bytes.
+#[cfg(feature = "openai")]
 pub(crate) fn data_url(mime_type: &str, base64: &str) -> String {
     format!("data:{mime_type};base64,{base64}")
 }

@@ -4,17 +4,31 @@
 //! lowered to the model's [`Dialect`]; the answer is a stream of
 //! [`ModelEvent`]s. Adapters translate their provider's wire format into
 //! these events and nothing more: assembling streamed tool calls happens in
-//! one place for every provider, [`assembly`].
+//! one place for every provider, [`adapter::TurnAssembler`].
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
-pub mod assembly;
+pub(crate) mod assembly;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod attachments;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
-pub mod http;
+pub(crate) mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
+
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub use http::{ERROR_BODY_LIMIT, HttpPolicy};
+
+/// What an adapter of one's own builds on: the tool-call assembler every
+/// adapter here feeds its provider's deltas to, so ids, names, argument
+/// text and the turn's limits are handled once for all of them. A user who
+/// only runs agents never needs it.
+pub mod adapter {
+    pub use super::assembly::{
+        AssembledCall, AssembledTurn, CallSeen, CallStatus, TurnAssembler, TurnLimitExceeded,
+        TurnLimits,
+    };
+}
 
 use std::pin::Pin;
 

@@ -6,7 +6,7 @@
 //! prefix: any member without one is a parameter. Aptix keeps the rule, so
 //! a parameter can never be mistaken for a meta field: a definition whose
 //! arguments have a top-level member starting with `_` is refused
-//! ([`check_parameter_names`]), at compile time for a struct the macro sees.
+//! (`check_parameter_names`), at compile time for a struct the macro sees.
 //!
 //! A definition's `parameters` never contain meta fields: what an
 //! application reads stays the same whether a tool runs latent or through

@@ -36,7 +36,7 @@ fn main() {
         read,
         Some((
             Some("Read a file"),
-            aptix::Annotations {
+            aptix::meta::Annotations {
                 read_only: true,
                 destructive: true,
                 idempotent: false,
@@ -52,7 +52,7 @@ fn main() {
         delete,
         Some((
             None,
-            aptix::Annotations {
+            aptix::meta::Annotations {
                 read_only: false,
                 destructive: true,
                 idempotent: true,

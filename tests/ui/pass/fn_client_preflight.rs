@@ -37,5 +37,5 @@ async fn open_file(args: OpenFile) -> Result<OpenFilePayload, ToolError> {
 }
 
 fn main() {
-    assert_eq!(OpenFileTool::META.executor, aptix::ExecutorKind::Client);
+    assert_eq!(OpenFileTool::META.executor, aptix::meta::ExecutorKind::Client);
 }

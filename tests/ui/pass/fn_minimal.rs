@@ -17,8 +17,8 @@ fn main() {
     assert_eq!(GreetTool::NAME, "greet");
     assert_eq!(GreetTool::META.usage, "Call to greet.");
     assert_eq!(GreetTool::META.description, "Greets.");
-    assert_eq!(GreetTool::META.executor, aptix::ExecutorKind::Server);
-    assert_eq!(GreetTool::META.approval, aptix::Approval::Auto);
+    assert_eq!(GreetTool::META.executor, aptix::meta::ExecutorKind::Server);
+    assert_eq!(GreetTool::META.approval, aptix::meta::Approval::Auto);
     assert_eq!(GreetTool::META.timeout, None);
     let _ = greet;
 }

@@ -34,6 +34,6 @@ fn main() {
     assert_eq!(HelloWorldTool::NAME, "agent_hello_world");
     assert_eq!(
         HelloWorldTool::META.approval,
-        aptix::Approval::RequiresApproval
+        aptix::meta::Approval::RequiresApproval
     );
 }

@@ -65,7 +65,7 @@ async fn login(args: Login) -> Result<String, ToolError> {
 }
 
 fn main() {
-    use aptix::Redaction;
+    use aptix::meta::Redaction;
     assert_eq!(<FillForm as Tool>::META.redaction, Redaction::Deny(&[]));
     assert_eq!(
         <SignIn as Tool>::META.redaction,

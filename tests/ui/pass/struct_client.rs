@@ -22,5 +22,5 @@ pub struct ReadSelection {
 
 fn main() {
     assert_eq!(ReadSelection::NAME, "read-selection");
-    assert_eq!(ReadSelection::META.executor, aptix::ExecutorKind::Client);
+    assert_eq!(ReadSelection::META.executor, aptix::meta::ExecutorKind::Client);
 }

@@ -21,5 +21,5 @@ pub struct Confirm {
 }
 
 fn main() {
-    assert_eq!(Confirm::META.executor, aptix::ExecutorKind::Human);
+    assert_eq!(Confirm::META.executor, aptix::meta::ExecutorKind::Human);
 }

@@ -69,9 +69,9 @@ fn main() {
     assert_eq!(PageOps::META.activity, Some("deliver"));
     assert_eq!(Guess::META.activity, Some(""));
     assert_eq!(Sentiment::META.activity, None);
-    assert_eq!(Sentiment::META.executor, aptix::ExecutorKind::Latent);
-    assert_eq!(SendEmail::META.executor, aptix::ExecutorKind::Latent);
-    let activities = aptix::Activities::new()
+    assert_eq!(Sentiment::META.executor, aptix::meta::ExecutorKind::Latent);
+    assert_eq!(SendEmail::META.executor, aptix::meta::ExecutorKind::Latent);
+    let activities = aptix::activity::Activities::new()
         .bind::<Sentiment, _, _>(|args, _ctx| async move {
             Ok(Verdict { label: if args.text.is_empty() { "neutral".into() } else { "positive".into() } })
         });

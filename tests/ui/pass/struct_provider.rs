@@ -13,5 +13,5 @@ pub struct WebSearch {
 }
 
 fn main() {
-    assert_eq!(WebSearch::META.executor, aptix::ExecutorKind::Provider);
+    assert_eq!(WebSearch::META.executor, aptix::meta::ExecutorKind::Provider);
 }

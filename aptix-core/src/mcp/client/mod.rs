@@ -61,13 +61,13 @@ use crate::catalog::ToolEntry;
 use crate::meta::SourceLocation;
 use crate::schema::Dialect;
 
-pub use crate::live::{ElicitationAnswer, ElicitationReply, ElicitationRequest};
 pub use events::Elicitor;
 pub use limits::McpLimits;
 pub use lock::{McpLock, PinnedTool};
 
 use events::Hub;
 use link::{Endpoint, Link};
+#[cfg(feature = "cli")]
 pub(crate) use link::{program_label, url_label};
 
 /// Which of a server's tools need a person's approval for each call.
