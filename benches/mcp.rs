@@ -309,6 +309,9 @@ async fn connect(server: Server, transport: Transport) -> Connection {
                     (format!("http://{local}/mcp"), Guard::RmcpHttp(stop, task))
                 }
             };
+            // reqwest is built without a TLS provider (no aws-lc C build):
+            // ring's, as the library installs before its own clients.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
             let client = ok(().serve(transport).await, "client over HTTP");
             Connection { client, guard }

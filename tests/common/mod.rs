@@ -13,6 +13,27 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) use stores::{Backend, StoreAt, TempDb, on_every_store, pg_url, store};
 
+/// Makes ring the process's rustls provider (the library does the same
+/// before its own clients): reqwest is built without one, so the test build
+/// compiles no C crypto. Call it before building an HTTP client of rmcp's.
+pub(crate) fn install_tls() {
+    // An error means a provider is installed already, which is all we need.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A builder for a test's own HTTP requests, with TLS that works.
+pub(crate) fn http_client_builder() -> reqwest::ClientBuilder {
+    install_tls();
+    reqwest::Client::builder()
+}
+
+/// A test's own HTTP client.
+pub(crate) fn http_client() -> reqwest::Client {
+    http_client_builder()
+        .build()
+        .unwrap_or_else(|e| panic!("an HTTP client: {e}"))
+}
+
 /// An id no other test of this run uses.
 pub(crate) fn uuid() -> String {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);

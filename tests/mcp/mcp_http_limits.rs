@@ -114,7 +114,7 @@ async fn polite_initialize_over(server: &HttpServer, h2: bool) -> (u16, Option<S
 }
 
 async fn polite_initialize_at(url: &str, h2: bool) -> (u16, Option<String>) {
-    let mut client = reqwest::Client::builder();
+    let mut client = crate::common::http_client_builder();
     if h2 {
         client = client.http2_prior_knowledge();
     }
@@ -371,7 +371,7 @@ async fn initialized_session_at(url: &str) -> String {
     let (status, session) = polite_initialize_at(url, false).await;
     assert_eq!(status, 200);
     let session = session.unwrap_or_else(|| panic!("no session id"));
-    let status = reqwest::Client::new()
+    let status = crate::common::http_client()
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("mcp-session-id", &session)
@@ -487,7 +487,7 @@ async fn closing_a_session_ends_its_sse_streams() {
     let session = initialized_session(&server).await;
     let (mut stream, head) = open_stream(&server, &session, true).await;
     assert_eq!(status_of(&head), "200", "{head}");
-    let deleted = reqwest::Client::new()
+    let deleted = crate::common::http_client()
         .delete(server.url())
         .header("mcp-session-id", &session)
         .header("mcp-protocol-version", "2025-06-18")
@@ -640,7 +640,7 @@ async fn ipv6_loopback_peers_are_not_limited_per_peer() {
 /// The status of a `ping` in `session`: 200 while the session is open, 404
 /// once it is closed.
 async fn ping_at(url: &str, session: &str) -> u16 {
-    let request = reqwest::Client::new()
+    let request = crate::common::http_client()
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("mcp-session-id", session)
@@ -784,7 +784,7 @@ async fn a_recently_used_session_is_not_closed_to_make_room() {
         assert_eq!(ping_at(&url, session).await, 200);
     }
     // Closing one makes room.
-    let deleted = reqwest::Client::new()
+    let deleted = crate::common::http_client()
         .delete(&url)
         .header("mcp-session-id", &sessions[0])
         .header("mcp-protocol-version", "2025-06-18")
@@ -818,7 +818,7 @@ async fn a_zero_window_http2_peer_cannot_hold_its_connection() {
     // One slot: an HTTP/2 SSE stream, open past the send timeout while it
     // waits for events (not to be sent).
     let session = initialized_session(&server).await;
-    let events_client = reqwest::Client::builder()
+    let events_client = crate::common::http_client_builder()
         .http2_prior_knowledge()
         .build()
         .unwrap_or_else(|error| panic!("{error}"));
@@ -837,7 +837,7 @@ async fn a_zero_window_http2_peer_cannot_hold_its_connection() {
     // byte of any answer's body.
     let mut held = Vec::new();
     for _ in 0..4 {
-        let client = reqwest::Client::builder()
+        let client = crate::common::http_client_builder()
             .http2_prior_knowledge()
             .http2_initial_stream_window_size(0)
             .build()
@@ -867,7 +867,7 @@ async fn a_zero_window_http2_peer_cannot_hold_its_connection() {
     }
     // The stream, older than they, is still open: closing its session
     // ends it cleanly, where a dropped connection would fail it.
-    let deleted = reqwest::Client::new()
+    let deleted = crate::common::http_client()
         .delete(server.url())
         .header("mcp-session-id", &session)
         .header("mcp-protocol-version", "2025-06-18")

@@ -547,7 +547,10 @@ async fn streamable_http_serves_and_elicits() {
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
         .await
         .unwrap_or_else(|error| panic!("{error}"));
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(server.url());
+    let transport = {
+        crate::common::install_tls();
+        rmcp::transport::StreamableHttpClientTransport::from_uri(server.url())
+    };
     let client = TestClient::new(true, Person::Accept(json!({"approve": true})))
         .serve(transport)
         .await
@@ -590,7 +593,7 @@ async fn http_refuses_foreign_hosts_and_origins() {
             "clientInfo": {"name": "raw", "version": "0"}
         }
     });
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client();
     let post = |host: String, origin: Option<String>| {
         let mut request = http
             .post(server.url())
@@ -1225,7 +1228,7 @@ async fn http_refuses_sessions_beyond_max_sessions() {
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
         .await
         .unwrap_or_else(|error| panic!("{error}"));
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client();
     let mut sessions = Vec::new();
     for _ in 0..3 {
         let (status, session, body) = initialize_session(&http, &server).await;
@@ -1266,7 +1269,7 @@ async fn http_closes_sessions_that_never_finish_initialization() {
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
         .await
         .unwrap_or_else(|error| panic!("{error}"));
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client();
     let (status, _, body) = initialize_session(&http, &server).await;
     assert_eq!(status, 200, "{body}");
     let (status, _, _) = initialize_session(&http, &server).await;
