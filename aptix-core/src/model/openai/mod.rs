@@ -25,6 +25,9 @@
 //! * the body ends without `[DONE]` (some servers omit it): `Finish` if a
 //!   `finish_reason` was seen, [`ModelError::Incomplete`] otherwise.
 //! * the connection breaks: [`ModelError::Transport`], never a `Finish`.
+//!
+//! [`ModelEvent`]: super::ModelEvent
+//! [`ModelEvent::Finish`]: super::ModelEvent::Finish
 
 mod request;
 mod stream;
