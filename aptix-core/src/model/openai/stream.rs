@@ -1,0 +1,291 @@
+//! The response half of the adapter: the SSE stream's data lines decoded
+//! into [`ModelEvent`]s, leniently, ending the turn as the module
+//! documentation describes. Tool-call deltas pass through unparsed; the
+//! assembler in [`crate::model::assembly`] builds the calls.
+
+use futures_util::{Stream, StreamExt, stream};
+use serde_json::{Map, Value};
+
+use crate::model::http::SseEvent;
+use crate::model::{FinishReason, ModelError, ModelEvent, ToolCallDelta, Usage};
+
+/// How much of an offending data line an error message quotes.
+const QUOTE_CHARS: usize = 200;
+
+/// Turns the response's events into model events, ending after the first
+/// `Finish` or error.
+pub(super) fn decode<S>(
+    events: S,
+    span: tracing::Span,
+) -> impl Stream<Item = Result<ModelEvent, ModelError>> + Send
+where
+    S: Stream<Item = Result<SseEvent, ModelError>> + Send,
+{
+    let state = (Box::pin(events), ChunkDecoder::default(), false);
+    stream::unfold(state, move |(mut events, mut decoder, ended)| {
+        let span = span.clone();
+        async move {
+            if ended {
+                return None;
+            }
+            let step = match events.next().await {
+                Some(Ok(event)) => decoder.on_data(&event.data),
+                Some(Err(error)) => Step::end(Vec::new(), Err(error)),
+                None => decoder.on_end(),
+            };
+            span.in_scope(|| match step.events.last() {
+                Some(Ok(ModelEvent::Finish { reason, usage })) if step.ended => {
+                    tracing::debug!(?reason, ?usage, "chat completion finished");
+                }
+                Some(Err(error)) => tracing::debug!(%error, "chat completion stream failed"),
+                _ => {}
+            });
+            Some((step.events, (events, decoder, step.ended)))
+        }
+    })
+    .flat_map(stream::iter)
+}
+
+/// What one SSE event produced.
+#[derive(Debug, PartialEq)]
+pub(super) struct Step {
+    pub(super) events: Vec<Result<ModelEvent, ModelError>>,
+    /// Whether the turn is over (finished or failed).
+    pub(super) ended: bool,
+}
+
+impl Step {
+    fn more(events: Vec<Result<ModelEvent, ModelError>>) -> Self {
+        Step {
+            events,
+            ended: false,
+        }
+    }
+
+    fn end(
+        mut events: Vec<Result<ModelEvent, ModelError>>,
+        last: Result<ModelEvent, ModelError>,
+    ) -> Self {
+        events.push(last);
+        Step {
+            events,
+            ended: true,
+        }
+    }
+}
+
+/// The little a stream must remember between chunks: never the calls
+/// themselves, which are the assembler's business.
+#[derive(Debug, Default)]
+pub(super) struct ChunkDecoder {
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+    saw_tool_call: bool,
+}
+
+impl ChunkDecoder {
+    /// Decodes the data of one SSE event.
+    pub(super) fn on_data(&mut self, data: &str) -> Step {
+        let data = data.trim();
+        if data.is_empty() {
+            return Step::more(Vec::new());
+        }
+        if data == "[DONE]" {
+            let reason = self.finish_reason.take().unwrap_or(if self.saw_tool_call {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            });
+            return Step::end(Vec::new(), Ok(self.finish(reason)));
+        }
+        let chunk = match serde_json::from_str::<Value>(data) {
+            Ok(Value::Object(chunk)) => chunk,
+            Ok(_) => {
+                return Step::end(
+                    Vec::new(),
+                    Err(ModelError::Protocol(format!(
+                        "a chunk is not a JSON object: {}",
+                        quote(data)
+                    ))),
+                );
+            }
+            Err(error) => {
+                return Step::end(
+                    Vec::new(),
+                    Err(ModelError::Protocol(format!(
+                        "a data line is not JSON ({error}): {}",
+                        quote(data)
+                    ))),
+                );
+            }
+        };
+        if let Some(error) = chunk.get("error").filter(|error| !error.is_null()) {
+            return Step::end(
+                Vec::new(),
+                Err(ModelError::Protocol(format!(
+                    "the provider reported an error: {}",
+                    provider_error(error)
+                ))),
+            );
+        }
+        let mut events = Vec::new();
+        if let Some(choice) = first_choice(&chunk) {
+            if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
+                self.read_delta(delta, &mut events);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(finish_reason(reason));
+            }
+        }
+        if let Some(usage) = chunk.get("usage").and_then(Value::as_object) {
+            let tokens = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+            self.usage = Some(Usage {
+                input_tokens: tokens("prompt_tokens"),
+                output_tokens: tokens("completion_tokens"),
+            });
+        }
+        Step::more(events)
+    }
+
+    fn read_delta(
+        &mut self,
+        delta: &Map<String, Value>,
+        events: &mut Vec<Result<ModelEvent, ModelError>>,
+    ) {
+        if let Some(text) = delta.get("content").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            events.push(Ok(ModelEvent::TextDelta(text.to_owned())));
+        }
+        let tool_calls = delta.get("tool_calls").and_then(Value::as_array);
+        if let Some(calls) = tool_calls {
+            for (position, call) in calls.iter().enumerate() {
+                let Some(call) = call.as_object() else {
+                    continue;
+                };
+                // Servers that leave out `index` send one call per array.
+                let index = call
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .and_then(|index| usize::try_from(index).ok())
+                    .unwrap_or(position);
+                let function = call.get("function").and_then(Value::as_object);
+                self.push_call(
+                    index,
+                    call.get("id").and_then(Value::as_str),
+                    function,
+                    events,
+                );
+            }
+        }
+        // The deprecated `functions` API: one call, no id. Some servers
+        // (llama.cpp's) send it beside `tool_calls` with the same pieces, so
+        // it counts only when `tool_calls` is absent, or the arguments double.
+        if tool_calls.is_none()
+            && let Some(function) = delta.get("function_call").and_then(Value::as_object)
+        {
+            self.push_call(0, None, Some(function), events);
+        }
+    }
+
+    fn push_call(
+        &mut self,
+        index: usize,
+        id: Option<&str>,
+        function: Option<&Map<String, Value>>,
+        events: &mut Vec<Result<ModelEvent, ModelError>>,
+    ) {
+        let name = function
+            .and_then(|function| function.get("name"))
+            .and_then(Value::as_str);
+        let arguments = match function.and_then(|function| function.get("arguments")) {
+            Some(Value::String(text)) => text.clone(),
+            None | Some(Value::Null) => String::new(),
+            // A server that sends the arguments as an object: its JSON text.
+            Some(other) => other.to_string(),
+        };
+        if id.is_none() && name.is_none() && arguments.is_empty() {
+            return;
+        }
+        self.saw_tool_call = true;
+        events.push(Ok(ModelEvent::ToolCallDelta(ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments,
+        })));
+    }
+
+    /// The body ended without `[DONE]`.
+    pub(super) fn on_end(&mut self) -> Step {
+        let last = match self.finish_reason.take() {
+            Some(reason) => Ok(self.finish(reason)),
+            None => Err(ModelError::Incomplete),
+        };
+        Step::end(Vec::new(), last)
+    }
+
+    fn finish(&mut self, reason: FinishReason) -> ModelEvent {
+        ModelEvent::Finish {
+            reason,
+            usage: self.usage.take(),
+        }
+    }
+}
+
+/// The choice with index 0 (the only one unless `n` > 1 was asked for).
+fn first_choice(chunk: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    chunk
+        .get("choices")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(Value::as_object)
+        .find(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "length" => FinishReason::Length,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// The provider's message from an `error` value: OpenAI's
+/// `{"message", "type", "code"}`, a bare string, or whatever else it is.
+fn provider_error(error: &Value) -> String {
+    match error {
+        Value::String(message) => message.clone(),
+        Value::Object(object) => {
+            let message = object
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| quote(&error.to_string()), str::to_owned);
+            let details: Vec<String> = ["type", "code"]
+                .iter()
+                .filter_map(|key| match object.get(*key) {
+                    Some(Value::String(text)) => Some(format!("{key} {text}")),
+                    Some(Value::Number(number)) => Some(format!("{key} {number}")),
+                    _ => None,
+                })
+                .collect();
+            if details.is_empty() {
+                message
+            } else {
+                format!("{message} ({})", details.join(", "))
+            }
+        }
+        other => quote(&other.to_string()),
+    }
+}
+
+/// The start of `text`, for an error message.
+fn quote(text: &str) -> String {
+    let mut quoted: String = text.chars().take(QUOTE_CHARS).collect();
+    if quoted.len() < text.len() {
+        quoted.push('…');
+    }
+    quoted
+}
