@@ -7,7 +7,7 @@
 //! chunk into [`ModelEvent`]s: text deltas, tool-call deltas exactly as they
 //! arrive (per `index`, arguments unparsed), and one final
 //! [`ModelEvent::Finish`]. Tool calls are assembled in one place for every
-//! provider, [`super::assembly`]; nothing here parses arguments.
+//! provider, [`super::adapter::TurnAssembler`]; nothing here parses arguments.
 //!
 //! Leniency: OpenAI-compatible servers differ in the details, so every field
 //! of a chunk is optional and a field of an unexpected type is treated as

@@ -1,7 +1,7 @@
 //! The response half of the adapter: the SSE stream's data lines decoded
 //! into [`ModelEvent`]s, leniently, ending the turn as the module
 //! documentation describes. Tool-call deltas pass through unparsed; the
-//! assembler in [`crate::model::assembly`] builds the calls.
+//! assembler ([`crate::model::adapter::TurnAssembler`]) builds the calls.
 
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Map, Value};
