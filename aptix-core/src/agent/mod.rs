@@ -45,6 +45,8 @@ mod search;
 mod steer;
 mod step;
 mod summary;
+mod turn;
+mod turn_calls;
 
 pub(crate) use approval::arguments_hash;
 pub use approval::{ApprovalCall, ApprovalDecision, ApprovalPolicy};

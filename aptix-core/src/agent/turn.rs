@@ -1,0 +1,223 @@
+//! One model turn: the step's request sent, its stream read (the run's
+//! cancellation first, then the model's time limit, then the model's
+//! events) and assembled into the assistant message the transcript gets,
+//! with the events a reader sees while the turn forms (text, calls
+//! opening). A stage of the loop in `run.rs`, kept apart because it is
+//! the one place the model is waited on.
+
+use std::ops::ControlFlow;
+use std::pin::pin;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use super::run::{Scope, StepRequest};
+use super::{Agent, AgentEvent, DoneReason, call_ids, composed};
+use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler};
+use crate::model::{ChatRequest, ModelError, Usage};
+use crate::transcript::{AssistantToolCall, Conversation, Message};
+
+impl Agent {
+    /// Asks the model for the turn of `request`, appends it to
+    /// `conversation` as an assistant message, and hands it back: its
+    /// calls, with a unique id each, their reasons still in their
+    /// arguments. `Break`: why the run ends (cancelled, the model's time
+    /// limit, a model error, a limit of the turn).
+    pub(super) async fn model_turn(
+        &self,
+        request: &StepRequest,
+        conversation: &mut Conversation,
+        scope: &Scope,
+        usage: &mut Usage,
+    ) -> ControlFlow<DoneReason, AssembledTurn> {
+        let inner = &*self.inner;
+        let out = &scope.out;
+        let catalog = inner.executor.catalog();
+        // The fingerprint of the tools this request offers.
+        let model_span = tracing::info_span!(
+            "model_call",
+            iteration = request.iteration,
+            tools_fingerprint = request.narrowed.as_ref().unwrap_or(catalog).fingerprint(),
+        );
+        let model_started = Instant::now();
+        let mut turn = self.stream_turn(&request.chat, &model_span, scope).await?;
+        model_span.in_scope(|| {
+            tracing::info!(
+                elapsed_ms = model_started.elapsed().as_millis() as u64,
+                tool_calls = turn.tool_calls.len(),
+                finish = ?turn.finish_reason,
+                "model turn finished"
+            )
+        });
+        if let Some(turn_usage) = turn.usage {
+            *usage += turn_usage;
+        }
+        if inner.composed.is_some() {
+            let number = conversation
+                .messages
+                .iter()
+                .filter(|message| matches!(message, Message::Assistant { .. }))
+                .count();
+            match composed::parse(&turn.text, number) {
+                Some(parsed) => {
+                    turn.text = parsed.message;
+                    turn.tool_calls = parsed.calls;
+                }
+                None => tracing::warn!(
+                    "the model's answer is not the composed object it was asked for; it is read as text"
+                ),
+            }
+            if !turn.text.is_empty() {
+                out.emit(AgentEvent::TextDelta(turn.text.clone())).await;
+            }
+        }
+        for (original, renamed) in
+            call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages)
+        {
+            tracing::warn!(
+                model_id = %original,
+                id = %renamed,
+                "the model reused a tool call id; the call goes by a new one"
+            );
+        }
+        conversation.messages.push(Message::Assistant {
+            content: turn.text.clone(),
+            tool_calls: turn
+                .tool_calls
+                .iter()
+                .map(|call| AssistantToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .collect(),
+            thinking: std::mem::take(&mut turn.thinking),
+            server_blocks: std::mem::take(&mut turn.server_blocks),
+            runnable: None,
+        });
+        ControlFlow::Continue(turn)
+    }
+
+    /// Sends `request` and reads its stream to the end, assembled. Text
+    /// and the calls forming are shown as they come (a composed answer is
+    /// JSON: it is shown once it is read). `Break`: why the run ends.
+    async fn stream_turn(
+        &self,
+        request: &ChatRequest,
+        model_span: &tracing::Span,
+        scope: &Scope,
+    ) -> ControlFlow<DoneReason, AssembledTurn> {
+        let inner = &*self.inner;
+        let out = &scope.out;
+        let mut assembler = TurnAssembler::with_limits(inner.settings.limits);
+        let mut events = inner.model.stream(request);
+        let mut model_deadline = pin!(model_deadline(inner.settings.model_call_timeout));
+        let mut cancelled = pin!(scope.cancellation.cancelled());
+        // Calls seen forming in this turn, by place (the model may
+        // reuse an id): whether their arguments may be shown.
+        let mut seen = Vec::new();
+        let mut shown: Vec<bool> = Vec::new();
+        loop {
+            // Cancellation first, then the deadline, then the model.
+            let next = tokio::select! {
+                biased;
+                () = &mut cancelled => {
+                    return ControlFlow::Break(DoneReason::Cancelled);
+                }
+                () = &mut model_deadline => {
+                    model_span.in_scope(|| {
+                        tracing::warn!(
+                            limit_ms = inner
+                                .settings
+                                .model_call_timeout
+                                .map_or(0, |limit| limit.as_millis() as u64),
+                            "the model call took too long and was ended"
+                        )
+                    });
+                    return ControlFlow::Break(DoneReason::ModelError(ModelError::Timeout));
+                }
+                next = std::future::poll_fn(|cx| {
+                    let _entered = model_span.enter();
+                    events.poll_next_unpin(cx)
+                }) => next,
+            };
+            let Some(event) = next else { break };
+            match event {
+                Ok(event) => {
+                    // A composed answer is JSON; its message is
+                    // shown once it is read.
+                    if let crate::model::ModelEvent::TextDelta(text) = &event
+                        && inner.composed.is_none()
+                    {
+                        out.emit(AgentEvent::TextDelta(text.clone())).await;
+                    }
+                    let streams_a_call = inner.composed.is_none()
+                        && matches!(event, crate::model::ModelEvent::ToolCallDelta(_));
+                    let pushed = if streams_a_call {
+                        assembler.push_seen(event, Some(&mut seen))
+                    } else {
+                        assembler.push(event)
+                    };
+                    for call in seen.drain(..) {
+                        if let Some(event) = self.forming(call, &mut shown) {
+                            out.emit(event).await;
+                        }
+                    }
+                    if let Err(error) = pushed {
+                        return ControlFlow::Break(match assembler.limit_exceeded() {
+                            Some(exceeded) => {
+                                model_span.in_scope(|| tracing::warn!(%exceeded, "the model turn went past a limit"));
+                                DoneReason::LimitExceeded(exceeded.to_string())
+                            }
+                            None => DoneReason::ModelError(error),
+                        });
+                    }
+                }
+                Err(error) => {
+                    return ControlFlow::Break(DoneReason::ModelError(error));
+                }
+            }
+        }
+        drop(events);
+        match assembler.finish() {
+            Ok(turn) => ControlFlow::Continue(turn),
+            Err(error) => ControlFlow::Break(DoneReason::ModelError(error)),
+        }
+    }
+
+    /// The event for a call forming in the model's stream: opened with its
+    /// kind, then its argument text, only when the tool is known and
+    /// declares no secrets. A call is looked up by its place in the turn,
+    /// never by its id: a model may give two calls one id, and one of them
+    /// may hold secrets. A name the agent does not know shows no argument
+    /// text: it may be the first piece of one it does (`lo`, then `gin`).
+    fn forming(&self, seen: CallSeen, shown: &mut Vec<bool>) -> Option<AgentEvent> {
+        match seen {
+            CallSeen::Opened { call, id, name } => {
+                if shown.len() <= call {
+                    shown.resize(call + 1, false);
+                }
+                shown[call] = self.inner.executor.catalog().get(&name).is_some()
+                    && !self.redactions(&name).hides_anything();
+                Some(AgentEvent::ToolCallOpened {
+                    kind: self.kind_of(&name),
+                    id,
+                    name,
+                })
+            }
+            CallSeen::Arguments { call, id, text } => shown
+                .get(call)
+                .copied()
+                .unwrap_or(false)
+                .then_some(AgentEvent::ToolCallDelta { id, text }),
+        }
+    }
+}
+
+/// Completes after `limit`, or never.
+async fn model_deadline(limit: Option<Duration>) {
+    match limit {
+        Some(limit) => tokio::time::sleep(limit).await,
+        None => std::future::pending().await,
+    }
+}
