@@ -1,0 +1,214 @@
+//! The Anthropic Messages API, streamed.
+//!
+//! [`Anthropic`] turns a [`ChatRequest`] into one `POST {base}/v1/messages`
+//! with `stream: true` and translates the answer's Server-Sent Events into
+//! [`ModelEvent`]s. Like every adapter it only *emits*: text deltas as they
+//! come, and each `tool_use` content block as [`ToolCallDelta`]s keyed by
+//! the block's `index` (its id and name when the block opens, then every
+//! `input_json_delta.partial_json` piece verbatim). Joining those pieces and
+//! deciding whether a call is complete is [`super::adapter::TurnAssembler`]'s job; nothing
+//! here parses tool arguments out of a stream.
+//!
+//! The event sequence Anthropic sends, and what each becomes:
+//!
+//! | event | becomes |
+//! | --- | --- |
+//! | `message_start` | remembers `usage.input_tokens` |
+//! | `content_block_start` (text) | its initial text, if any |
+//! | `content_block_start` (tool_use) | `ToolCallDelta { index, id, name, arguments: "" }` |
+//! | `content_block_delta` (text_delta) | `TextDelta` |
+//! | `content_block_delta` (input_json_delta) | `ToolCallDelta { index, arguments }` |
+//! | `content_block_start` (thinking) | `ThinkingDelta::Text` with its initial text (and `Signature`, if any) |
+//! | `content_block_start` (redacted_thinking) | `ThinkingDelta::Redacted { index, data }` |
+//! | `content_block_delta` (thinking_delta / signature_delta) | `ThinkingDelta::Text` / `Signature` |
+//! | `content_block_stop` | `"{}"` for a tool_use block that got no input at all |
+//! | `message_delta` | remembers `stop_reason` and `usage.output_tokens` |
+//! | `message_stop` | the one `Finish { reason, usage }`; reading stops here |
+//! | `ping`, unknown events | nothing |
+//! | `error` | `Err(ModelError::Protocol)` with Anthropic's error type and message |
+//!
+//! A stream that ends (cleanly or not) before `message_stop` yields an
+//! error, never a `Finish`: a half-received turn must not look finished.
+//!
+//! [`ModelEvent`]: super::ModelEvent
+//! [`ToolCallDelta`]: super::ToolCallDelta
+
+mod request;
+mod stream;
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::http::{self, HttpPolicy};
+use super::{ChatModel, ChatRequest, ModelError, ModelStream};
+use crate::schema::Dialect;
+use stream::{Phase, SseStream, next};
+
+/// The API version this adapter speaks (the `anthropic-version` header).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// The endpoint used when none is configured.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The model [`Anthropic::from_env`] uses when `ANTHROPIC_MODEL` is unset.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// The `anthropic-beta` a request with deferred tools carries: Anthropic's
+/// tool search is in beta.
+pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
+/// The `max_tokens` sent when neither the request nor the adapter sets one
+/// (Anthropic requires the field).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A [`ChatModel`] backed by the Anthropic Messages API.
+#[derive(Clone)]
+pub struct Anthropic {
+    model: String,
+    api_key: String,
+    base_url: String,
+    policy: HttpPolicy,
+    max_tokens: u32,
+    /// Built on first use with the policy's connect timeout, then shared so
+    /// that requests reuse connections.
+    client: OnceLock<reqwest::Client>,
+}
+
+impl std::fmt::Debug for Anthropic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Anthropic")
+            .field("model", &self.model)
+            .field("api_key", &"[redacted]")
+            .field("base_url", &self.base_url)
+            .field("max_tokens", &self.max_tokens)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl Anthropic {
+    /// An adapter for `model` on the public endpoint.
+    pub fn new(model: impl Into<String>, api_key: impl Into<String>) -> Self {
+        Anthropic {
+            model: model.into(),
+            api_key: api_key.into(),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            policy: HttpPolicy::default(),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            client: OnceLock::new(),
+        }
+    }
+
+    /// An adapter configured from the environment: `ANTHROPIC_API_KEY`
+    /// (required), `ANTHROPIC_BASE_URL` (default [`DEFAULT_BASE_URL`]) and
+    /// `ANTHROPIC_MODEL` (default [`DEFAULT_MODEL`]). Empty values count as
+    /// unset.
+    pub fn from_env() -> Result<Self, ModelError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`Anthropic::from_env`], reading variables through `lookup`
+    /// instead of the process environment (tests, config files).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        let api_key = get("ANTHROPIC_API_KEY")
+            .ok_or_else(|| ModelError::Config("ANTHROPIC_API_KEY is not set".into()))?;
+        let model = get("ANTHROPIC_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let mut adapter = Self::new(model, api_key.trim());
+        if let Some(base_url) = get("ANTHROPIC_BASE_URL") {
+            adapter = adapter.with_base_url(base_url.trim());
+        }
+        Ok(adapter)
+    }
+
+    /// Sends requests to `base_url` (scheme, host and optional path prefix;
+    /// `/v1/messages` is appended) instead of the public endpoint.
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Uses `policy` for time limits and retries.
+    pub fn with_policy(mut self, policy: HttpPolicy) -> Self {
+        self.policy = policy;
+        self.client = OnceLock::new();
+        self
+    }
+
+    /// The `max_tokens` sent when the request does not set its own.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// The model name sent with every request.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The full URL requests are posted to.
+    pub fn endpoint(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+
+    fn client(&self) -> Result<reqwest::Client, ModelError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client.clone());
+        }
+        let client = http::client(&self.policy)?;
+        // Two first requests may race to build one; either client will do.
+        let _ = self.client.set(client.clone());
+        Ok(client)
+    }
+
+    async fn connect(&self, body: Value, beta: bool) -> Result<SseStream, ModelError> {
+        let url = self.endpoint();
+        reqwest::Url::parse(&url)
+            .map_err(|error| ModelError::Config(format!("bad base URL `{url}`: {error}")))?;
+        let client = self.client()?;
+        let mut headers = vec![
+            ("x-api-key", self.api_key.clone()),
+            ("anthropic-version", ANTHROPIC_VERSION.to_owned()),
+            ("accept", "text/event-stream".to_owned()),
+        ];
+        if beta {
+            headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_owned()));
+        }
+        let events = http::post_sse(&client, &url, &headers, &body, &self.policy).await?;
+        Ok(Box::pin(events))
+    }
+}
+
+impl ChatModel for Anthropic {
+    fn model_name(&self) -> Option<&str> {
+        Some(self.model())
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Anthropic
+    }
+
+    fn native_tool_search(&self) -> bool {
+        true
+    }
+
+    fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
+        let span = tracing::debug_span!("anthropic.messages", model = %self.model);
+        let body = self.request_body(request);
+        tracing::debug!(
+            parent: &span,
+            messages = request.messages.len(),
+            tools = request.tools.len(),
+            "starting a model call"
+        );
+        let start = Phase::Connect {
+            adapter: self,
+            body,
+            beta: request.deferred_tools.is_some(),
+        };
+        Box::pin(futures_util::stream::unfold(start, move |phase| {
+            next(phase).instrument(span.clone())
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,371 @@
+//! The response half of the adapter: the Server-Sent Events of one model
+//! call decoded into [`ModelEvent`]s, event by event, and the phases of the
+//! call's stream (connecting, reading, done) that end the turn as the module
+//! documentation describes. Tool-call input passes through unparsed; the
+//! assembler ([`crate::model::adapter::TurnAssembler`]) builds the calls.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::Anthropic;
+use crate::model::http::SseEvent;
+use crate::model::{FinishReason, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage};
+
+pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
+
+/// Where one model call's stream stands.
+pub(super) enum Phase<'a> {
+    Connect {
+        adapter: &'a Anthropic,
+        body: Value,
+        beta: bool,
+    },
+    Reading {
+        events: SseStream,
+        decoder: Decoder,
+        pending: VecDeque<ModelEvent>,
+    },
+    Done,
+}
+
+type Item = Result<ModelEvent, ModelError>;
+
+pub(super) async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
+    loop {
+        phase = match phase {
+            Phase::Done => return None,
+            Phase::Connect {
+                adapter,
+                body,
+                beta,
+            } => match adapter.connect(body, beta).await {
+                Ok(events) => Phase::Reading {
+                    events,
+                    decoder: Decoder::default(),
+                    pending: VecDeque::new(),
+                },
+                Err(error) => return fail(error),
+            },
+            Phase::Reading {
+                mut events,
+                mut decoder,
+                mut pending,
+            } => {
+                if let Some(event) = pending.pop_front() {
+                    // After `Finish` nothing more is read: whatever the
+                    // server sends after `message_stop` is not part of the turn.
+                    let rest = if matches!(event, ModelEvent::Finish { .. }) {
+                        tracing::debug!("model call finished");
+                        Phase::Done
+                    } else {
+                        Phase::Reading {
+                            events,
+                            decoder,
+                            pending,
+                        }
+                    };
+                    return Some((Ok(event), rest));
+                }
+                match events.next().await {
+                    None => return fail(ModelError::Incomplete),
+                    Some(Err(error)) => return fail(error),
+                    Some(Ok(event)) => {
+                        if let Err(error) = decoder.decode(&event, &mut pending) {
+                            return fail(error);
+                        }
+                    }
+                }
+                Phase::Reading {
+                    events,
+                    decoder,
+                    pending,
+                }
+            }
+        };
+    }
+}
+
+fn fail<'a>(error: ModelError) -> Option<(Item, Phase<'a>)> {
+    tracing::debug!(%error, "model call failed");
+    Some((Err(error), Phase::Done))
+}
+
+/// Translates Anthropic's events into [`ModelEvent`]s, one event at a time.
+#[derive(Debug, Default)]
+pub(super) struct Decoder {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    stop_reason: Option<String>,
+    /// Open `tool_use` blocks by index, and whether any input text has been
+    /// emitted for them.
+    tool_blocks: HashMap<usize, bool>,
+    /// Open blocks the provider runs itself, by index, with the input
+    /// streamed for them so far.
+    server_blocks: HashMap<usize, (Value, String)>,
+}
+
+impl Decoder {
+    pub(super) fn decode(
+        &mut self,
+        event: &SseEvent,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        if event.event == "ping" {
+            return Ok(());
+        }
+        let data: Value = serde_json::from_str(&event.data).map_err(|error| {
+            ModelError::Protocol(format!("`{}` event data is not JSON: {error}", event.event))
+        })?;
+        // Anthropic names every event; a proxy that drops the names still
+        // leaves the same name in the data's `type`.
+        let kind = match event.event.as_str() {
+            "" | "message" => data.get("type").and_then(Value::as_str).unwrap_or(""),
+            name => name,
+        };
+        match kind {
+            "message_start" => {
+                if let Some(usage) = data.get("message").and_then(|m| m.get("usage")) {
+                    self.read_usage(usage);
+                }
+            }
+            "content_block_start" => {
+                let index = index_of(&data)?;
+                let block = data
+                    .get("content_block")
+                    .ok_or_else(|| protocol("content_block_start without a content_block"))?;
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        if !text.is_empty() {
+                            out.push_back(ModelEvent::TextDelta(text.to_owned()));
+                        }
+                    }
+                    Some("tool_use") => {
+                        // The start carries `input: {}`; the real input
+                        // follows as `input_json_delta`s. A server that puts
+                        // the whole input here instead is passed on as is.
+                        let input = match block.get("input") {
+                            Some(Value::Object(input)) if !input.is_empty() => {
+                                Value::Object(input.clone()).to_string()
+                            }
+                            _ => String::new(),
+                        };
+                        self.tool_blocks.insert(index, !input.is_empty());
+                        out.push_back(ModelEvent::ToolCallDelta(ToolCallDelta {
+                            index,
+                            id: string_at(block, "id"),
+                            name: string_at(block, "name"),
+                            arguments: input,
+                        }));
+                    }
+                    // Opened even when empty, so that a block whose text
+                    // never streams is still sent back.
+                    Some("thinking") => {
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Text {
+                            index,
+                            text: string_at(block, "thinking").unwrap_or_default(),
+                        }));
+                        if let Some(signature) =
+                            string_at(block, "signature").filter(|s| !s.is_empty())
+                        {
+                            out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Signature {
+                                index,
+                                signature,
+                            }));
+                        }
+                    }
+                    Some("redacted_thinking") => {
+                        let data = string_at(block, "data")
+                            .ok_or_else(|| protocol("redacted_thinking without data"))?;
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Redacted {
+                            index,
+                            data,
+                        }));
+                    }
+                    // server_tool_use and the results of server tools are
+                    // not the client's to run, but are kept whole, to be
+                    // sent back with the turn.
+                    Some(_) => {
+                        self.server_blocks
+                            .insert(index, (block.clone(), String::new()));
+                    }
+                    None => {}
+                }
+            }
+            "content_block_delta" => {
+                let index = index_of(&data)?;
+                let delta = data
+                    .get("delta")
+                    .ok_or_else(|| protocol("content_block_delta without a delta"))?;
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        let text = delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| protocol("text_delta without text"))?;
+                        if !text.is_empty() {
+                            out.push_back(ModelEvent::TextDelta(text.to_owned()));
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        let partial = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| protocol("input_json_delta without partial_json"))?;
+                        if partial.is_empty() {
+                            return Ok(());
+                        }
+                        if let Some((_, input)) = self.server_blocks.get_mut(&index) {
+                            input.push_str(partial);
+                            return Ok(());
+                        }
+                        // A delta for a block that never opened as tool_use
+                        // is passed on: the assembler flags the nameless call
+                        // and it is never run.
+                        self.tool_blocks.insert(index, true);
+                        out.push_back(ModelEvent::ToolCallDelta(ToolCallDelta {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments: partial.to_owned(),
+                        }));
+                    }
+                    Some("thinking_delta") => {
+                        let text = delta
+                            .get("thinking")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| protocol("thinking_delta without thinking"))?;
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Text {
+                            index,
+                            text: text.to_owned(),
+                        }));
+                    }
+                    Some("signature_delta") => {
+                        let signature = delta
+                            .get("signature")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| protocol("signature_delta without signature"))?;
+                        out.push_back(ModelEvent::ThinkingDelta(ThinkingDelta::Signature {
+                            index,
+                            signature: signature.to_owned(),
+                        }));
+                    }
+                    // citations_delta.
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = index_of(&data)?;
+                if let Some((mut block, input)) = self.server_blocks.remove(&index) {
+                    if !input.is_empty() {
+                        let input: Value = serde_json::from_str(&input).map_err(|error| {
+                            protocol(&format!("a server block's input is not JSON: {error}"))
+                        })?;
+                        if let Some(object) = block.as_object_mut() {
+                            object.insert("input".into(), input);
+                        }
+                    }
+                    out.push_back(ModelEvent::ServerBlock(block));
+                    return Ok(());
+                }
+                // A tool without parameters streams no input at all, though
+                // its input is `{}`; say so, so that the call's arguments
+                // are a JSON object like every other call's.
+                if self.tool_blocks.remove(&index) == Some(false) {
+                    out.push_back(ModelEvent::ToolCallDelta(ToolCallDelta {
+                        index,
+                        id: None,
+                        name: None,
+                        arguments: "{}".to_owned(),
+                    }));
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data
+                    .get("delta")
+                    .and_then(|delta| delta.get("stop_reason"))
+                    .and_then(Value::as_str)
+                {
+                    self.stop_reason = Some(reason.to_owned());
+                }
+                if let Some(usage) = data.get("usage") {
+                    self.read_usage(usage);
+                }
+            }
+            "message_stop" => {
+                let reason = self
+                    .stop_reason
+                    .as_deref()
+                    .ok_or_else(|| protocol("message_stop before any stop_reason"))?;
+                let usage =
+                    (self.input_tokens.is_some() || self.output_tokens.is_some()).then(|| Usage {
+                        input_tokens: self.input_tokens.unwrap_or(0),
+                        output_tokens: self.output_tokens.unwrap_or(0),
+                    });
+                out.push_back(ModelEvent::Finish {
+                    reason: finish_reason(reason),
+                    usage,
+                });
+            }
+            "error" => {
+                let error = data.get("error");
+                let kind = error
+                    .and_then(|error| error.get("type"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                let message = error
+                    .and_then(|error| error.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("the stream reported an error");
+                return Err(ModelError::Protocol(format!("{kind}: {message}")));
+            }
+            // Anthropic may add event types; unknown ones are skipped.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Usage appears in `message_start` and (cumulatively) in
+    /// `message_delta`; the later figure wins. Tokens read include the
+    /// prompt-cache reads and writes, which Anthropic counts separately.
+    fn read_usage(&mut self, usage: &Value) {
+        let count = |name: &str| usage.get(name).and_then(Value::as_u64);
+        if let Some(input) = count("input_tokens") {
+            let cached = count("cache_creation_input_tokens")
+                .unwrap_or(0)
+                .saturating_add(count("cache_read_input_tokens").unwrap_or(0));
+            self.input_tokens = Some(input.saturating_add(cached));
+        }
+        if let Some(output) = count("output_tokens") {
+            self.output_tokens = Some(output);
+        }
+    }
+}
+
+fn protocol(message: &str) -> ModelError {
+    ModelError::Protocol(message.to_owned())
+}
+
+fn index_of(data: &Value) -> Result<usize, ModelError> {
+    data.get("index")
+        .and_then(Value::as_u64)
+        .and_then(|index| usize::try_from(index).ok())
+        .ok_or_else(|| protocol("a content block event without an index"))
+}
+
+fn string_at(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn finish_reason(stop_reason: &str) -> FinishReason {
+    match stop_reason {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "tool_use" => FinishReason::ToolCalls,
+        "max_tokens" => FinishReason::Length,
+        "refusal" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
