@@ -28,7 +28,7 @@ use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{Outcome, ToolCall};
-use crate::meta::{Approval, AwaitReason, Route, ServerStep, route};
+use crate::meta::{AwaitReason, Gate, Route, ServerStep, route};
 use crate::store::{CallRecord, CallState, Step, Store, StoreError};
 use messages::{id_taken_message, interrupted_message};
 use writes::{CLOSE_RETRIES, insert_or_confirm, same_arguments};
@@ -69,11 +69,10 @@ impl Ledger {
     /// the approval policy asked for. `None` for a tool not in the catalog.
     fn route_of(&self, tool: &str, gate: Gate) -> Option<Route> {
         let definition = self.agent.executor().catalog().get(tool)?;
-        Some(match gate {
-            Gate::Model => definition.route(),
-            Gate::Approved { .. } => route(definition.executor(), Approval::Auto),
-            Gate::Asked => route(definition.executor(), Approval::RequiresApproval),
-        })
+        Some(route(
+            definition.executor(),
+            gate.approval(definition.approval()),
+        ))
     }
 
     /// Whether an earlier call of `tool` in the conversation was approved
@@ -210,7 +209,7 @@ impl Ledger {
         checkpoint: &Checkpoint,
         ask: bool,
     ) -> Result<CallResult, StoreError> {
-        let gate = if ask { Gate::Asked } else { Gate::Model };
+        let gate = if ask { Gate::Asked } else { Gate::Declared };
         self.execute_recorded_as(call, context, gate, Some(checkpoint), Some(requested))
             .await
     }
@@ -228,7 +227,7 @@ impl Ledger {
         // A call that would wait for an approval, of a tool a person
         // already approved for every call of this conversation, runs.
         let mut gate = gate;
-        if matches!(gate, Gate::Model | Gate::Asked)
+        if matches!(gate, Gate::Declared | Gate::Asked)
             && self
                 .route_of(&call.name, gate)
                 .is_some_and(|route| route.awaits == Some(AwaitReason::Approval))
@@ -303,17 +302,12 @@ impl Ledger {
                 )));
             }
         }
-        let execution = match gate {
-            Gate::Approved { .. } => self.agent.executor().execute_approved(call, context).await,
-            Gate::Model => self.agent.executor().execute(call, context).await,
-            Gate::Asked => {
-                self.agent
-                    .executor()
-                    .execute_asking_approval(call, context)
-                    .await
-            }
-        };
-        let outcome = gate.mark(call, execution.outcome);
+        let execution = self
+            .agent
+            .executor()
+            .execute_gated(call, context, gate)
+            .await;
+        let outcome = mark_changed(gate, call, execution.outcome);
         if runs_code {
             self.finish_execution(call, conversation_id, outcome, checkpoint, requested)
                 .await
@@ -453,33 +447,19 @@ impl Ledger {
     }
 }
 
-/// How a call passes its approval gate.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Gate {
-    /// As the model made it: a gated call stops at its gate.
-    Model,
-    /// Approved; `changed` when the approver changed its arguments.
-    Approved { changed: bool },
-    /// Held for an approval the tool does not declare: the approval
-    /// policy asked for one.
-    Asked,
-}
-
-impl Gate {
-    /// Marks the result of a call approved with changed arguments, so that
-    /// the model learns which arguments ran.
-    fn mark(self, call: &ToolCall, outcome: Outcome) -> Outcome {
-        match (self, outcome) {
-            (Gate::Approved { changed: true }, Outcome::Final(envelope)) => {
-                match JsonText::parse(call.arguments.clone()) {
-                    Ok(arguments) => {
-                        Outcome::Final(envelope.with_arguments_changed_by_approver(arguments))
-                    }
-                    Err(_) => Outcome::Final(envelope),
+/// Marks the result of a call approved with changed arguments (through
+/// `gate`), so that the model learns which arguments ran.
+fn mark_changed(gate: Gate, call: &ToolCall, outcome: Outcome) -> Outcome {
+    match (gate, outcome) {
+        (Gate::Approved { changed: true }, Outcome::Final(envelope)) => {
+            match JsonText::parse(call.arguments.clone()) {
+                Ok(arguments) => {
+                    Outcome::Final(envelope.with_arguments_changed_by_approver(arguments))
                 }
+                Err(_) => Outcome::Final(envelope),
             }
-            (_, outcome) => outcome,
         }
+        (_, outcome) => outcome,
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::messages::interrupted_message;
 use super::settle::{Steering, ids_for};
-use super::{Gate, Ledger};
+use super::{Ledger, mark_changed};
 use crate::agent::{CallResult, ResultText};
 use crate::context::ToolContext;
 use crate::durable::lease::now_ms;
@@ -13,7 +13,7 @@ use crate::durable::resolve::Resolution;
 use crate::envelope::Envelope;
 use crate::error::ErrorCode;
 use crate::executor::ToolCall;
-use crate::meta::AwaitReason;
+use crate::meta::{AwaitReason, Gate};
 use crate::store::{CallRecord, CallState, Step, StoreError};
 use crate::transcript::{AssistantToolCall, Conversation};
 
@@ -57,7 +57,7 @@ impl Ledger {
             // is passed: by the approval on record, or, without one, by an
             // earlier `ApproveAlways`.
             let gated = self
-                .route_of(tool, Gate::Model)
+                .route_of(tool, Gate::Declared)
                 .is_some_and(|route| route.awaits == Some(AwaitReason::Approval));
             let gate = match resolution {
                 Some(Resolution::ApproveWithArgs(_)) => Gate::Approved { changed: true },
@@ -65,17 +65,14 @@ impl Ledger {
                     Gate::Approved { changed: false }
                 }
                 _ if gated => Gate::Approved { changed: false },
-                _ => Gate::Model,
+                _ => Gate::Declared,
             };
-            let execution = if gate == Gate::Model {
-                self.agent.executor().execute(&tool_call, context).await
-            } else {
-                self.agent
-                    .executor()
-                    .execute_approved(&tool_call, context)
-                    .await
-            };
-            let outcome = gate.mark(&tool_call, execution.outcome);
+            let execution = self
+                .agent
+                .executor()
+                .execute_gated(&tool_call, context, gate)
+                .await;
+            let outcome = mark_changed(gate, &tool_call, execution.outcome);
             let finished = self
                 .finish_execution(&tool_call, &conversation.id, outcome, None, row_requested)
                 .await;

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::Ledger;
 use super::messages::{interrupted_message, not_this_call_message};
 use super::writes::same_arguments;
-use super::{Gate, Ledger};
 use crate::agent::{
-    After, AgentEvent, Before, CallResult, PolicyGate, ResultText, SuspendedCall, kept_runnable,
-    redact, requested, split_reasoning,
+    After, AgentEvent, Before, CallResult, ResultText, SuspendedCall, kept_runnable, redact,
+    requested, split_reasoning,
 };
 use crate::catalog::Catalog;
 use crate::context::ToolContext;
@@ -25,7 +25,7 @@ use crate::durable::resolve::Resolution;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall};
-use crate::meta::AwaitReason;
+use crate::meta::{AwaitReason, Gate};
 use crate::store::{CallRecord, CallState, Step, StoreError};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
@@ -349,11 +349,10 @@ impl Ledger {
                 steering,
             )
             .await;
-        let (name, arguments, asked) = match steered {
+        let (name, arguments, gate) = match steered {
             Ok(steered) => steered,
             Err(decided) => return Ok(decided),
         };
-        let gate = if asked { Gate::Asked } else { Gate::Model };
         let call_now = ToolCall::new(call.id.as_str(), name, arguments);
         steering.ran = Some(call_now.clone());
         self.execute_recorded_as(&call_now, context, gate, None, Some(requested))
@@ -363,7 +362,7 @@ impl Ledger {
     /// What the hooks and the approval policy make of a call of `name`
     /// that settling is about to run: the call to run (a hook may rewrite
     /// its arguments, or rename an unknown name to a tool of `runnable`) and
-    /// whether the policy asks for a person; or the call's result, when a
+    /// the gate the policy holds it to; or the call's result, when a
     /// hook answers, denies or halts it, or the policy denies it. As a run
     /// decides for the model's calls, so settling decides for a call a
     /// crash left unrecorded and for arguments an approver changed.
@@ -375,7 +374,7 @@ impl Ledger {
         arguments: String,
         runnable: Option<&Catalog>,
         steering: &mut Steering,
-    ) -> Result<(String, String, bool), CallResult> {
+    ) -> Result<(String, String, Gate), CallResult> {
         let ids = || ids_for(conversation, id);
         let finished = |envelope| CallResult::Finished(ResultText::from_envelope(envelope));
         let (name, arguments, validated) = if self.agent.has_hooks() {
@@ -402,9 +401,8 @@ impl Ledger {
         } else {
             (name.to_owned(), arguments, None)
         };
-        let asked = if self.agent.has_approval_policy() {
-            match self
-                .agent
+        let gate = if self.agent.has_approval_policy() {
+            self.agent
                 .gate(
                     id,
                     &name,
@@ -415,15 +413,11 @@ impl Ledger {
                     &ids,
                 )
                 .await
-            {
-                PolicyGate::Declared => false,
-                PolicyGate::Ask => true,
-                PolicyGate::Denied(envelope) => return Err(finished(envelope)),
-            }
+                .map_err(finished)?
         } else {
-            false
+            Gate::Declared
         };
-        Ok((name, arguments, asked))
+        Ok((name, arguments, gate))
     }
 
     /// The result of a wait that has not led to an execution: pending,
