@@ -727,11 +727,41 @@ fn failure_envelope(
     )
 }
 
-/// A time limit as the model reads it: whole seconds, else milliseconds.
+/// A duration as the model reads it (a time limit, how long a wait lasted):
+/// in the largest of hours, minutes or seconds it is a whole number of
+/// ("2h", "5m", "90s"), else in milliseconds ("1500ms", "0ms"), so that
+/// the text never rounds a limit the model may plan against.
 pub(crate) fn humanize(duration: Duration) -> String {
-    if duration.subsec_nanos() == 0 {
-        format!("{}s", duration.as_secs())
-    } else {
-        format!("{}ms", duration.as_millis())
+    let secs = duration.as_secs();
+    if secs == 0 || duration.subsec_nanos() != 0 {
+        return format!("{}ms", duration.as_millis());
+    }
+    match secs {
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::humanize;
+
+    #[test]
+    fn humanize_names_whole_units_and_keeps_fractions_in_milliseconds() {
+        let cases = [
+            (Duration::from_secs(7200), "2h"),
+            (Duration::from_secs(300), "5m"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(3660), "61m"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::from_millis(50), "50ms"),
+            (Duration::ZERO, "0ms"),
+        ];
+        for (duration, text) in cases {
+            assert_eq!(humanize(duration), text, "{duration:?}");
+        }
     }
 }

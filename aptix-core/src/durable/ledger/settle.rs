@@ -24,7 +24,7 @@ use crate::durable::lease::now_ms;
 use crate::durable::resolve::Resolution;
 use crate::envelope::{ARGUMENTS_CHANGED_BY_APPROVER, Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
-use crate::executor::{Awaiting, Outcome, ToolCall};
+use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
 use crate::meta::{AwaitReason, Gate};
 use crate::store::{CallRecord, CallState, Step, StoreError};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
@@ -631,15 +631,5 @@ fn awaited_at(step: Step) -> Option<AwaitReason> {
         Step::Client => Some(AwaitReason::Client),
         Step::Human => Some(AwaitReason::Human),
         Step::Execution => None,
-    }
-}
-
-fn humanize(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    match secs {
-        0 => format!("{}ms", duration.as_millis()),
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
     }
 }
