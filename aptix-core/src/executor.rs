@@ -22,7 +22,7 @@ use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
 use crate::erased::{Produced, RunFailure, RunFuture, RunOutput};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE};
-use crate::meta::{Approval, AwaitReason, ExecutorKind, ServerStep, route};
+use crate::meta::{AwaitReason, ExecutorKind, Gate, ServerStep, route};
 
 /// The time limit of a call whose tool declares none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -205,15 +205,16 @@ impl Executor {
         self.execute_call(call, ctx, Gate::Asked)
     }
 
-    /// [`Executor::execute`], or [`Executor::execute_asking_approval`]
-    /// when `ask`: one future type for the loop's two paths.
-    pub(crate) fn execute_maybe_asking(
+    /// Executes a call through `gate`: [`Executor::execute`],
+    /// [`Executor::execute_asking_approval`] or
+    /// [`Executor::execute_approved`] as one future type, for the loop and
+    /// the ledger, which learn the gate per call.
+    pub(crate) fn execute_gated(
         &self,
         call: &ToolCall,
         ctx: &ToolContext,
-        ask: bool,
+        gate: Gate,
     ) -> impl Future<Output = Execution> + Send {
-        let gate = if ask { Gate::Asked } else { Gate::Declared };
         self.execute_call(call, ctx, gate)
     }
 
@@ -227,7 +228,9 @@ impl Executor {
         call: &ToolCall,
         ctx: &ToolContext,
     ) -> impl Future<Output = Execution> + Send {
-        self.execute_call(call, ctx, Gate::Approved)
+        // Routed alike whether or not the approver changed the arguments:
+        // telling the model which ran is the ledger's.
+        self.execute_call(call, ctx, Gate::Approved { changed: false })
     }
 
     // One state machine for the whole call: the tool's run is written out
@@ -243,13 +246,8 @@ impl Executor {
             return self.unknown_tool(call, envelope_ids(call, ctx));
         };
         let definition = entry.definition();
-        let span = call_span(definition, call, ctx, gate == Gate::Approved);
-        let approval = match gate {
-            Gate::Declared => definition.approval(),
-            Gate::Approved => Approval::Auto,
-            Gate::Asked => Approval::RequiresApproval,
-        };
-        let route = route(definition.executor(), approval);
+        let span = call_span(definition, call, ctx, matches!(gate, Gate::Approved { .. }));
+        let route = route(definition.executor(), gate.approval(definition.approval()));
         let result = match route.step {
             ServerStep::PassThrough => {
                 return execution(call, definition, Outcome::PassThrough);
@@ -468,17 +466,6 @@ fn call_span(
         )
     };
     Some(span)
-}
-
-/// How a call meets its tool's approval gate.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Gate {
-    /// As the tool declares it.
-    Declared,
-    /// A person approved it: past the gate.
-    Approved,
-    /// A policy asks for an approval the tool does not declare.
-    Asked,
 }
 
 /// The ids of the envelope of `call`.
@@ -740,11 +727,41 @@ fn failure_envelope(
     )
 }
 
-/// A time limit as the model reads it: whole seconds, else milliseconds.
+/// A duration as the model reads it (a time limit, how long a wait lasted):
+/// in the largest of hours, minutes or seconds it is a whole number of
+/// ("2h", "5m", "90s"), else in milliseconds ("1500ms", "0ms"), so that
+/// the text never rounds a limit the model may plan against.
 pub(crate) fn humanize(duration: Duration) -> String {
-    if duration.subsec_nanos() == 0 {
-        format!("{}s", duration.as_secs())
-    } else {
-        format!("{}ms", duration.as_millis())
+    let secs = duration.as_secs();
+    if secs == 0 || duration.subsec_nanos() != 0 {
+        return format!("{}ms", duration.as_millis());
+    }
+    match secs {
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::humanize;
+
+    #[test]
+    fn humanize_names_whole_units_and_keeps_fractions_in_milliseconds() {
+        let cases = [
+            (Duration::from_secs(7200), "2h"),
+            (Duration::from_secs(300), "5m"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(3660), "61m"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::from_millis(50), "50ms"),
+            (Duration::ZERO, "0ms"),
+        ];
+        for (duration, text) in cases {
+            assert_eq!(humanize(duration), text, "{duration:?}");
+        }
     }
 }

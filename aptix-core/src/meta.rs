@@ -6,7 +6,8 @@
 //! constants, a definition built at run time fills them in, and the executor,
 //! the agent loop, the call ledger, MCP and the CLI all read them. [`route`]
 //! is the one place that turns an executor kind and an approval into what
-//! runs on the server and who is then awaited.
+//! runs on the server and who is then awaited; `Gate` says which approval
+//! one call meets: as declared, asked for by a policy, or already given.
 
 use std::time::Duration;
 
@@ -189,6 +190,34 @@ impl Approval {
         match self {
             Approval::Auto => "auto",
             Approval::RequiresApproval => "requires_approval",
+        }
+    }
+}
+
+/// How one call meets its tool's approval gate: the executor routes it
+/// through the gate, the ledger records it so, and the approval policy's
+/// answer is one of them. Not declared by the tool: decided per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// As the tool declares it: a gated call stops at its gate.
+    Declared,
+    /// Held for an approval the tool does not declare: the approval
+    /// policy asked for one.
+    Asked,
+    /// A person approved it: past the gate. `changed` when the approver
+    /// changed its arguments, so that the ledger tells the model which
+    /// arguments ran (routing is the same either way).
+    Approved { changed: bool },
+}
+
+impl Gate {
+    /// The approval a call through this gate is routed with (see
+    /// [`route`]), for a tool that declares `declared`.
+    pub(crate) const fn approval(self, declared: Approval) -> Approval {
+        match self {
+            Gate::Declared => declared,
+            Gate::Asked => Approval::RequiresApproval,
+            Gate::Approved { .. } => Approval::Auto,
         }
     }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::members::Members;
-use super::steer::{Before, PolicyGate};
+use super::steer::Before;
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
 use crate::content::Content;
@@ -17,6 +17,7 @@ use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds};
 use crate::error::ErrorCode;
 use crate::executor::{Awaiting, Outcome, ToolCall, humanize};
+use crate::meta::Gate;
 use crate::model::ToolChoice;
 use crate::model::assembly::{AssembledCall, CallStatus};
 use crate::schema::meta_fields::REASONING;
@@ -398,7 +399,7 @@ impl Agent {
                 );
                 // The approval policy, after the hooks: it sees the call
                 // as it will run.
-                let ask = if self.has_approval_policy() {
+                let gate = if self.has_approval_policy() {
                     let gate = self
                         .gate(
                             &call.id,
@@ -411,19 +412,21 @@ impl Agent {
                         )
                         .await;
                     match gate {
-                        PolicyGate::Declared => false,
-                        PolicyGate::Ask => true,
-                        PolicyGate::Denied(envelope) => break 'run finished(envelope),
+                        Ok(gate) => gate,
+                        Err(denied) => break 'run finished(denied),
                     }
                 } else {
-                    false
+                    Gate::Declared
                 };
                 // `ran`: the tool's own result, which the hooks' `after_call` sees.
                 enter(Phase::Running {
                     since: tokio::time::Instant::now(),
                 });
                 let (result, ran) = if let Some(journal) = journal {
-                    match journal.execute(&tool_call, requested, context, ask).await {
+                    match journal
+                        .execute(&tool_call, requested, context, gate == Gate::Asked)
+                        .await
+                    {
                         Ok(result) => (result, true),
                         Err(error) => {
                             tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");
@@ -440,7 +443,7 @@ impl Agent {
                     let execution = self
                         .inner
                         .executor
-                        .execute_maybe_asking(&tool_call, context, ask)
+                        .execute_gated(&tool_call, context, gate)
                         .await;
                     match execution.outcome {
                         Outcome::Final(envelope) => (finished(envelope), true),

@@ -57,7 +57,7 @@ pub use hook::{
     AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
 };
 pub(crate) use journal::{Journal, JournalFuture};
-pub(crate) use steer::{After, Before, PolicyGate};
+pub(crate) use steer::{After, Before};
 pub(crate) use step::kept_runnable;
 pub use step::{PreparedStep, Step};
 pub use summary::{RunSummary, ToolCallStats};

@@ -17,7 +17,7 @@ use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeIds, JsonText};
 use crate::error::ErrorCode;
-use crate::meta::Approval;
+use crate::meta::{Approval, Gate};
 use crate::transcript::Message;
 
 /// What the hooks decided before a call runs.
@@ -39,18 +39,6 @@ pub(crate) enum Before {
     },
 }
 
-/// What the approval policy decided for a call about to run.
-#[derive(Debug)]
-pub(crate) enum PolicyGate {
-    /// As the tool declares it (also: no policy, or a call that does not
-    /// fit its tool, which never runs anyway).
-    Declared,
-    /// A person must approve it first, though the tool does not declare it.
-    Ask,
-    /// Refused: this is its result.
-    Denied(Envelope),
-}
-
 /// What the hooks decided once a call finished.
 #[derive(Default)]
 pub(crate) struct After {
@@ -70,7 +58,11 @@ impl Agent {
     }
 
     /// Asks the approval policy about a call: `validated` are its
-    /// arguments when the hooks validated them already.
+    /// arguments when the hooks validated them already. The gate it goes
+    /// through: [`Gate::Declared`] (also with no policy, or for a call that
+    /// does not fit its tool, which never runs anyway) or [`Gate::Asked`]
+    /// (a person must approve it first, though the tool does not declare
+    /// it); or, refused, its result.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn gate(
         &self,
@@ -81,12 +73,12 @@ impl Agent {
         context: &ToolContext,
         transcript: &[Message],
         ids: &(dyn Fn() -> EnvelopeIds + Sync),
-    ) -> PolicyGate {
+    ) -> Result<Gate, Envelope> {
         let Some(policy) = &self.inner.approval_policy else {
-            return PolicyGate::Declared;
+            return Ok(Gate::Declared);
         };
         let Some(definition) = self.inner.executor.catalog().get(name) else {
-            return PolicyGate::Declared;
+            return Ok(Gate::Declared);
         };
         let parsed;
         let arguments = match validated {
@@ -97,7 +89,7 @@ impl Agent {
                     &parsed
                 }
                 // It never runs: the executor tells the model why.
-                Err(_) => return PolicyGate::Declared,
+                Err(_) => return Ok(Gate::Declared),
             },
         };
         let call = ApprovalCall {
@@ -111,9 +103,9 @@ impl Agent {
             transcript,
         };
         match policy.decide(call).await {
-            ApprovalDecision::Auto => PolicyGate::Declared,
+            ApprovalDecision::Auto => Ok(Gate::Declared),
             ApprovalDecision::Ask if definition.approval() == Approval::RequiresApproval => {
-                PolicyGate::Declared
+                Ok(Gate::Declared)
             }
             ApprovalDecision::Ask => {
                 tracing::info!(
@@ -122,7 +114,7 @@ impl Agent {
                     tool_call_id = id,
                     "the approval policy asks for an approval"
                 );
-                PolicyGate::Ask
+                Ok(Gate::Asked)
             }
             ApprovalDecision::Deny(message) => {
                 tracing::info!(
@@ -131,7 +123,7 @@ impl Agent {
                     tool_call_id = id,
                     "the approval policy denied the call"
                 );
-                PolicyGate::Denied(Envelope::error(ids(), ErrorCode::Denied, message))
+                Err(Envelope::error(ids(), ErrorCode::Denied, message))
             }
         }
     }
