@@ -423,10 +423,7 @@ impl Agent {
                     since: tokio::time::Instant::now(),
                 });
                 let (result, ran) = if let Some(journal) = journal {
-                    match journal
-                        .execute(&tool_call, requested, context, gate == Gate::Asked)
-                        .await
-                    {
+                    match journal.execute(&tool_call, requested, context, gate).await {
                         Ok(result) => (result, true),
                         Err(error) => {
                             tracing::error!(%error, tool = %call.name, tool_call_id = %call.id, "the call could not be recorded, so it was not run");

@@ -8,7 +8,7 @@
 use super::CallResult;
 use crate::context::ToolContext;
 use crate::executor::ToolCall;
-use crate::meta::AwaitReason;
+use crate::meta::{AwaitReason, Gate};
 use crate::transcript::Conversation;
 
 /// The future a journal returns.
@@ -28,15 +28,16 @@ pub(crate) trait Journal: Send + Sync + 'static {
     ) -> JournalFuture<'a, Result<(), String>>;
 
     /// Runs one call of the model's turn, recorded with `requested` (the
-    /// call as the model made it, see [`super::requested`]); `ask` when the
-    /// approval policy asks for an approval the tool does not declare. An
-    /// `Err` means it was not recorded and so did not run.
+    /// call as the model made it, see [`super::requested`]), through
+    /// `gate` (`Asked` when the approval policy asks for an approval the
+    /// tool does not declare). An `Err` means it was not recorded and so did
+    /// not run.
     fn execute<'a>(
         &'a self,
         call: &'a ToolCall,
         requested: &'a str,
         context: &'a ToolContext,
-        ask: bool,
+        gate: Gate,
     ) -> JournalFuture<'a, Result<CallResult, String>>;
 
     /// A call the loop stopped from outside its task (its tool blocked its

@@ -17,7 +17,7 @@ use crate::agent::{
 };
 use crate::context::ToolContext;
 use crate::executor::ToolCall;
-use crate::meta::AwaitReason;
+use crate::meta::{AwaitReason, Gate};
 use crate::model::Usage;
 use crate::store::{ConversationStatus, StoreError, StoredConversation};
 use crate::transcript::{Conversation, Message};
@@ -44,11 +44,11 @@ impl Journal for RunJournal {
         call: &'a ToolCall,
         requested: &'a str,
         context: &'a ToolContext,
-        ask: bool,
+        gate: Gate,
     ) -> JournalFuture<'a, Result<CallResult, String>> {
         Box::pin(async move {
             self.ledger
-                .execute_recorded(call, requested, context, &self.checkpoint, ask)
+                .execute_recorded(call, requested, context, &self.checkpoint, gate)
                 .await
                 .map_err(|error| error.to_string())
         })

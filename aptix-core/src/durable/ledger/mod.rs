@@ -207,9 +207,8 @@ impl Ledger {
         requested: &str,
         context: &ToolContext,
         checkpoint: &Checkpoint,
-        ask: bool,
+        gate: Gate,
     ) -> Result<CallResult, StoreError> {
-        let gate = if ask { Gate::Asked } else { Gate::Declared };
         self.execute_recorded_as(call, context, gate, Some(checkpoint), Some(requested))
             .await
     }
