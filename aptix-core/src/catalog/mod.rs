@@ -12,6 +12,9 @@
 //! the process at start-up (or in CI through
 //! `aptix_testkit::assert_catalog_valid`) rather than in front of a model.
 
+pub mod activity;
+pub(crate) mod erased;
+
 use std::any::TypeId;
 use std::borrow::Cow;
 use std::fmt;
@@ -21,14 +24,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::activity::{Activities, Latent};
 use crate::context::ToolContext;
 use crate::definition::{Texts, ToolDefinition};
-use crate::erased::{ClosureTool, Declared, ErasedTool};
 use crate::error::ToolError;
 use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
 use crate::schema::{DefinitionError, Dialect, DialectError, canonical_output, meta_fields};
 use crate::tool::{Code, Tool};
+use activity::{Activities, Latent};
+use erased::{ClosureTool, Declared, ErasedTool};
 
 /// One tool as a catalog holds it: its definition and its server code.
 /// Cheap to clone: both are shared.
