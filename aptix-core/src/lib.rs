@@ -67,6 +67,8 @@ pub use agent::{
     Agent, AgentEvent, AgentStream, DoneReason, Input, PreparedStep, RunSummary, Step,
     ToolCallStats, ToolKind,
 };
+// Its page stays at the root, where the module table and users find it.
+#[doc(inline)]
 pub use catalog::activity;
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
