@@ -23,8 +23,9 @@ const LAYERS: &[&str] = &[
     "definition",
     "secrets",
     "tool",
-    "erased",
-    "activity",
+    // With its submodules: `erased` (tool code with its types erased), then
+    // `activity` (reached as `crate::catalog::activity`; the crate root
+    // re-exports it for users only), then the entries, the builder, the catalog.
     "catalog",
     "executor",
     "transcript",

@@ -17,10 +17,10 @@ use serde_json::json;
 use tracing::Instrument;
 
 use crate::catalog::Catalog;
+use crate::catalog::erased::{Produced, RunFailure, RunFuture, RunOutput};
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
 use crate::envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};
-use crate::erased::{Produced, RunFailure, RunFuture, RunOutput};
 use crate::error::{ErrorCode, INTERNAL_MESSAGE};
 use crate::meta::{AwaitReason, ExecutorKind, Gate, ServerStep, route};
 

@@ -33,7 +33,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod activity;
 pub mod agent;
 pub mod catalog;
 #[cfg(feature = "cli")]
@@ -44,7 +43,6 @@ pub mod definition;
 mod digest;
 pub mod durable;
 pub mod envelope;
-mod erased;
 pub mod error;
 pub mod executor;
 mod generator;
@@ -69,6 +67,9 @@ pub use agent::{
     Agent, AgentEvent, AgentStream, DoneReason, Input, PreparedStep, RunSummary, Step,
     ToolCallStats, ToolKind,
 };
+// Its page stays at the root, where the module table and users find it.
+#[doc(inline)]
+pub use catalog::activity;
 pub use catalog::{
     Catalog, CatalogBuilder, CatalogError, CatalogProblem, PendingEntry, ToolEntry,
     ToolEntryBuilder,

@@ -33,12 +33,13 @@ use serde_json::Value;
 
 use crate::context::ToolContext;
 use crate::definition::ToolDefinition;
-use crate::erased::{ErasedTool, Produced, RunFailure, RunFuture, RunResult};
 use crate::error::ToolError;
 use crate::meta::SourceLocation;
 use crate::schema::meta_fields::OUTPUT;
 use crate::tool::{Code, Tool, ToolArgs, ToolOutput, payload_of, serialize_output};
 use crate::validate::{Taken, take_members, violations_rejection, with_violations};
+
+use super::erased::{ErasedTool, Produced, RunFailure, RunFuture, RunResult};
 
 /// Code bound to tools by name: the activities of one environment.
 ///
