@@ -41,6 +41,10 @@ pub use aptix_core::{
 // One module per concept (`agent`, `catalog`, `durable`, `mcp`, `model`,
 // `store`, ...), each present when `aptix-core` builds it.
 pub use aptix_core::__modules::*;
+// Defined inside `catalog`, documented here (rustdoc does not follow a
+// glob to a module defined elsewhere).
+#[doc(inline)]
+pub use aptix_core::activity;
 
 // Algorithms the runtime applies on its own; public for the tests and tools
 // that check them, not part of what a user writes.

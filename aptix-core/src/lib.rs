@@ -102,6 +102,8 @@ pub mod __private;
 /// sibling crate) then reaches `aptix::mcp` as well.
 #[doc(hidden)]
 pub mod __modules {
+    #[doc(inline)]
+    pub use crate::activity;
     #[cfg(feature = "cli")]
     pub use crate::cli;
     #[cfg(feature = "mcp")]
@@ -109,7 +111,7 @@ pub mod __modules {
     #[cfg(feature = "tool-search")]
     pub use crate::tool_search;
     pub use crate::{
-        activity, agent, catalog, content, context, definition, durable, envelope, error, executor,
-        live, meta, model, schema, store, tool, transcript,
+        agent, catalog, content, context, definition, durable, envelope, error, executor, live,
+        meta, model, schema, store, tool, transcript,
     };
 }

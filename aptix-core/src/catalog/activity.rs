@@ -8,7 +8,7 @@
 //! instead, and the declaration never changes. A latent tool with no
 //! activity is offered to the model with a required `_output` member: the
 //! model works the result out in its own call, and the server checks it
-//! ([`Latent`]). Either way the arguments are validated against the tool's
+//! (`Latent`). Either way the arguments are validated against the tool's
 //! schema and the result against its output schema.
 //!
 //! Resolution, per tool, as the schema-first specification orders it: an

@@ -12,6 +12,8 @@
 //! the process at start-up (or in CI through
 //! `aptix_testkit::assert_catalog_valid`) rather than in front of a model.
 
+// Documented and reached at the root (`aptix::activity`): one path.
+#[doc(hidden)]
 pub mod activity;
 mod builder;
 mod entry;
