@@ -102,8 +102,8 @@ pub mod __private;
 /// sibling crate) then reaches `aptix::mcp` as well.
 #[doc(hidden)]
 pub mod __modules {
-    #[doc(inline)]
-    pub use crate::activity;
+    // `activity` the facade re-exports by name: rustdoc documents a module
+    // defined in `catalog/` only through a re-export naming it.
     #[cfg(feature = "cli")]
     pub use crate::cli;
     #[cfg(feature = "mcp")]
