@@ -199,6 +199,31 @@ async fn invalid_json() {
     );
 }
 
+/// Seed 002 §7: a refusal of malformed arguments quotes none of their
+/// text (for any tool, not only one that declares secrets): the model
+/// sent it, and events and logs must not carry it.
+#[tokio::test]
+async fn invalid_json_quotes_none_of_the_raw_arguments() {
+    for raw in [
+        r#"{"millis": 0, "then": "zqsecretzq"#,
+        r#"{"millis": 0, "labels": ["zqsecretzq"] "then": "succeed"}"#,
+        r#"{"zqsecretzq": 1,,}"#,
+        r#"{"millis": zqsecretzq}"#,
+        "{\"millis\": 0, \"then\": \"zq\u{1}secretzq\"}",
+        r#"{"millis": 0} zqsecretzq"#,
+    ] {
+        let result = job_call(raw).await;
+        assert_eq!(result.code(), ErrorCode::InvalidJson, "{raw}");
+        let envelope = result.envelope().to_value().to_string();
+        assert!(!envelope.contains("zq"), "{raw} -> {envelope}");
+        assert!(
+            result.error().message.contains(" at character "),
+            "the place is still named: {}",
+            result.error().message
+        );
+    }
+}
+
 #[tokio::test]
 async fn not_object() {
     for (raw, found) in [

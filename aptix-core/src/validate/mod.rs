@@ -464,16 +464,26 @@ fn shortened(mut problem: String) -> String {
     problem
 }
 
+/// The refusal of arguments that are not JSON. It names the place (a
+/// character offset) and serde_json's reason, never the text: the model
+/// has what it sent, while envelopes reach events, logs and stores, where
+/// a value the model wrote (a password, a token) must not be quoted (seed
+/// 002 §7). Only the syntax reasons, which are fixed phrases, are passed
+/// on; any other is replaced by a generic one, so nothing the text holds
+/// can reach the message through the reason either.
 fn invalid_json(raw: &str, error: &serde_json::Error) -> Rejection {
-    let text = error.to_string();
-    let reason = text.split(" at line ").next().unwrap_or(&text);
+    use serde_json::error::Category;
+    let reason = match error.classify() {
+        Category::Syntax | Category::Eof => {
+            let text = error.to_string();
+            text.split(" at line ").next().unwrap_or(&text).to_owned()
+        }
+        Category::Data | Category::Io => "not a JSON text".to_owned(),
+    };
     let offset = char_offset(raw, error.line(), error.column());
     let total = raw.chars().count();
-    let start = offset.saturating_sub(24);
-    let before: String = raw.chars().skip(start).take(offset - start).collect();
-    let ellipsis = if start > 0 { "…" } else { "" };
     let message = format!(
-        "The arguments are not valid JSON: {reason} at character {offset} of {total} (after `{ellipsis}{before}`). Send one JSON object with the tool's parameters."
+        "The arguments are not valid JSON: {reason} at character {offset} of {total}. Send one JSON object with the tool's parameters."
     );
     Rejection {
         code: ErrorCode::InvalidJson,
