@@ -330,9 +330,15 @@ impl ToolDefinition {
         })
     }
 
-    /// The definition as a provider expects it.
+    /// The definition as a provider is sent it: the description followed
+    /// by the usage, as an agent's request carries it.
     pub fn lower(&self, dialect: Dialect) -> Result<Value, DialectError> {
-        dialect::provider_tool(dialect, self.name(), self.description(), self.parameters())
+        dialect::provider_tool(
+            dialect,
+            self.name(),
+            &crate::model::ToolSpec::description_of(self),
+            self.parameters(),
+        )
     }
 
     /// Everything that, when changed, changes what a model or a client sees.

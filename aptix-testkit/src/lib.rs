@@ -297,19 +297,47 @@ pub fn assert_catalog_valid_for(tools: CatalogBuilder, dialects: &[Dialect]) -> 
     catalog
 }
 
-/// Every dialect of one tool as a model is offered it, as snapshot-ready
-/// JSON: the lowered tool (a latent tool with the `_output` member it asks
-/// for), or `{"error": "..."}` for a dialect that refuses it. Used by
-/// [`assert_schema_snapshot!`].
+/// One tool's [`ToolEntry::contract`](aptix_core::ToolEntry::contract):
+/// everything a reviewer must see change (name, description, usage,
+/// executor, approval, parameters, output, annotations, redaction, time
+/// limits). Used by [`assert_schema_snapshot!`].
+///
+/// # Panics
+/// If `T`'s definition is invalid (the panic message says why).
+pub fn contract_snapshot<T: Tool>() -> Value {
+    let catalog = one_tool_catalog::<T>();
+    catalog
+        .entries()
+        .next()
+        .map(aptix_core::ToolEntry::contract)
+        .unwrap_or(Value::Null)
+}
+
+/// Every dialect of one tool as a model is sent it, as snapshot-ready
+/// JSON: the lowered tool, its description followed by its usage as an
+/// agent's request carries it (a latent tool with the `_output` member it
+/// asks for), `{"error": "..."}` for a dialect that refuses it, and for
+/// MCP `{"not_listed": "..."}` when an MCP server does not list the tool
+/// (client and provider tools). Used by [`assert_schema_snapshot!`].
+///
+/// # Panics
+/// If `T`'s definition is invalid (the panic message says why).
 pub fn dialect_snapshots<T: Tool>() -> Vec<(Dialect, Value)> {
-    let catalog = match Catalog::builder().tool::<T>().build() {
-        Ok(catalog) => catalog,
-        Err(error) => panic!("{error}"),
-    };
+    let catalog = one_tool_catalog::<T>();
+    let route = catalog
+        .definitions()
+        .next()
+        .map(aptix_core::ToolDefinition::route);
+    let listed_by_mcp = route.is_some_and(|route| {
+        route.step != aptix_core::meta::ServerStep::PassThrough && !route.reaches_client()
+    });
     Dialect::ALL
         .iter()
         .map(|dialect| {
             let value = match catalog.lower(*dialect) {
+                _ if *dialect == Dialect::Mcp && !listed_by_mcp => serde_json::json!({
+                    "not_listed": "an MCP server lists only tools it can run to their end (server and human tools)"
+                }),
                 Ok(mut tools) if tools.len() == 1 => tools.remove(0),
                 Ok(tools) => panic!("one tool lowered to {} tools", tools.len()),
                 Err(error) => serde_json::json!({ "error": error.to_string() }),
@@ -319,9 +347,20 @@ pub fn dialect_snapshots<T: Tool>() -> Vec<(Dialect, Value)> {
         .collect()
 }
 
-/// Snapshots a tool's canonical definition and every dialect with insta,
-/// one snapshot each, named `<tool>@<dialect>`, in the calling file's
-/// `snapshots/` folder. Review every change as an API change.
+fn one_tool_catalog<T: Tool>() -> Catalog {
+    match Catalog::builder().tool::<T>().build() {
+        Ok(catalog) => catalog,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Snapshots a tool with insta, in the calling file's `snapshots/`
+/// folder: `<tool>@contract` ([`contract_snapshot`]: name, description,
+/// usage, executor, approval, parameters, output, annotations, redaction,
+/// time limits) and one per dialect, `<tool>@<dialect>`
+/// ([`dialect_snapshots`]: what a model of that provider is sent). Review
+/// every change as an API change: switching a tool from
+/// `requires_approval` to `auto` changes its contract.
 ///
 /// ```ignore
 /// aptix_testkit::assert_schema_snapshot!(HelloWorldTool);
@@ -329,22 +368,15 @@ pub fn dialect_snapshots<T: Tool>() -> Vec<(Dialect, Value)> {
 #[macro_export]
 macro_rules! assert_schema_snapshot {
     ($tool:ty) => {{
-        let definition = match <$tool as $crate::__Tool>::definition() {
-            Ok(definition) => definition,
-            Err(error) => panic!("{error}"),
-        };
+        let contract = $crate::contract_snapshot::<$tool>();
         $crate::__insta::assert_json_snapshot!(
-            format!("{}@canonical", <$tool as $crate::__Tool>::NAME),
-            definition.function_tool()
+            format!("{}@contract", <$tool as $crate::__Tool>::NAME),
+            contract
         );
-        $crate::__insta::assert_json_snapshot!(
-            format!("{}@output", <$tool as $crate::__Tool>::NAME),
-            definition.output_schema()
-        );
-        for (dialect, value) in $crate::dialect_snapshots::<$tool>() {
+        for (dialect, sent) in $crate::dialect_snapshots::<$tool>() {
             $crate::__insta::assert_json_snapshot!(
                 format!("{}@{}", <$tool as $crate::__Tool>::NAME, dialect),
-                value
+                sent
             );
         }
     }};

@@ -95,12 +95,17 @@ fn fingerprint_is_a_sha256_stable_across_builds() {
         "{fingerprint}"
     );
     assert_eq!(fingerprint, again.fingerprint());
-    // It covers more than the canonical definitions (title, annotations,
-    // redaction, time limits), so it is not their hash alone.
+    // What its documentation says it hashes: every tool's contract, in
+    // name order, which covers more than the canonical definitions (title,
+    // annotations, redaction, time limits).
+    let hex = |documents: Vec<Value>| -> String {
+        let digest = Sha256::digest(Value::Array(documents).to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let contracts: Vec<Value> = catalog.entries().map(|entry| entry.contract()).collect();
+    assert_eq!(fingerprint, hex(contracts));
     let canonical: Vec<Value> = catalog.definitions().map(|d| d.canonical_json()).collect();
-    let digest = Sha256::digest(Value::Array(canonical).to_string().as_bytes());
-    let canonical_only: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    assert_ne!(fingerprint, canonical_only);
+    assert_ne!(fingerprint, hex(canonical));
 }
 
 /// No parameters.

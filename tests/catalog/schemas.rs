@@ -46,3 +46,69 @@ fn composed_calls() {
         insta::assert_json_snapshot!(format!("composed_calls@{dialect}"), value);
     }
 }
+
+/// What the newcomer review found unguarded: switching a destructive tool
+/// from `requires_approval` to `auto` must change a snapshot. The two
+/// tools below differ only in their name and approval; their contracts
+/// differ in exactly those, while every dialect a model is sent is the
+/// same but for the name.
+#[test]
+fn the_contract_snapshot_shows_what_a_model_never_sees() {
+    use aptix::prelude::*;
+    use serde_json::Value;
+
+    /// Arguments of `delete_file`.
+    #[derive(Deserialize, JsonSchema)]
+    pub struct DeleteArgs {
+        /// The path of the file to delete.
+        pub path: String,
+    }
+    /// Deletes a file.
+    #[agent_tool(
+        name = "delete_file",
+        usage = "Call when the user asks to delete a file.",
+        approval = requires_approval
+    )]
+    async fn delete_file(args: DeleteArgs) -> Result<String, ToolError> {
+        Ok(args.path)
+    }
+    /// Deletes a file.
+    #[agent_tool(
+        name = "delete_file_auto",
+        usage = "Call when the user asks to delete a file."
+    )]
+    async fn delete_file_auto(args: DeleteArgs) -> Result<String, ToolError> {
+        Ok(args.path)
+    }
+
+    let gated = aptix_testkit::contract_snapshot::<DeleteFileTool>();
+    let auto = aptix_testkit::contract_snapshot::<DeleteFileAutoTool>();
+    assert_eq!(gated["approval"], "requires_approval");
+    assert_eq!(auto["approval"], "auto");
+    let differing: Vec<&String> = match (&gated, &auto) {
+        (Value::Object(gated), Value::Object(auto)) => gated
+            .keys()
+            .filter(|key| gated.get(*key) != auto.get(*key))
+            .collect(),
+        _ => panic!("contracts are objects: {gated} {auto}"),
+    };
+    assert_eq!(differing, ["approval", "name"]);
+    // What a model is sent carries the usage, and is the same for both.
+    let sent = |mut tools: Vec<(aptix::Dialect, Value)>| -> Vec<String> {
+        tools
+            .iter_mut()
+            .map(|(_, tool)| {
+                assert!(
+                    tool.to_string()
+                        .contains("Usage: Call when the user asks to delete a file."),
+                    "{tool}"
+                );
+                tool.to_string().replace("delete_file_auto", "delete_file")
+            })
+            .collect()
+    };
+    assert_eq!(
+        sent(aptix_testkit::dialect_snapshots::<DeleteFileTool>()),
+        sent(aptix_testkit::dialect_snapshots::<DeleteFileAutoTool>())
+    );
+}

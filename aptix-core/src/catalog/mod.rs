@@ -138,18 +138,20 @@ impl Catalog {
             .map(|index| &entries[index])
     }
 
-    /// A stable hash (SHA-256, hex) of every definition: it changes if and
-    /// only if something a model or client sees changes (the canonical
-    /// definition, title, annotations, redaction, time limits). Use it as a
-    /// prompt-cache key and in telemetry.
+    /// A stable hash (SHA-256, hex) of every tool's
+    /// [`ToolEntry::contract`], in name order: it changes if and only if a
+    /// contract changes (what a model or client sees, the executor and
+    /// approval, the redaction and time limits). Use it as a prompt-cache
+    /// key and in telemetry.
     pub fn fingerprint(&self) -> &str {
         self.inner
             .fingerprint
             .get_or_init(|| fingerprint(&self.inner.entries))
     }
 
-    /// Every tool as `dialect`'s provider expects it, in name order: a
-    /// latent tool with the `_output` member it asks for.
+    /// Every tool as `dialect`'s provider is sent it, in name order: the
+    /// description followed by the usage (as an agent's request carries
+    /// it), a latent tool with the `_output` member it asks for.
     pub fn lower(&self, dialect: Dialect) -> Result<Vec<Value>, DialectError> {
         self.entries()
             .map(|entry| {
@@ -157,7 +159,7 @@ impl Catalog {
                 crate::schema::dialect::provider_tool(
                     dialect,
                     definition.name(),
-                    definition.description(),
+                    &crate::model::ToolSpec::description_of(definition),
                     &entry.offered_parameters(),
                 )
             })
@@ -294,53 +296,60 @@ impl Catalog {
     }
 }
 
-/// Everything of an entry a model or a client sees: the canonical
-/// definition, plus what MCP clients are shown or act on (title,
-/// annotations), what decides which values events show (redaction), and
-/// the time limits a caller runs into.
-fn fingerprinted(entry: &ToolEntry) -> Value {
-    let definition = entry.definition();
-    let mut document = definition.canonical_json();
-    if let Value::Object(members) = &mut document {
-        // Whether `_output` is asked for changes what the model is offered;
-        // written only when it is, so that other fingerprints stay as they were.
-        if entry.is_latent() {
-            members.insert("latent".to_owned(), Value::Bool(true));
+impl ToolEntry {
+    /// Everything of the tool a reviewer must see change, as one JSON
+    /// document: the canonical definition (name, description, usage,
+    /// executor, approval, parameters, output, and the activity,
+    /// progressive and retention when set), whether it is latent, and what
+    /// MCP clients are shown or act on (title, annotations), what decides
+    /// which values events show (redaction), and the time limits a caller
+    /// runs into. [`Catalog::fingerprint`] hashes it;
+    /// `aptix_testkit::assert_schema_snapshot!` snapshots it, so switching
+    /// a tool from `requires_approval` to `auto` is a reviewed diff.
+    pub fn contract(&self) -> Value {
+        let definition = self.definition();
+        let mut document = definition.canonical_json();
+        if let Value::Object(members) = &mut document {
+            // Whether `_output` is asked for changes what the model is offered;
+            // written only when it is, so that other fingerprints stay as they were.
+            if self.is_latent() {
+                members.insert("latent".to_owned(), Value::Bool(true));
+            }
+            let millis = |limit: Option<std::time::Duration>| {
+                limit.map_or(Value::Null, |limit| {
+                    Value::from(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+                })
+            };
+            members.insert(
+                "title".to_owned(),
+                definition.title().map_or(Value::Null, Value::from),
+            );
+            members.insert(
+                "annotations".to_owned(),
+                serde_json::to_value(definition.annotations()).unwrap_or(Value::Null),
+            );
+            // `Redaction` is not serializable; its `Debug` text names the
+            // policy and every pointer, the same in every process.
+            members.insert(
+                "redaction".to_owned(),
+                Value::String(format!("{:?}", definition.redaction())),
+            );
+            members.insert("timeout_ms".to_owned(), millis(definition.timeout()));
+            members.insert(
+                "suspend_timeout_ms".to_owned(),
+                millis(definition.suspend_timeout()),
+            );
+            members.insert(
+                "idempotent".to_owned(),
+                Value::Bool(definition.idempotent()),
+            );
         }
-        let millis = |limit: Option<std::time::Duration>| {
-            limit.map_or(Value::Null, |limit| {
-                Value::from(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
-            })
-        };
-        members.insert(
-            "title".to_owned(),
-            definition.title().map_or(Value::Null, Value::from),
-        );
-        members.insert(
-            "annotations".to_owned(),
-            serde_json::to_value(definition.annotations()).unwrap_or(Value::Null),
-        );
-        // `Redaction` is not serializable; its `Debug` text names the
-        // policy and every pointer, the same in every process.
-        members.insert(
-            "redaction".to_owned(),
-            Value::String(format!("{:?}", definition.redaction())),
-        );
-        members.insert("timeout_ms".to_owned(), millis(definition.timeout()));
-        members.insert(
-            "suspend_timeout_ms".to_owned(),
-            millis(definition.suspend_timeout()),
-        );
-        members.insert(
-            "idempotent".to_owned(),
-            Value::Bool(definition.idempotent()),
-        );
+        document
     }
-    document
 }
 
 fn fingerprint(entries: &[ToolEntry]) -> String {
-    let canonical: Vec<Value> = entries.iter().map(fingerprinted).collect();
+    let canonical: Vec<Value> = entries.iter().map(ToolEntry::contract).collect();
     // serde_json's maps are sorted by key (no `preserve_order`), so this text
     // is the same for the same definitions in every process.
     let text = Value::Array(canonical).to_string();
