@@ -57,6 +57,11 @@ use serde_json::Value;
 pub use insta as __insta;
 
 /// Calls tools through a real [`Executor`] in tests.
+///
+/// Every final result of a tool with code is checked against the output
+/// schema the tool advertises: a result that breaks it panics, naming the
+/// tool and each violation (objects are closed, so an unknown member is
+/// one).
 pub struct ToolHarness {
     executor: Executor,
     context: ToolContext,
@@ -127,8 +132,44 @@ impl ToolHarness {
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let call = ToolCall::new(format!("call_{id}"), name, arguments);
-        CallResult {
-            execution: self.executor.execute(&call, &self.context).await,
+        let execution = self.executor.execute(&call, &self.context).await;
+        self.check_result(&execution);
+        CallResult { execution }
+    }
+
+    /// Checks a final result of a tool with code against the output schema
+    /// it advertises. A `Serialize` and a `JsonSchema` can drift apart (a
+    /// hand-written impl, a `rename` on one side); the model is then
+    /// promised one shape and sent another, which a test should catch.
+    /// Client and human results are checked at run time already; a
+    /// preflight's payload is not a result.
+    fn check_result(&self, execution: &Execution) {
+        let Outcome::Final(envelope) = &execution.outcome else {
+            return;
+        };
+        let (Some(result), Some(definition)) = (
+            envelope.result(),
+            self.executor.catalog().get(&execution.name),
+        ) else {
+            return;
+        };
+        if !definition.route().is_final_on_server() {
+            return;
+        }
+        let value = match serde_json::from_str::<Value>(result.as_str()) {
+            Ok(value) => value,
+            Err(error) => panic!(
+                "`{}` returned a result that is not JSON: {error}",
+                execution.name
+            ),
+        };
+        if let Err(problems) = definition.check_output(&value) {
+            panic!(
+                "`{}` returned a result its output schema does not allow: {problems}\n\
+                 result: {value}\n\
+                 Its `Serialize` and its `JsonSchema` disagree; the model is shown the schema.",
+                execution.name
+            );
         }
     }
 }

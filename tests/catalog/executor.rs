@@ -44,7 +44,9 @@ pub enum Then {
 pub struct JobResult {
     /// The labels seen.
     pub labels: Vec<String>,
-    /// Whether serialization must fail.
+    /// Whether serialization must fail (never written, so not in the
+    /// schema: the harness checks results against it).
+    #[schemars(skip)]
     pub poison: bool,
 }
 
@@ -598,4 +600,72 @@ async fn failure_events_name_the_call_at_warn_level() {
             );
         }
     }
+}
+
+/// What a tool's `Serialize` writes and what its `JsonSchema` advertises
+/// can drift apart (a hand-written `Serialize`, a `rename` on one side):
+/// the model is then promised one shape and sent another. The testkit's
+/// harness checks every final result of a tool with code against its
+/// output schema, so the drift fails a test.
+mod drifting_output {
+    use aptix::prelude::*;
+
+    /// Arguments of `drifting`.
+    #[derive(Deserialize, JsonSchema)]
+    pub struct NoArgs {}
+
+    /// What `drifting` promises: an `id` that is a string.
+    #[derive(JsonSchema)]
+    pub struct Receipt {
+        /// The receipt's id.
+        pub id: String,
+    }
+
+    // Written by hand, and wrong: the schema says `id`, this writes `number`.
+    impl serde::Serialize for Receipt {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct;
+            let mut receipt = serializer.serialize_struct("Receipt", 1)?;
+            receipt.serialize_field("number", &self.id)?;
+            receipt.end()
+        }
+    }
+
+    /// Issues a receipt.
+    #[agent_tool(name = "drifting", usage = "Call to get a receipt.")]
+    pub async fn drifting(_args: NoArgs) -> Result<Receipt, ToolError> {
+        Ok(Receipt { id: "r-1".into() })
+    }
+
+    /// Issues a receipt, as promised.
+    #[agent_tool(name = "faithful", usage = "Call to get a receipt.")]
+    pub async fn faithful(_args: NoArgs) -> Result<super::Faithful, ToolError> {
+        Ok(super::Faithful { id: "r-1".into() })
+    }
+}
+
+/// What `faithful` returns, derived on both sides.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Faithful {
+    /// The receipt's id.
+    pub id: String,
+}
+
+#[tokio::test]
+#[should_panic(expected = "`drifting` returned a result its output schema does not allow")]
+async fn the_harness_refuses_a_result_that_breaks_the_advertised_output_schema() {
+    ToolHarness::for_tool::<drifting_output::DriftingTool>()
+        .call(json!({}))
+        .await;
+}
+
+#[tokio::test]
+async fn the_harness_accepts_a_result_that_fits_its_output_schema() {
+    let result = ToolHarness::for_tool::<drifting_output::FaithfulTool>()
+        .call(json!({}))
+        .await;
+    assert_eq!(
+        result.envelope().to_value()["result"],
+        json!({ "id": "r-1" })
+    );
 }
