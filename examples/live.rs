@@ -1,7 +1,9 @@
-//! One run rendered live on the terminal: the arguments of each call as the
-//! model streams them, a progress bar and partial results for a progressive
-//! tool, and refunds whose approval an approval policy decides per call
-//! (small ones run, large ones wait for a person, the largest are refused).
+//! One run rendered live on the terminal, every kind of event: the
+//! arguments of each call as the model streams them, a question a tool asks
+//! the operator (an elicitation), a progress bar and partial results for a
+//! progressive tool, refunds whose approval an approval policy decides per
+//! call (small ones run, large ones wait for a person, the largest are
+//! refused), and a tool that runs out of retries.
 //!
 //! `cargo run --example live`
 //!
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use aptix::agent::{ApprovalCall, ApprovalDecision, SuspendedCall};
 use aptix::executor::{Outcome, ToolCall};
+use aptix::live::{ElicitationAnswer, ElicitationRequest};
 use aptix::model::ChatModel;
 use aptix::model::openai::OpenAiChat;
 use aptix::prelude::*;
@@ -67,6 +70,23 @@ pub(crate) async fn export_rows(
     let pace = ctx
         .state::<Pace>()
         .map_or(Duration::from_millis(40), |pace| pace.0);
+    // A question for whoever watches the run (answered by the renderer
+    // below); with nobody to ask it reads as `Cancel`.
+    let archived = match ctx
+        .elicit(ElicitationRequest::form(
+            "export_rows",
+            "Include archived customers?",
+            serde_json::json!({
+                "type": "object",
+                "properties": { "archived": { "type": "boolean", "description": "Include them." } },
+                "required": ["archived"]
+            }),
+        ))
+        .await
+    {
+        ElicitationAnswer::Accept(answer) => answer["archived"] == true,
+        ElicitationAnswer::Decline | ElicitationAnswer::Cancel => false,
+    };
     for number in 1..=args.rows {
         tokio::time::sleep(pace).await;
         if number % 10 == 0 {
@@ -83,7 +103,11 @@ pub(crate) async fn export_rows(
     }
     Ok(Exported {
         rows: args.rows,
-        file: "export.csv".into(),
+        file: if archived {
+            "export-with-archived.csv".into()
+        } else {
+            "export.csv".into()
+        },
     })
 }
 
@@ -96,9 +120,17 @@ pub(crate) struct Refund {
     pub(crate) cents: u32,
 }
 
-/// Refunds an order (declared `auto`: the policy decides per call).
-#[agent_tool(name = "refund", usage = "Call to refund an order.")]
+/// Refunds an order (declared `auto`: the policy decides per call). An
+/// order that does not exist asks the model for another try, which this
+/// tool allows none of (`retries = 0`): the run says so.
+#[agent_tool(name = "refund", usage = "Call to refund an order.", retries = 0)]
 pub(crate) async fn refund(args: Refund) -> Result<String, ToolError> {
+    if args.order.starts_with('Z') {
+        return Err(ToolError::retry(format!(
+            "There is no order {}; ask the user for the right one.",
+            args.order
+        )));
+    }
     Ok(format!("refunded {} cents on {}", args.cents, args.order))
 }
 
@@ -149,9 +181,14 @@ pub(crate) fn scripted(delay: Duration) -> ScriptedModel {
                 "refund",
                 &["{\"order\":", "\"C-99\",", "\"cents\":", "250000}"],
             )
+            .tool_call_chunks(
+                "call_typo",
+                "refund",
+                &["{\"order\":", "\"Z-00\",", "\"cents\":", "900}"],
+            )
             .with_delay(delay),
         ScriptedTurn::new()
-            .text("The export is written, A-17 and B-42 are refunded, and C-99 needs finance.")
+            .text("The export is written, A-17 and B-42 are refunded, C-99 needs finance, and Z-00 is no order: which one did you mean?")
             .with_delay(delay),
     ])
 }
@@ -243,6 +280,24 @@ impl<'w> Renderer<'w> {
                 self.end_bar()?;
                 writeln!(self.out, "  {name} partial: {value}")?;
             }
+            AgentEvent::Elicitation {
+                name,
+                request,
+                reply,
+                ..
+            } => {
+                self.end_bar()?;
+                // The operator at this terminal answers: no archived rows.
+                // (A reader that drops the reply answers `Cancel`.)
+                writeln!(
+                    self.out,
+                    "  ? {name} asks: {}  operator: no",
+                    request.message
+                )?;
+                reply.answer(ElicitationAnswer::Accept(
+                    serde_json::json!({ "archived": false }),
+                ));
+            }
             AgentEvent::ToolCallResult {
                 id, name, envelope, ..
             } => {
@@ -258,6 +313,15 @@ impl<'w> Renderer<'w> {
                     envelope["error"]["message"].to_string()
                 };
                 writeln!(self.out, "  {mark} {name} ({id}): {shown}{policy}")?;
+            }
+            AgentEvent::RetriesExhausted {
+                id, name, retries, ..
+            } => {
+                self.end_bar()?;
+                writeln!(
+                    self.out,
+                    "  ↻ {name} ({id}) asked for another try, past its {retries} retries: the model is told not to try again"
+                )?;
             }
             AgentEvent::Done {
                 reason, summary, ..
@@ -284,7 +348,9 @@ impl<'w> Renderer<'w> {
                     )?;
                 }
             }
-            _ => {}
+            // `AgentEvent` is `#[non_exhaustive]`: a kind added later is
+            // named here, for this demo to be extended.
+            other => writeln!(self.out, "  (an event this demo does not know: {other:?})")?,
         }
         self.out.flush()
     }

@@ -50,6 +50,18 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "a tools-only crate's build: aptix with default-features = false (no HTTP client, no store)"
+# The README's promise: a crate that only declares tools pulls no HTTP
+# client, TLS stack, SQL driver or MCP runtime. Checked on the dependency
+# tree of that build, and the build itself.
+HEAVY="$(cargo tree -p aptix --no-default-features -e normal --prefix none --locked \
+  | awk '{print $1}' | grep -xE 'reqwest|hyper|rustls|aws-lc-sys|ring|sqlx|rmcp|axum|clap' | sort -u || true)"
+if [ -n "$HEAVY" ]; then
+  echo "aptix without default features still depends on: $HEAVY" >&2
+  exit 1
+fi
+cargo check -p aptix --no-default-features --lib --locked
+
 step "local model server (llama.cpp + SmolLM2-135M; built once, then cached)"
 APTIX_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
 export APTIX_TEST_LLM_URL

@@ -262,11 +262,13 @@ async fn the_example_picks_its_activities_by_environment() {
     }
 }
 
-/// `cargo run --example live`, rendered into a buffer: the streamed
-/// arguments, the progress bar and partial results, and the policy's three
-/// decisions, the held call approved by the operator.
+/// `cargo run --example live`, rendered into a buffer: every kind of event
+/// (the README says so): the streamed arguments, the operator's answer to
+/// a tool's question, the progress bar and partial results, the policy's
+/// three decisions, the held call approved by the operator, and a tool out
+/// of retries.
 #[tokio::test]
-async fn the_live_example_renders_progress_deltas_and_the_policy() {
+async fn the_live_example_renders_every_kind_of_event() {
     let mut out: Vec<u8> = Vec::new();
     let reason = live::demo(
         &mut out,
@@ -287,6 +289,12 @@ async fn the_live_example_renders_progress_deltas_and_the_policy() {
         "⏸ refund (call_large) waits for a person [policy: ask a person]",
         "operator: approve call_large",
         "✓ refund (call_large): \"refunded 45000 cents on B-42\"",
+        "? export_rows asks: Include archived customers?  operator: no",
+        "\"file\":\"export.csv\"",
+        "↻ refund (call_typo) asked for another try, past its 0 retries",
+        "▶ export_rows (call_export)",
+        "I'll export the rows",
+        "[done: Completed]",
     ] {
         assert!(
             shown.contains(expected),
@@ -299,4 +307,8 @@ async fn the_live_example_renders_progress_deltas_and_the_policy() {
         .map(|(at, _)| at)
         .collect();
     assert_eq!(partials.len(), 6, "{shown}");
+    assert!(
+        !shown.contains("an event this demo does not know"),
+        "{shown}"
+    );
 }
