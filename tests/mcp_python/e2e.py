@@ -19,10 +19,11 @@ stdio) and checks:
 * `tools/list`: exactly the expected tools, sorted by name, the client tool
   `get_location` absent; each example tool's `inputSchema` equal to the
   MCP-dialect insta snapshot (tests/catalog/snapshots/catalog__schemas__NAME@mcp.snap), its
-  `outputSchema` equal to the output snapshot (NAME@output.snap), except that
-  the listing may add `"$schema": "https://json-schema.org/draft/2020-12/schema"`
-  at the root of either (nothing else); its description the snapshot's plus
-  "\\n\\nUsage: ...";
+  `outputSchema` equal to the `output` of the contract snapshot
+  (NAME@contract.snap), except that the listing may add
+  `"$schema": "https://json-schema.org/draft/2020-12/schema"` at the root of
+  either (nothing else); its description the snapshot's, which carries a
+  non-empty "\\n\\nUsage: ...";
 * `tools/call` of every listed example tool: the greeting, the time (and no
   progress notifications: the tool reports none), `send_email` approved through the client's
   elicitation callback, then declined, cancelled and accepted with
@@ -201,14 +202,16 @@ class Run:
             snapshot = read_snapshot(self.snapshots / f"catalog__schemas__{name}@mcp.snap")
             self.c.equal(snapshot.get("name"), name, f"{name}: the snapshot's name")
             self.schema_matches(tool.input_schema, snapshot["inputSchema"], f"{name}: inputSchema vs catalog__schemas__{name}@mcp.snap")
-            prefix = f"{snapshot['description']}\n\nUsage: "
+            # The snapshot is the tool as sent: its description, then its usage.
+            self.c.equal(tool.description, snapshot["description"], f"{name}: description vs the @mcp snapshot")
             self.c.check(
-                (tool.description or "").startswith(prefix) and len(tool.description or "") > len(prefix),
-                f"{name}: description {tool.description!r} is not the snapshot's {snapshot['description']!r} "
-                "followed by a non-empty `\\n\\nUsage: ...`",
+                "\n\nUsage: " in (tool.description or "") and not (tool.description or "").endswith("Usage: "),
+                f"{name}: description {tool.description!r} carries no non-empty `\\n\\nUsage: ...`",
             )
-            output = read_snapshot(self.snapshots / f"catalog__schemas__{name}@output.snap")
-            self.schema_matches(tool.output_schema, output, f"{name}: outputSchema vs catalog__schemas__{name}@output.snap")
+            contract = read_snapshot(self.snapshots / f"catalog__schemas__{name}@contract.snap")
+            self.schema_matches(
+                tool.output_schema, contract["output"], f"{name}: outputSchema vs catalog__schemas__{name}@contract.snap's output"
+            )
         sleep = tools.get("sleep_ms")
         if sleep is not None:
             self.c.equal(sorted(sleep.input_schema.get("properties", {})), ["label", "ms"], "sleep_ms: properties")
