@@ -286,6 +286,27 @@ async fn a_turn_cut_off_by_the_token_limit_runs_none_of_its_calls() {
     let sent_ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(sent_ids, ["whole", "cut"], "every call answered, in order");
     assert_eq!(text(&events), "Sorry.");
+    // The run says why, once, before the calls' events.
+    let cut: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, event)| match event {
+            AgentEvent::TurnCutOff { reason, calls } => {
+                assert_eq!(*reason, FinishReason::Length);
+                assert_eq!(calls, &["whole", "cut"]);
+                Some(at)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cut.len(), 1, "{events:?}");
+    let first_start = events
+        .iter()
+        .position(|event| matches!(event, AgentEvent::ToolCallStart { .. }));
+    assert!(
+        first_start.is_some_and(|start| cut[0] < start),
+        "{events:?}"
+    );
 }
 
 static FILTERED: AtomicUsize = AtomicUsize::new(0);
@@ -329,6 +350,13 @@ async fn a_turn_stopped_by_the_content_filter_runs_none_of_its_calls() {
         "{results:?}"
     );
     assert_eq!(results_sent(&model, 1).len(), 1, "the call is answered");
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::TurnCutOff { reason: FinishReason::ContentFilter, calls } if calls == &["call_f"]
+        )),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]
@@ -1069,9 +1097,7 @@ async fn held(args: Nap, ctx: &ToolContext) -> Result<u64, ToolError> {
     held.started.add_permits(1);
     let permit = held.release.acquire().await;
     held.running.fetch_sub(1, Ordering::SeqCst);
-    permit
-        .map_err(ToolError::internal)?
-        .forget();
+    permit.map_err(ToolError::internal)?.forget();
     Ok(args.millis)
 }
 
@@ -1134,7 +1160,11 @@ async fn tool_concurrency_bounds_how_many_calls_run_at_once() {
         .unwrap_or_else(|_| panic!("the run did not end"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(matches!(done(&events), DoneReason::Completed));
-    assert_eq!(held.peak.load(Ordering::SeqCst), 2, "at most two ran at once");
+    assert_eq!(
+        held.peak.load(Ordering::SeqCst),
+        2,
+        "at most two ran at once"
+    );
     let results = results(&events);
     let result_ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(result_ids, ids);

@@ -337,6 +337,23 @@ pub enum AgentEvent {
         /// The envelope, secrets redacted.
         envelope: Value,
     },
+    /// The model's turn was cut off before its end: at its output token
+    /// limit ([`FinishReason::Length`](crate::model::FinishReason::Length))
+    /// or by the provider's content filter
+    /// ([`FinishReason::ContentFilter`](crate::model::FinishReason::ContentFilter)).
+    /// Its text may stop mid-way, and none of its calls runs, whole as
+    /// their arguments may be: a turn read in part may have meant more, or
+    /// other calls. Each call still gets its `ToolCallStart` and a `failed`
+    /// result saying it was not run and why, so the transcript stays
+    /// paired, and the model is asked again (within `max_iterations`).
+    /// Comes right after the turn, before its calls' events. Native tool
+    /// calls only: a composed answer is read whole or not at all.
+    TurnCutOff {
+        /// Why the model stopped.
+        reason: crate::model::FinishReason,
+        /// The ids of the turn's calls, none of which ran.
+        calls: Vec<String>,
+    },
     /// A tool asked the model for another try (`ToolError::retry`) more
     /// often in this run than its `retries` allow: this call's result is
     /// `failed` instead, telling the model not to try again.
