@@ -440,7 +440,7 @@ mod tests {
         for _ in 0..pieces {
             outbox.push(AgentEvent::TextDelta("x".into()));
         }
-        assert_eq!(outbox.queue().slots.len(), COALESCE_AFTER + 1);
+        assert_eq!(outbox.queue().slots.len(), COALESCE_AFTER);
         let text: String = drain(&outbox)
             .into_iter()
             .filter_map(|event| match event {
