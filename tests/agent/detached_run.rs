@@ -389,3 +389,14 @@ async fn a_panicking_run_is_reported_by_finish() {
         other => panic!("expected a panic, got {other:?}"),
     }
 }
+
+/// What a server needs to move a run's parts into tasks of their own.
+#[test]
+fn a_run_and_its_parts_can_be_handed_to_other_tasks() {
+    fn observer<T: futures_util::Stream<Item = AgentEvent> + Unpin + Send + 'static>() {}
+    fn owned<T: Send + Sync + 'static>() {}
+    observer::<aptix::agent::Run>();
+    observer::<aptix::agent::RunEvents>();
+    owned::<aptix::agent::RunHandle>();
+    owned::<RunError>();
+}
