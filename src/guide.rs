@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | [`declaring`] | `#[agent_tool]`: its keys, the five executors, signatures, what the compiler refuses, catalogs, tools made at run time, schemas per provider |
 //! | [`running`] | the executor, the result envelope and its error codes, the tool's context, progress and partial results, questions to a person, images |
-//! | [`agent`] | the agent loop: events, models, tracing, hooks, approval policies, per-step tools, retention and a context budget |
+//! | [`agent`] | the agent loop: events, detached runs (`Agent::start`) and cancellation, the finished-turn rule, models, tracing, hooks, approval policies, per-step tools, retention and a context budget |
 //! | [`durable`] | durable suspension: approvals, client and human tools, `resolve` from any process, deadlines, crash safety, stores |
 //! | [`schema_first`] | latent tools, activities bound per environment, fakes, composed calls for models without tool calling |
 //! | [`mcp_server`] | the catalog as an MCP server (feature `mcp`) |

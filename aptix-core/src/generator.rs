@@ -1,10 +1,12 @@
 //! A stream written as an async block that emits its items one at a time:
-//! what the agent's runs are.
+//! what the agent's loop is.
 //!
 //! The contract of `async-stream`'s `stream!`, as a function over a lock:
 //! the body hands an item over and stays suspended until the stream has
 //! handed it out, so the body never runs ahead of its reader, and dropping
-//! the stream drops the body where it stands.
+//! the stream drops the body where it stands. That is why a run's loop is
+//! never read by the caller directly: `agent/handle.rs` reads it to its end
+//! in a task of its own, and the caller watches that task's events.
 
 use std::future::Future;
 use std::pin::Pin;

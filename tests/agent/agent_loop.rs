@@ -233,9 +233,33 @@ async fn invalid_json_is_fed_back_and_the_model_retries() {
     assert_eq!(results[1].1["ok"], json!(true));
 }
 
+/// The results of a turn's calls in the next request, by call id: what
+/// the model is told.
+fn results_sent(model: &ScriptedModel, request: usize) -> Vec<(String, Value)> {
+    model.requests()[request]
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((
+                tool_call_id.clone(),
+                serde_json::from_str(content).unwrap_or_else(|e| panic!("{e}")),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A turn cut off at the token limit runs none of its calls, not even the
+/// ones whose arguments came whole: a turn read in part may have meant
+/// more. Each call is answered (the transcript stays paired), the model is
+/// told why and asked again.
 #[tokio::test]
-async fn a_call_cut_off_by_the_token_limit_is_never_executed() {
-    let (agent, _) = agent(vec![
+async fn a_turn_cut_off_by_the_token_limit_runs_none_of_its_calls() {
+    let (agent, model) = agent(vec![
         ScriptedTurn::new()
             .tool_call("whole", "tally", r#"{"millis":0}"#)
             .tool_call("cut", "tally", r#"{"millis":0}"#)
@@ -245,18 +269,93 @@ async fn a_call_cut_off_by_the_token_limit_is_never_executed() {
     let mut conversation = Conversation::new("conv-4");
     let events = run(&agent, &mut conversation, Input::User("nap".into())).await;
     assert!(matches!(done(&events), DoneReason::Completed));
+    assert_eq!(TALLY.load(Ordering::SeqCst), 0, "no call of the turn ran");
     let results = results(&events);
-    assert_eq!(results[0].1["result"], json!(1));
-    assert_eq!(results[1].1["error"]["code"], json!("invalid_json"));
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["whole", "cut"]);
+    for (_, envelope) in &results {
+        assert_eq!(envelope["error"]["code"], json!("failed"), "{envelope}");
+        assert!(
+            envelope["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("cut off") && m.contains("not run")),
+            "{envelope}"
+        );
+    }
+    let sent = results_sent(&model, 1);
+    let sent_ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(sent_ids, ["whole", "cut"], "every call answered, in order");
+    assert_eq!(text(&events), "Sorry.");
+    // The run says why, once, before the calls' events.
+    let cut: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, event)| match event {
+            AgentEvent::TurnCutOff { reason, calls } => {
+                assert_eq!(*reason, FinishReason::Length);
+                assert_eq!(calls, &["whole", "cut"]);
+                Some(at)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cut.len(), 1, "{events:?}");
+    let first_start = events
+        .iter()
+        .position(|event| matches!(event, AgentEvent::ToolCallStart { .. }));
     assert!(
-        results[1].1["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("cut off"))
+        first_start.is_some_and(|start| cut[0] < start),
+        "{events:?}"
     );
-    assert_eq!(
-        TALLY.load(Ordering::SeqCst),
-        1,
-        "the cut-off call never ran"
+}
+
+static FILTERED: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts its runs (used by one test only).
+#[agent_tool(name = "filtered", usage = "Test tool.")]
+async fn filtered(_args: Nap) -> Result<usize, ToolError> {
+    Ok(FILTERED.fetch_add(1, Ordering::SeqCst) + 1)
+}
+
+/// A turn the provider's content filter stopped runs none of its calls,
+/// complete as they are.
+#[tokio::test]
+async fn a_turn_stopped_by_the_content_filter_runs_none_of_its_calls() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new()
+            .tool_call("call_f", "filtered", r#"{"millis":0}"#)
+            .finish(FinishReason::ContentFilter),
+        ScriptedTurn::new().text("I cannot help with that."),
+    ]));
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(
+            aptix::tools![FilteredTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-filter");
+    let events = run(&agent, &mut conversation, Input::User("go".into())).await;
+    assert!(matches!(done(&events), DoneReason::Completed));
+    assert_eq!(FILTERED.load(Ordering::SeqCst), 0, "the call never ran");
+    let results = results(&events);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].1["error"]["code"], json!("failed"));
+    assert!(
+        results[0].1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("content filter") && m.contains("not run")),
+        "{results:?}"
+    );
+    assert_eq!(results_sent(&model, 1).len(), 1, "the call is answered");
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            AgentEvent::TurnCutOff { reason: FinishReason::ContentFilter, calls } if calls == &["call_f"]
+        )),
+        "{events:?}"
     );
 }
 
@@ -968,4 +1067,110 @@ async fn the_summary_names_the_tools_prepare_step_offered_last() {
         summary.tools_fingerprint.as_deref(),
         Some(catalog.fingerprint())
     );
+}
+
+/// What the test sees of `held` calls, and lets go of them.
+pub struct Held {
+    running: AtomicUsize,
+    peak: AtomicUsize,
+    started: tokio::sync::Semaphore,
+    release: tokio::sync::Semaphore,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Held {
+            running: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            started: tokio::sync::Semaphore::new(0),
+            release: tokio::sync::Semaphore::new(0),
+        }
+    }
+}
+
+/// Counts itself running, then waits for the test to let it finish.
+#[agent_tool(name = "held", usage = "Test tool.")]
+async fn held(args: Nap, ctx: &ToolContext) -> Result<u64, ToolError> {
+    let held = ctx.require_state::<std::sync::Arc<Held>>()?;
+    let now = held.running.fetch_add(1, Ordering::SeqCst) + 1;
+    held.peak.fetch_max(now, Ordering::SeqCst);
+    held.started.add_permits(1);
+    let permit = held.release.acquire().await;
+    held.running.fetch_sub(1, Ordering::SeqCst);
+    permit.map_err(ToolError::internal)?.forget();
+    Ok(args.millis)
+}
+
+/// `tool_concurrency(2)`: of five calls of one turn, two run at once and
+/// the others wait until they are over; the results still come back in the
+/// model's order.
+#[tokio::test]
+async fn tool_concurrency_bounds_how_many_calls_run_at_once() {
+    let ids = ["c0", "c1", "c2", "c3", "c4"];
+    let mut turn = ScriptedTurn::new();
+    for (n, id) in ids.iter().enumerate() {
+        turn = turn.tool_call(id, "held", &format!(r#"{{"millis":{n}}}"#));
+    }
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        turn,
+        ScriptedTurn::new().text("All done."),
+    ]));
+    let held = std::sync::Arc::new(Held::default());
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(
+            aptix::tools![HeldTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .context(ToolContext::new().with_state(std::sync::Arc::clone(&held)))
+        .tool_concurrency(2)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let running = tokio::spawn(async move {
+        let mut conversation = Conversation::new("conv-bound");
+        let events: Vec<AgentEvent> = agent
+            .run(&mut conversation, Input::User("go".into()))
+            .collect()
+            .await;
+        (events, conversation)
+    });
+    // Two start...
+    let two = tokio::time::timeout(Duration::from_secs(5), held.started.acquire_many(2))
+        .await
+        .unwrap_or_else(|_| panic!("two calls did not start"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    two.forget();
+    // ...and a third does not, while they run.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(held.started.available_permits(), 0, "a third call started");
+    assert_eq!(held.running.load(Ordering::SeqCst), 2);
+    // Both end: the next two start, and again no more.
+    held.release.add_permits(2);
+    let next = tokio::time::timeout(Duration::from_secs(5), held.started.acquire_many(2))
+        .await
+        .unwrap_or_else(|_| panic!("no call started after two ended"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    next.forget();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(held.started.available_permits(), 0, "a fifth call started");
+    held.release.add_permits(3);
+    let (events, conversation) = tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .unwrap_or_else(|_| panic!("the run did not end"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(done(&events), DoneReason::Completed));
+    assert_eq!(
+        held.peak.load(Ordering::SeqCst),
+        2,
+        "at most two ran at once"
+    );
+    let results = results(&events);
+    let result_ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(result_ids, ids);
+    for (n, (_, envelope)) in results.iter().enumerate() {
+        assert_eq!(envelope["result"], json!(n), "{envelope}");
+    }
+    let (_, answered) = call_and_result_ids(&conversation.messages);
+    assert_eq!(answered, ids, "the transcript keeps the model's order");
 }

@@ -19,6 +19,7 @@ pub mod agent_limits;
 pub mod agent_loop;
 pub mod approval_policy;
 pub mod call_events;
+pub mod detached_run;
 pub mod elicitation;
 pub mod hooks;
 pub mod progressive;

@@ -248,7 +248,10 @@ impl Agent {
             .is_some_and(ToolDefinition::idempotent);
         let (id, name) = (call.id.clone(), call.name.clone());
         let (phase_tx, mut phase) = watch::channel(Phase::Deciding);
-        let task = {
+        // Not aborted when this wait is dropped (a loop dropped mid-turn):
+        // the call runs to its end in its task, never stopped half-done at
+        // some await of the tool's. Only its time limit, below, aborts it.
+        let mut task = {
             let agent = self.clone();
             let context = context.clone();
             let conversation_id = conversation_id.to_owned();
@@ -269,7 +272,6 @@ impl Agent {
                     .await
             })
         };
-        let mut task = AbortOnDrop(task);
         // The grace lets a tool that does reach an await point be stopped
         // by the executor's own limit, which also records it in the ledger.
         let joined = match limit {
@@ -278,11 +280,11 @@ impl Agent {
                     limit.saturating_add(TIMEOUT_GRACE),
                     idempotent,
                 );
-                wait_in_phases(&mut task.0, &mut phase, budget)
+                wait_in_phases(&mut task, &mut phase, budget)
                     .await
                     .map_err(|()| limit)
             }
-            None => Ok((&mut task.0).await),
+            None => Ok((&mut task).await),
         };
         match joined {
             Ok(Ok(executed)) => executed,
@@ -296,7 +298,7 @@ impl Agent {
                 finished(id, name, envelope)
             }
             Err(limit) => {
-                task.0.abort();
+                task.abort();
                 tracing::warn!(
                     tool = %name,
                     tool_call_id = %id,
@@ -590,13 +592,3 @@ async fn wait_in_phases(
 
 /// How often a call's phase is read again while hooks and the policy decide.
 const PHASE_CHECK: Duration = Duration::from_millis(100);
-
-/// Aborts the task when dropped: a run that is dropped mid-turn stops its
-/// calls, as it did when they ran inside it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}

@@ -3,16 +3,19 @@
 //! reached, or the run is cancelled.
 //!
 //! A run is a stream of [`AgentEvent`]s that ends with exactly one
-//! [`AgentEvent::Done`], whatever happens. It borrows the [`Conversation`]
-//! mutably and leaves it holding everything the run added, so the caller
-//! persists it, or hands it to the next run. An [`Agent`] keeps nothing
-//! between runs; [`DurableAgent`](crate::durable::DurableAgent) adds a store
-//! for conversations that outlive a process.
+//! [`AgentEvent::Done`], whatever happens. It runs in a task of its own
+//! ([`Agent::start`]), which its reader only watches: a reader that goes
+//! away stops nothing. The run hands back the [`Conversation`] holding
+//! everything it added ([`Run::finish`]), so the caller persists it, or
+//! hands it to the next run. An [`Agent`] keeps nothing between runs;
+//! [`DurableAgent`](crate::durable::DurableAgent) adds a store for
+//! conversations that outlive a process.
 //!
 //! | file | holds |
 //! | --- | --- |
 //! | `mod.rs` | `Agent` and what a run takes and reports |
 //! | `builder.rs` | `AgentBuilder`: the model, the catalog, the limits |
+//! | `handle.rs` | `Agent::start`: a run in a task of its own, and its `Run` handle |
 //! | `run.rs` | the loop over model turns |
 //! | `call.rs` | one tool call of a turn, in a task of its own |
 //! | `journal.rs` | what a durable run adds to the loop |
@@ -33,6 +36,7 @@ mod builder;
 mod call;
 mod call_ids;
 mod composed;
+mod handle;
 mod hook;
 mod journal;
 mod live_feed;
@@ -53,6 +57,7 @@ pub use approval::{ApprovalCall, ApprovalDecision, ApprovalPolicy};
 pub use builder::{AgentBuilder, AgentError};
 pub(crate) use call::{CallResult, ResultText, requested, split_reasoning};
 pub use composed::{CallMode, composed_schema, composed_schema_in};
+pub use handle::{Run, RunError, RunEvents, RunHandle};
 pub use hook::{
     AfterCall, BeforeCall, HookCall, HookFuture, Invalid, InvalidCall, Repair, ToolHook,
 };
@@ -65,7 +70,7 @@ pub use summary::{RunSummary, ToolCallStats};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -332,6 +337,23 @@ pub enum AgentEvent {
         /// The envelope, secrets redacted.
         envelope: Value,
     },
+    /// The model's turn was cut off before its end: at its output token
+    /// limit ([`FinishReason::Length`](crate::model::FinishReason::Length))
+    /// or by the provider's content filter
+    /// ([`FinishReason::ContentFilter`](crate::model::FinishReason::ContentFilter)).
+    /// Its text may stop mid-way, and none of its calls runs, whole as
+    /// their arguments may be: a turn read in part may have meant more, or
+    /// other calls. Each call still gets its `ToolCallStart` and a `failed`
+    /// result saying it was not run and why, so the transcript stays
+    /// paired, and the model is asked again (within `max_iterations`).
+    /// Comes right after the turn, before its calls' events. Native tool
+    /// calls only: a composed answer is read whole or not at all.
+    TurnCutOff {
+        /// Why the model stopped.
+        reason: crate::model::FinishReason,
+        /// The ids of the turn's calls, none of which ran.
+        calls: Vec<String>,
+    },
     /// A tool asked the model for another try (`ToolError::retry`) more
     /// often in this run than its `retries` allow: this call's result is
     /// `failed` instead, telling the model not to try again.
@@ -359,8 +381,8 @@ pub enum AgentEvent {
 
 /// A model, a catalog and the loop between them. Cheap to clone.
 ///
-/// It holds no conversation: each run borrows one
-/// ([`Agent::run`]). For conversations kept in a store, with calls that
+/// It holds no conversation: each run takes one and hands it back
+/// ([`Agent::start`], [`Agent::run`]). For conversations kept in a store, with calls that
 /// wait for approvals, clients or people across restarts, wrap it in a
 /// [`DurableAgent`](crate::durable::DurableAgent).
 #[derive(Clone)]
@@ -411,23 +433,71 @@ impl Agent {
         &self.inner.executor
     }
 
-    /// Runs the loop on `conversation` with `input`, until it ends.
-    pub fn run<'a>(
-        &'a self,
-        conversation: &'a mut Conversation,
-        input: Input,
-    ) -> impl Stream<Item = AgentEvent> + Send + 'a {
+    /// Runs the loop on `conversation` with `input`, and streams its
+    /// events: a convenience over [`Agent::start`] for a caller that reads
+    /// the run to its end and keeps its conversation in place.
+    ///
+    /// The run starts when the stream is first polled, on a copy of
+    /// `conversation`, in a task of its own ([`Agent::start`]). Right
+    /// before the stream hands out [`AgentEvent::Done`], `conversation` is
+    /// replaced by the run's transcript, holding everything the run added:
+    /// read to `Done`, it is as if the run had worked on it in place.
+    ///
+    /// Dropped before `Done` (a client that went away), the stream stops
+    /// nothing: the run goes on to its end in its task, its tools finish,
+    /// and its transcript is dropped there, while `conversation` keeps
+    /// what it had before the run, never half a turn. What the run's
+    /// tools did is then in no transcript the caller holds: where that
+    /// matters, use [`Agent::start`] and [`Run::finish`], or a
+    /// [`DurableAgent`](crate::durable::DurableAgent). To stop a run, cancel
+    /// it ([`Agent::run_with_cancellation`]) instead of dropping its stream.
+    ///
+    /// # Panics
+    ///
+    /// Polled outside a Tokio runtime. A panic of the run itself (in the
+    /// model adapter, a hook, the approval policy or `prepare_step`) is
+    /// resumed in the reader, as if the run had been polled in place.
+    pub fn run<'c>(&self, conversation: &'c mut Conversation, input: Input) -> AgentStream<'c> {
         self.run_with_cancellation(conversation, input, CancellationToken::new())
     }
 
-    /// Like [`Agent::run`], stopping early when `cancellation` is cancelled.
-    pub fn run_with_cancellation<'a>(
-        &'a self,
-        conversation: &'a mut Conversation,
+    /// Like [`Agent::run`], stopping early when `cancellation` is cancelled:
+    /// the run ends with [`DoneReason::Cancelled`], every call of its turn
+    /// answered.
+    pub fn run_with_cancellation<'c>(
+        &self,
+        conversation: &'c mut Conversation,
         input: Input,
         cancellation: CancellationToken,
-    ) -> AgentStream<'a> {
-        self.run_loop(conversation, input, cancellation, None)
+    ) -> AgentStream<'c> {
+        let agent = self.clone();
+        Box::pin(crate::generator::generate(move |out| async move {
+            let run = agent.start_with_cancellation(conversation.clone(), input, cancellation);
+            let (mut events, handle) = run.split();
+            let mut done = None;
+            while let Some(event) = events.next().await {
+                if matches!(event, AgentEvent::Done { .. }) {
+                    done = Some(event);
+                    break;
+                }
+                out.emit(event).await;
+            }
+            drop(events);
+            // `Done` is the loop's last act: the task returns right after.
+            match handle.join().await {
+                Ok(transcript) => *conversation = transcript,
+                Err(error) => match error.try_into_panic() {
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    // Only a runtime shutting down drops the task.
+                    Err(error) => {
+                        tracing::warn!(%error, "the run's task was dropped before its end")
+                    }
+                },
+            }
+            if let Some(done) = done {
+                out.emit(done).await;
+            }
+        }))
     }
 
     /// The tool context of a run: the agent's base context with the

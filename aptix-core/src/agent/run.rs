@@ -124,6 +124,24 @@ impl Agent {
                 {
                     request.narrowed = self.widened(request.narrowed.take(), turn);
                 }
+                // A turn cut off says so; its calls are refused in
+                // `run_calls`.
+                if self.cut_off(&turn.finish_reason) {
+                    let calls: Vec<String> =
+                        turn.tool_calls.iter().map(|call| call.id.clone()).collect();
+                    tracing::warn!(
+                        finish = ?turn.finish_reason,
+                        calls = calls.len(),
+                        "the model's turn was cut off; none of its calls run"
+                    );
+                    scope
+                        .out
+                        .emit(AgentEvent::TurnCutOff {
+                            reason: turn.finish_reason.clone(),
+                            calls,
+                        })
+                        .await;
+                }
                 if turn.tool_calls.is_empty() {
                     reason = DoneReason::Completed;
                     break;

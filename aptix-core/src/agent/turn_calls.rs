@@ -3,7 +3,9 @@
 //! tools its step offered) and, in a durable run, stored with the turn;
 //! then they run, a few at a time, their live reports shown as they come,
 //! and their results go into the transcript in call order. A hook's halt,
-//! or a call left waiting for someone, ends the run after the turn.
+//! or a call left waiting for someone, ends the run after the turn. A turn
+//! the model did not finish (cut off at its token limit or by a content
+//! filter) runs none of its calls: each is refused, answered as not run.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use crate::catalog::Catalog;
 use crate::context::ToolContext;
 use crate::envelope::{Envelope, EnvelopeIds};
 use crate::error::ErrorCode;
+use crate::model::FinishReason;
 use crate::model::assembly::{AssembledCall, AssembledTurn};
 use crate::transcript::{Conversation, Message};
 
@@ -87,23 +90,31 @@ impl Agent {
         let turn_end = conversation.messages.len();
         let made = turn.tool_calls.len();
         let allowed = inner.settings.max_calls_per_turn;
+        // A turn cut off runs none of its calls.
+        let cut_off = self
+            .cut_off(&turn.finish_reason)
+            .then_some(&turn.finish_reason);
         // Decided before anything runs, and stored with the turn.
         let refusals: Vec<Option<Envelope>> = turn
             .tool_calls
             .iter()
             .enumerate()
             .map(|(position, call)| {
-                self.refusal(
-                    call,
-                    (position >= allowed).then_some((made, allowed)),
-                    runnable.as_ref(),
-                    &request.step_choice,
-                    || EnvelopeIds {
-                        tool_call_id: call.id.as_str().into(),
-                        conversation_id: Some(conversation.id.as_str().into()),
-                        session_id: context.session_id().map(Into::into),
-                    },
-                )
+                let ids = || EnvelopeIds {
+                    tool_call_id: call.id.as_str().into(),
+                    conversation_id: Some(conversation.id.as_str().into()),
+                    session_id: context.session_id().map(Into::into),
+                };
+                match cut_off {
+                    Some(reason) => Some(not_run_cut_off(reason, ids())),
+                    None => self.refusal(
+                        call,
+                        (position >= allowed).then_some((made, allowed)),
+                        runnable.as_ref(),
+                        &request.step_choice,
+                        ids,
+                    ),
+                }
             })
             .collect();
         // Each call as the model made it, before its reason is taken
@@ -162,6 +173,23 @@ impl Agent {
             .execute_calls(calls, conversation, scope, feed, tally)
             .await;
         self.settle_turn(ran, turn_end, conversation, scope).await
+    }
+
+    /// Whether a turn that ended with `finish` was cut off before its end,
+    /// so that none of its calls may run: the finished-turn rule. The
+    /// model stopped at its output token limit (`Length`) or was stopped
+    /// by the provider's filter (`ContentFilter`); a call whose arguments
+    /// came whole may still be one of several the turn meant, or stand on
+    /// text it never finished. Every other finish reason runs the turn's
+    /// complete calls: `ToolCalls` is what the seed asks for, but servers
+    /// (llama.cpp, Ollama) report `Stop` with calls, and an unknown
+    /// reason is the provider's own word for a turn it finished.
+    ///
+    /// Native tool calls only: in composed mode the answer is one JSON
+    /// object, read whole or not at all (`composed.rs` answers one cut off).
+    pub(super) fn cut_off(&self, finish: &FinishReason) -> bool {
+        self.inner.composed.is_none()
+            && matches!(finish, FinishReason::Length | FinishReason::ContentFilter)
     }
 
     /// Runs `calls`, up to the agent's concurrency at a time, and takes
@@ -517,6 +545,20 @@ impl Agent {
             },
         })
     }
+}
+
+/// The result of a call of a turn cut off (`reason`): not run, and why,
+/// in words the model can act on.
+fn not_run_cut_off(reason: &FinishReason, ids: EnvelopeIds) -> Envelope {
+    let message = match reason {
+        FinishReason::ContentFilter => {
+            "Your turn was stopped by the provider's content filter before its end, so this call was not run, nor any other call of that turn. Nothing happened."
+        }
+        _ => {
+            "Your turn was cut off at the output token limit before its end, so this call was not run, nor any other call of that turn, even one whose arguments were complete. Nothing happened. Make the calls you still need again in a shorter turn: fewer calls, shorter arguments, less text before them."
+        }
+    };
+    Envelope::error(ids, ErrorCode::Failed, message)
 }
 
 /// `conversation` as a durable run stores it after the model's turn: with

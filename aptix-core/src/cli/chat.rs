@@ -215,6 +215,13 @@ async fn turn(
             }
             // The whole call is printed once it is complete.
             AgentEvent::ToolCallOpened { .. } | AgentEvent::ToolCallDelta { .. } => {}
+            AgentEvent::TurnCutOff { reason, calls } => {
+                writeln!(
+                    stdout,
+                    "    [the model's turn was cut off ({reason:?}); {} call(s) not run]",
+                    calls.len()
+                )?;
+            }
             AgentEvent::RetriesExhausted { name, retries, .. } => {
                 writeln!(
                     stdout,
