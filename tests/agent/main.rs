@@ -28,3 +28,4 @@ pub mod retention;
 pub mod retries;
 pub mod schema_first;
 pub mod tool_search;
+pub mod tracing_spans;

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument;
+use tracing::instrument::WithSubscriber;
 
 use super::members::Members;
 use super::steer::Before;
@@ -257,7 +259,10 @@ impl Agent {
             let conversation_id = conversation_id.to_owned();
             let journal = journal.clone();
             let offered = offered.cloned();
-            tokio::spawn(async move {
+            // Inside the run's span (and under its subscriber, on whichever
+            // worker runs it): the call's `tool_call` span nests under
+            // `agent_run`, as a trace viewer shows it.
+            let body = async move {
                 agent
                     .execute(
                         call,
@@ -270,7 +275,11 @@ impl Agent {
                         Some(&phase_tx),
                     )
                     .await
-            })
+            };
+            tokio::spawn(
+                body.instrument(tracing::Span::current())
+                    .with_current_subscriber(),
+            )
         };
         // The grace lets a tool that does reach an await point be stopped
         // by the executor's own limit, which also records it in the ledger.
