@@ -328,13 +328,12 @@ impl AgentBuilder {
         #[cfg(feature = "tool-search")]
         let (catalog, search, lowered) = match self.tool_search.take() {
             None => (catalog, None, None),
-            Some(_) if self.settings.call_mode == CallMode::Composed => {
-                return Err(AgentError::ToolSearch(
-                    "it needs native tool calls, and this agent composes its calls into one schema"
-                        .into(),
-                ));
-            }
-            Some(search) => {
+            Some(mut search) => {
+                // Composed calls have no place for a provider's search:
+                // Aptix's search tool is a branch of the schema instead.
+                if self.settings.call_mode == CallMode::Composed {
+                    search.native = None;
+                }
                 let (search, catalog, lowered) =
                     super::search::Searching::new(search, catalog, model.as_ref(), |catalog| {
                         Ok(lower_for_model(catalog, model.dialect(), reasoning)?)
