@@ -5,8 +5,12 @@
 //! The answer the model must give is one object, `{"message": string,
 //! "calls": [ ... ]}`, whose `calls` items are `anyOf` one branch per tool:
 //! the tool's offered parameters with the meta fields `_tool` (a `const`),
-//! `_activity` (a `const`: the bound activity, `""` when latent) and, when
-//! asked for, `_reasoningForCall` (see [`crate::schema::meta_fields`]).
+//! `_activity` (a `const`: the activity's name, which for a tool with code
+//! of its own is the tool's name, and `""` only for a latent tool) and, when
+//! asked for, `_reasoningForCall` (see [`crate::schema::meta_fields`]). The
+//! schema is sent with the meta fields first and a latent tool's `_output`
+//! last ([`InCallOrder`]), the order a constrained decoder makes the model
+//! write them in.
 //! An OpenAI-compatible server enforces it through `response_format`
 //! (llama.cpp turns the schema into a grammar, so the answer is valid by
 //! construction). Each element becomes a call with a stable id that runs
@@ -25,7 +29,7 @@ use super::members::Members;
 use crate::catalog::Catalog;
 use crate::model::assembly::{AssembledCall, CallStatus};
 use crate::model::{ResponseFormat, ToolChoice, ToolSpec};
-use crate::schema::meta_fields::{self, ACTIVITY, REASONING, TOOL};
+use crate::schema::meta_fields::{self, ACTIVITY, InCallOrder, REASONING, TOOL};
 use crate::schema::{Dialect, DialectError, dialect};
 use crate::transcript::{AssistantToolCall, Message};
 
@@ -68,7 +72,7 @@ pub fn composed_schema(catalog: &Catalog, choice: &ToolChoice, reasoning: bool) 
             &mut root,
             entry.name(),
             &ToolSpec::description_of(definition),
-            entry.activity().unwrap_or(""),
+            meta_fields::activity_of(entry),
             &entry.offered_parameters(),
             reasoning,
         ));
@@ -294,7 +298,7 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
             };
             let activity = catalog
                 .entry(&call.name)
-                .and_then(|entry| entry.activity())
+                .map(meta_fields::activity_of)
                 .unwrap_or("");
             let mut element = Map::new();
             element.insert(TOOL.to_owned(), Value::from(call.name.as_str()));
@@ -306,7 +310,9 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
             Value::Object(element)
         })
         .collect();
-    json!({ "message": content, "calls": calls }).to_string()
+    let turn = json!({ "message": content, "calls": calls });
+    // Written as the schema is sent: the meta fields first, `_output` last.
+    serde_json::to_string(&InCallOrder(&turn)).unwrap_or_else(|_| turn.to_string())
 }
 
 #[cfg(test)]
