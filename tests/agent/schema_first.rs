@@ -1290,3 +1290,202 @@ async fn a_native_latent_tool_is_sent_with_its_reason_first_and_its_output_last(
         "{tool}"
     );
 }
+
+const SENTIMENT_CALL: &str = r#"{"message":"Checking.","calls":[{"_tool":"sentiment","_activity":"","text":"Yay","_output":{"label":"positive","confidence":0.9}}]}"#;
+
+/// The text a run streamed to its reader.
+fn shown(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_composed_answer_that_is_not_the_object_is_sent_back_and_never_shown() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().text("Sure! I will check the sentiment for you."),
+        ScriptedTurn::new().text(SENTIMENT_CALL),
+        ScriptedTurn::new().text(r#"{"message":"It is positive.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, conversation) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(AgentEvent::Done {
+                reason: aptix::DoneReason::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true));
+    // The plain text never reached the reader, nor the transcript.
+    assert_eq!(shown(&events), "Checking.It is positive.");
+    assert!(
+        !format!("{:?}", conversation.messages).contains("Sure!"),
+        "{:?}",
+        conversation.messages
+    );
+    // The second request asked again: the answer, then what was wrong.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let asked = &requests[1].messages;
+    assert_eq!(asked.len(), requests[0].messages.len() + 2);
+    assert!(matches!(
+        &asked[asked.len() - 2],
+        aptix::transcript::Message::Assistant { content, tool_calls, .. }
+            if content == "Sure! I will check the sentiment for you." && tool_calls.is_empty()
+    ));
+    assert!(
+        matches!(&asked[asked.len() - 1], aptix::transcript::Message::User { content }
+            if content.contains("not the JSON object asked for")),
+        "{asked:?}"
+    );
+    // Same response format: the model is held to the same schema.
+    assert_eq!(requests[1].response_format, requests[0].response_format);
+    // The next step is built from the transcript: no correction in it.
+    assert!(!format!("{:?}", requests[2].messages).contains("could not be read"));
+}
+
+#[tokio::test]
+async fn a_truncated_composed_answer_is_sent_back_as_cut_off() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new()
+            .text(
+                r#"{"message":"Checking.","calls":[{"_tool":"sentiment","_activity":"","text":"Ya"#,
+            )
+            .finish(aptix::model::FinishReason::Length),
+        ScriptedTurn::new().text(SENTIMENT_CALL),
+        ScriptedTurn::new().text(r#"{"message":"It is positive.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true), "{events:?}");
+    assert_eq!(shown(&events), "Checking.It is positive.");
+    let requests = model.requests();
+    assert!(
+        matches!(requests[1].messages.last(), Some(aptix::transcript::Message::User { content })
+            if content.contains("cut off at the token limit")),
+        "{:?}",
+        requests[1].messages
+    );
+}
+
+#[tokio::test]
+async fn composed_answers_of_the_wrong_shape_end_the_run_once_the_budget_is_spent() {
+    let wrong = || ScriptedTurn::new().text(r#"{"message":"Hi.","calls":{"_tool":"sentiment"}}"#);
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        wrong(),
+        wrong(),
+        ScriptedTurn::new().text(r#"{"message":"Too late.","calls":[]}"#),
+    ]));
+    let activities =
+        Activities::new().bind::<SendEmail, _, _>(|_args, _ctx| async { Ok(Sent { sent: true }) });
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(catalog(activities))
+        .call_mode(CallMode::Composed)
+        .composed_retries(1)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let (events, conversation) = run_agent(&agent, "Hello.").await;
+    // Asked once, then once again; then the run ends, the garbage unshown.
+    assert_eq!(model.requests().len(), 2);
+    assert_eq!(model.remaining(), 1);
+    assert_eq!(shown(&events), "");
+    match events.last() {
+        Some(AgentEvent::Done {
+            reason: aptix::DoneReason::ModelError(aptix::model::ModelError::Protocol(message)),
+            ..
+        }) => {
+            assert!(message.contains("2 times"), "{message}");
+            assert!(message.contains("`calls` must be an array"), "{message}");
+        }
+        other => panic!("the run did not end with a protocol error: {other:?}"),
+    }
+    // The transcript holds the user's message only.
+    assert_eq!(
+        conversation.messages.len(),
+        1,
+        "{:?}",
+        conversation.messages
+    );
+    // With the default budget: three tries.
+    let model = std::sync::Arc::new(ScriptedModel::new(
+        std::iter::repeat_with(|| ScriptedTurn::new().text("no")).take(4),
+    ));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "Hello.").await;
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(model.remaining(), 1);
+    assert!(
+        matches!(
+            events.last(),
+            Some(AgentEvent::Done {
+                reason: aptix::DoneReason::ModelError(_),
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_composed_call_of_an_unknown_tool_is_answered_for_the_model_to_correct() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new()
+            .text(r#"{"message":"","calls":[{"_tool":"feelings","_activity":"","text":"Yay"}]}"#),
+        ScriptedTurn::new().text(SENTIMENT_CALL),
+        ScriptedTurn::new().text(r#"{"message":"It is positive.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    let results = results_of(&events);
+    assert_eq!(results[0].1["error"]["code"], "unknown_tool", "{results:?}");
+    assert_eq!(results[1].1["ok"], json!(true));
+    assert!(model.requests()[1].messages.iter().any(
+        |message| matches!(message, aptix::transcript::Message::User { content }
+                if content.contains("unknown_tool"))
+    ));
+}
+
+#[tokio::test]
+async fn an_openai_server_that_ignores_the_schema_is_asked_again() {
+    use aptix::model::openai::OpenAiChat;
+    use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::text("I think it feels positive.").into_response(),
+        OpenAiTurn::text(SENTIMENT_CALL).into_response(),
+        OpenAiTurn::text(r#"{"message":"Positive.","calls":[]}"#).into_response(),
+    ])
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    let model = OpenAiChat::new("local").with_base_url(server.base_url());
+    let agent = composed_agent(std::sync::Arc::new(model), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true), "{events:?}");
+    assert_eq!(shown(&events), "Checking.Positive.");
+    let requests = server.requests();
+    let messages = requests[1].body["messages"].as_array().expect("messages");
+    let [.., answer, told] = messages.as_slice() else {
+        panic!("{messages:?}")
+    };
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["content"], "I think it feels positive.");
+    assert_eq!(told["role"], "user");
+    assert!(
+        told["content"]
+            .as_str()
+            .is_some_and(|text| text.contains("not the JSON object asked for")),
+        "{told}"
+    );
+    assert_eq!(
+        requests[1].body["response_format"],
+        requests[0].body["response_format"]
+    );
+}

@@ -71,6 +71,7 @@ pub(super) struct Settings {
     pub(super) model_call_timeout: Option<Duration>,
     pub(super) tool_timeout: Option<Duration>,
     pub(super) call_mode: CallMode,
+    pub(super) composed_retries: u8,
     pub(super) ask_reasoning: bool,
     pub(super) context_budget: Option<usize>,
 }
@@ -93,6 +94,7 @@ impl AgentBuilder {
                 model_call_timeout: Some(DEFAULT_MODEL_CALL_TIMEOUT),
                 tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
                 call_mode: CallMode::Native,
+                composed_retries: composed::DEFAULT_RETRIES,
                 ask_reasoning: false,
                 context_budget: None,
             },
@@ -217,6 +219,16 @@ impl AgentBuilder {
     /// ([`ChatModel::calls_tools_natively`]).
     pub fn call_mode(mut self, mode: CallMode) -> Self {
         self.settings.call_mode = mode;
+        self
+    }
+
+    /// How often in one model turn a composed answer that could not be read
+    /// (cut off at the token limit, not the object asked for) is sent back
+    /// to the model with what was wrong, before the run ends with
+    /// [`DoneReason::ModelError`](super::DoneReason::ModelError) (default 2).
+    /// Such an answer is never shown as the model's answer.
+    pub fn composed_retries(mut self, retries: u8) -> Self {
+        self.settings.composed_retries = retries;
         self
     }
 

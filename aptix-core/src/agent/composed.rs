@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 use super::members::Members;
 use crate::catalog::Catalog;
 use crate::model::assembly::{AssembledCall, CallStatus};
-use crate::model::{ResponseFormat, ToolChoice, ToolSpec};
+use crate::model::{FinishReason, ResponseFormat, ToolChoice, ToolSpec};
 use crate::schema::meta_fields::{self, ACTIVITY, InCallOrder, REASONING, TOOL};
 use crate::schema::{Dialect, DialectError, dialect};
 use crate::transcript::{AssistantToolCall, Message};
@@ -47,6 +47,10 @@ pub enum CallMode {
     /// composed otherwise.
     Auto,
 }
+
+/// How often a turn's composed answer that could not be read is sent back
+/// for another try, unless the builder says otherwise.
+pub(crate) const DEFAULT_RETRIES: u8 = 2;
 
 /// The name the response format is sent under.
 const FORMAT_NAME: &str = "tool_calls";
@@ -157,20 +161,75 @@ pub(crate) struct ComposedTurn {
     pub(crate) calls: Vec<AssembledCall>,
 }
 
-/// Reads the model's answer text as a composed object. `None` when it is
-/// not one (a model or server that ignored the response format, or an
-/// object that names `message` or `calls` twice): the text is then the
-/// answer, as it would be without tools. `turn` numbers the ids, which are
-/// stable: `composed-<turn>-<index>`.
+/// Why a composed answer could not be read: what the model is told when
+/// it is asked again ([`correction`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotComposed {
+    /// The answer hit the token limit before its object was complete.
+    Truncated,
+    /// The answer is not one JSON object (plain text, an array, broken
+    /// JSON); the parser's words, bounded.
+    NotAnObject(String),
+    /// An object, but not of the shape asked for (the member at fault).
+    WrongShape(&'static str),
+}
+
+impl std::fmt::Display for NotComposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotComposed::Truncated => f.write_str(
+                "your answer was cut off at the token limit before its JSON object was complete; give a shorter one (a shorter message, fewer or smaller calls)",
+            ),
+            NotComposed::NotAnObject(why) => write!(
+                f,
+                "your answer is not the JSON object asked for ({why}); answer with exactly one object: {{\"message\": string, \"calls\": [...]}}"
+            ),
+            NotComposed::WrongShape(what) => write!(
+                f,
+                "your answer is a JSON object but not of the shape asked for: {what}; answer with exactly one object: {{\"message\": string, \"calls\": [...]}}"
+            ),
+        }
+    }
+}
+
+/// The most bytes of a failed answer sent back to the model with its
+/// correction: enough to see the mistake, not a second copy of a runaway.
+const ECHO_LIMIT: usize = 2048;
+
+/// The most bytes of a parser's message in a correction.
+const REASON_LIMIT: usize = 160;
+
+/// Reads the model's answer as a composed object, or says why it is not
+/// one: a model or server that ignored the response format, an answer cut
+/// off at the token limit (`finish`), or an object that names `message`
+/// or `calls` twice or gives them the wrong type. The answer is then not
+/// shown: the model is asked again ([`correction`]). `turn` numbers the
+/// ids, which are stable: `composed-<turn>-<index>`.
 ///
 /// Read member by member ([`Members`]): each call's arguments are its
 /// members less `_tool` and `_activity`, as the model wrote them, so a
 /// repeated member reaches the validator (which refuses it) instead of
 /// being merged into its last copy.
-pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
-    let mut answer = Members::parse(text.trim())?;
-    if answer.count("message") > 1 || answer.count("calls") > 1 {
-        return None;
+pub(crate) fn read(
+    text: &str,
+    finish: &FinishReason,
+    turn: usize,
+) -> Result<ComposedTurn, NotComposed> {
+    let mut answer = match serde_json::from_str::<Members>(text.trim()) {
+        Ok(answer) => answer,
+        Err(_) if *finish == FinishReason::Length => return Err(NotComposed::Truncated),
+        Err(error) => {
+            return Err(NotComposed::NotAnObject(bounded(
+                &error.to_string(),
+                REASON_LIMIT,
+            )));
+        }
+    };
+    if answer.count("message") > 1 {
+        return Err(NotComposed::WrongShape("`message` is given more than once"));
+    }
+    if answer.count("calls") > 1 {
+        return Err(NotComposed::WrongShape("`calls` is given more than once"));
     }
     let message = match answer
         .take_one("message")
@@ -178,19 +237,56 @@ pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
     {
         Some(Ok(Value::String(message))) => message,
         None | Some(Ok(Value::Null)) => String::new(),
-        Some(_) => return None,
+        Some(_) => return Err(NotComposed::WrongShape("`message` must be a string")),
     };
     let calls = match answer.take_one("calls") {
         None => Vec::new(),
         Some(raw) if raw.get() == "null" => Vec::new(),
-        Some(raw) => serde_json::from_str::<Vec<Box<RawValue>>>(raw.get()).ok()?,
+        Some(raw) => serde_json::from_str::<Vec<Box<RawValue>>>(raw.get())
+            .map_err(|_| NotComposed::WrongShape("`calls` must be an array of call objects"))?,
     };
     let calls = calls
         .into_iter()
         .enumerate()
         .map(|(index, call)| to_call(&call, turn, index))
         .collect();
-    Some(ComposedTurn { message, calls })
+    Ok(ComposedTurn { message, calls })
+}
+
+/// What a request asked again after a failed answer adds to its messages:
+/// the model's answer as it wrote it (bounded), then a user message that
+/// says what was wrong. Only that request carries them: the transcript
+/// keeps the answer that could be read, never the garbage before it.
+pub(crate) fn correction(answer: &str, problem: &NotComposed) -> [Message; 2] {
+    [
+        Message::Assistant {
+            content: bounded(answer, ECHO_LIMIT),
+            tool_calls: Vec::new(),
+            thinking: Vec::new(),
+            server_blocks: Vec::new(),
+            runnable: None,
+        },
+        Message::user(format!(
+            "That answer could not be read: {problem}. Nothing was run and nothing was shown. Answer again."
+        )),
+    ]
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, saying how
+/// much was left out.
+fn bounded(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{} [... {} more bytes left out]",
+        &text[..end],
+        text.len() - end
+    )
 }
 
 /// One element of `calls` as a call: `_tool` names it and `_activity` is
@@ -321,8 +417,9 @@ mod tests {
 
     #[test]
     fn an_answer_reads_as_calls_with_stable_ids() {
-        let turn = parse(
+        let turn = read(
             r#"{"message":"On it.","calls":[{"_tool":"greet","_activity":"","name":"Ada"},{"_tool":"","x":1},7]}"#,
+            &FinishReason::Stop,
             3,
         )
         .expect("composed");
@@ -336,11 +433,50 @@ mod tests {
     }
 
     #[test]
-    fn text_that_is_no_composed_object_is_an_answer() {
-        assert_eq!(parse("Hello there.", 0), None);
-        assert_eq!(parse(r#"{"message": 3}"#, 0), None);
-        assert_eq!(parse("[1, 2]", 0), None);
-        let empty = parse(r#"{"message":"Done.","calls":[]}"#, 0).expect("composed");
+    fn text_that_is_no_composed_object_says_why() {
+        let stop = &FinishReason::Stop;
+        assert!(matches!(
+            read("Hello there.", stop, 0),
+            Err(NotComposed::NotAnObject(_))
+        ));
+        assert_eq!(
+            read(r#"{"message": 3}"#, stop, 0),
+            Err(NotComposed::WrongShape("`message` must be a string"))
+        );
+        assert_eq!(
+            read(r#"{"message": "", "calls": {"_tool": "x"}}"#, stop, 0),
+            Err(NotComposed::WrongShape(
+                "`calls` must be an array of call objects"
+            ))
+        );
+        assert_eq!(
+            read(r#"{"message": "a", "message": "b"}"#, stop, 0),
+            Err(NotComposed::WrongShape("`message` is given more than once"))
+        );
+        assert!(matches!(
+            read("[1, 2]", stop, 0),
+            Err(NotComposed::NotAnObject(_))
+        ));
+        assert_eq!(
+            read(r#"{"message":"Half"#, &FinishReason::Length, 0),
+            Err(NotComposed::Truncated)
+        );
+        let empty = read(r#"{"message":"Done.","calls":[]}"#, stop, 0).expect("composed");
         assert!(empty.calls.is_empty());
+    }
+
+    #[test]
+    fn a_correction_echoes_a_bounded_answer() {
+        let runaway = "é".repeat(5000);
+        let [answer, told] = correction(&runaway, &NotComposed::Truncated);
+        let Message::Assistant { content, .. } = answer else {
+            panic!("the answer first")
+        };
+        assert!(content.len() < ECHO_LIMIT + 64, "{}", content.len());
+        assert!(content.ends_with("more bytes left out]"), "{content}");
+        let Message::User { content } = told else {
+            panic!("then the correction")
+        };
+        assert!(content.contains("cut off at the token limit"), "{content}");
     }
 }
