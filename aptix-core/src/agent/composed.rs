@@ -215,7 +215,17 @@ pub(crate) fn read(
     finish: &FinishReason,
     turn: usize,
 ) -> Result<ComposedTurn, NotComposed> {
-    let mut answer = match serde_json::from_str::<Members>(text.trim()) {
+    let text = text.trim();
+    let parsed = serde_json::from_str::<Members>(text).or_else(|error| {
+        // Some grammar converters (llama-cpp-python's) let a model write a
+        // raw line break inside a string, which JSON forbids; escaped, the
+        // answer means what the model wrote.
+        match escape_raw_controls(text) {
+            Some(escaped) => serde_json::from_str::<Members>(&escaped).map_err(|_| error),
+            None => Err(error),
+        }
+    });
+    let mut answer = match parsed {
         Ok(answer) => answer,
         Err(_) if *finish == FinishReason::Length => return Err(NotComposed::Truncated),
         Err(error) => {
@@ -251,6 +261,39 @@ pub(crate) fn read(
         .map(|(index, call)| to_call(&call, turn, index))
         .collect();
     Ok(ComposedTurn { message, calls })
+}
+
+/// `text` with every raw control character inside a JSON string escaped,
+/// or `None` when there is none. Outside strings nothing changes, so text
+/// that is no JSON stays no JSON.
+fn escape_raw_controls(text: &str) -> Option<String> {
+    let mut escaped = String::with_capacity(text.len() + 16);
+    let (mut in_string, mut after_backslash, mut changed) = (false, false, false);
+    for c in text.chars() {
+        if in_string && !after_backslash && c.is_ascii_control() && c != '\u{7f}' {
+            changed = true;
+            match c {
+                '\n' => escaped.push_str("\\n"),
+                '\r' => escaped.push_str("\\r"),
+                '\t' => escaped.push_str("\\t"),
+                other => escaped.push_str(&format!("\\u{:04x}", other as u32)),
+            }
+            continue;
+        }
+        if in_string {
+            if after_backslash {
+                after_backslash = false;
+            } else if c == '\\' {
+                after_backslash = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
+        escaped.push(c);
+    }
+    changed.then_some(escaped)
 }
 
 /// What a request asked again after a failed answer adds to its messages:
@@ -463,6 +506,30 @@ mod tests {
         );
         let empty = read(r#"{"message":"Done.","calls":[]}"#, stop, 0).expect("composed");
         assert!(empty.calls.is_empty());
+    }
+
+    #[test]
+    fn a_raw_line_break_inside_a_string_reads_as_the_model_meant_it() {
+        let turn = read(
+            "{\"message\": \"Hello,\nAda\t!\", \"calls\": [{\"_tool\": \"greet\", \"name\": \"A\nda\"}]}",
+            &FinishReason::Stop,
+            0,
+        )
+        .expect("composed");
+        assert_eq!(turn.message, "Hello,\nAda\t!");
+        assert_eq!(turn.calls[0].arguments, r#"{"name":"A\nda"}"#);
+        // Outside a string a control character is only whitespace, and an
+        // escaped quote does not end the string.
+        assert_eq!(escape_raw_controls("{\n\"a\": 1}"), None);
+        assert_eq!(
+            escape_raw_controls("\"x\\\"\u{1}\""),
+            Some("\"x\\\"\\u0001\"".to_owned())
+        );
+        // Broken JSON stays broken.
+        assert!(matches!(
+            read("{\"message\": \"a\nb", &FinishReason::Stop, 0),
+            Err(NotComposed::NotAnObject(_))
+        ));
     }
 
     #[test]
