@@ -42,7 +42,7 @@ fn scripted(mode: CallMode) -> ScriptedModel {
         // The same turns, as the composed objects the model answers with.
         return ScriptedModel::new([
             ScriptedTurn::new().text(
-                r#"{"message":"Let me greet you and look up the time.","calls":[{"_tool":"agent_hello_world","_activity":"","name":"Ada"},{"_tool":"get_current_time","_activity":"","utc_offset_minutes":60}]}"#,
+                r#"{"message":"Let me greet you and look up the time.","calls":[{"_tool":"agent_hello_world","_activity":"agent_hello_world","name":"Ada"},{"_tool":"get_current_time","_activity":"get_current_time","utc_offset_minutes":60}]}"#,
             ),
             ScriptedTurn::replying(|request| {
                 let answer = serde_json::json!({ "message": answer(request), "calls": [] });

@@ -111,6 +111,17 @@ impl ToolDefinition {
         check_object_root(&texts.name, &texts.args_type, &parameters, &location)?;
         if !texts.foreign_schema {
             check_field_descriptions(&texts.name, &texts.args_type, &parameters, &location)?;
+            // A latent tool's result is offered as the `_output` member the
+            // model fills like an argument: its fields need the same words.
+            // One that names its activity needs it bound, so is never
+            // offered latent.
+            let named = texts
+                .activity
+                .as_deref()
+                .is_some_and(|name| !name.is_empty());
+            if meta.executor == crate::meta::ExecutorKind::Latent && !named {
+                check_field_descriptions(&texts.name, meta_fields::OUTPUT, &output, &location)?;
+            }
         }
         meta_fields::check_parameter_names(&texts.name, &texts.args_type, &parameters, &location)?;
         let invalid = |message: String| DefinitionError::InvalidSchema {

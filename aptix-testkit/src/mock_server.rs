@@ -88,6 +88,9 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON (`Null` if it is not JSON).
     pub body: Value,
+    /// The body as sent, byte for byte (lossy UTF-8): where the order of
+    /// members matters, which `body` cannot show.
+    pub raw_body: String,
 }
 
 impl RecordedRequest {
@@ -181,6 +184,7 @@ fn answer(
                     })
                     .collect(),
                 body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                raw_body: String::from_utf8_lossy(&body).into_owned(),
             });
             state.responses.pop_front()
         }

@@ -1088,3 +1088,404 @@ async fn a_repeated_member_is_refused_beside_meta_fields() {
         assert!(message.contains("more than once"), "{mode:?}: {envelope}");
     }
 }
+
+/// What `count_words` counts.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CountWordsArgs {
+    /// The text to count the words of.
+    pub text: String,
+}
+
+/// Counts the words of a text (a tool with code of its own).
+#[agent_tool(name = "count_words", usage = "Call to count the words of a text.")]
+async fn count_words(args: CountWordsArgs) -> Result<usize, ToolError> {
+    Ok(args.text.split_whitespace().count())
+}
+
+/// A function tool, a latent tool and a tool bound to an activity, asked
+/// for their reasons.
+fn three_kinds(model: std::sync::Arc<dyn aptix::model::ChatModel>, mode: CallMode) -> Agent {
+    let activities =
+        Activities::new().bind::<SendEmail, _, _>(|_args, _ctx| async { Ok(Sent { sent: true }) });
+    let catalog = Catalog::builder()
+        .tool::<CountWordsTool>()
+        .tool::<Sentiment>()
+        .tool::<SendEmail>()
+        .activities(activities)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    Agent::builder()
+        .shared_model(model)
+        .catalog(catalog)
+        .call_mode(mode)
+        .ask_reasoning(true)
+        .max_iterations(3)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// Where `needle` is in `haystack`, or a failure that shows both.
+fn at(haystack: &str, needle: &str) -> usize {
+    haystack
+        .find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` is not in {haystack}"))
+}
+
+#[test]
+fn a_tool_with_code_names_its_own_activity_and_only_a_latent_one_is_empty() {
+    let model = std::sync::Arc::new(ScriptedModel::new([]));
+    let agent = three_kinds(model, CallMode::Composed);
+    let schema = aptix::agent::composed_schema(
+        agent.executor().catalog(),
+        &aptix::model::ToolChoice::Auto,
+        true,
+    );
+    let activities: Vec<(&Value, &Value)> = schema["properties"]["calls"]["items"]["anyOf"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .map(|branch| {
+            (
+                &branch["properties"]["_tool"]["const"],
+                &branch["properties"]["_activity"]["const"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        activities,
+        [
+            (&json!("count_words"), &json!("count_words")),
+            (&json!("send_email"), &json!("send_email")),
+            (&json!("sentiment"), &json!("")),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn composed_bytes_put_the_meta_fields_first_and_the_output_last() {
+    use aptix::model::openai::OpenAiChat;
+    use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
+    for strict in [false, true] {
+        let server = MockOpenAiServer::start([OpenAiTurn::text(
+            r#"{"message":"Nothing to do.","calls":[]}"#,
+        )
+        .into_response()])
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+        let model = OpenAiChat::new("local")
+            .with_base_url(server.base_url())
+            .with_strict(strict);
+        let agent = three_kinds(std::sync::Arc::new(model), CallMode::Composed);
+        let (events, _) = run_agent(&agent, "Hello.").await;
+        assert!(
+            matches!(
+                events.last(),
+                Some(AgentEvent::Done {
+                    reason: aptix::DoneReason::Completed,
+                    ..
+                })
+            ),
+            "{events:?}"
+        );
+        let raw = &server.requests()[0].raw_body;
+        // A function tool: `_tool`, `_activity`, `_reasoningForCall`, then
+        // its parameter; `required` in the same order.
+        let function = at(raw, r#""_tool":{"const":"count_words","type":"string"}"#);
+        let latent = at(raw, r#""_tool":{"const":"sentiment","type":"string"}"#);
+        let bound = at(raw, r#""_tool":{"const":"send_email","type":"string"}"#);
+        let branch = |from: usize| {
+            let rest = &raw[from..];
+            // A branch's `required` follows its properties, before the
+            // next branch's `_tool`.
+            let end = rest[1..]
+                .find(r#""_tool":{"const":"#)
+                .map_or(rest.len(), |next| next + 1);
+            &rest[..end]
+        };
+        for (start, name, activity, parameters, output) in [
+            (function, "count_words", "count_words", &["text"][..], false),
+            (latent, "sentiment", "", &["text"][..], true),
+            (
+                bound,
+                "send_email",
+                "send_email",
+                &["subject", "to"][..],
+                false,
+            ),
+        ] {
+            // The branch's properties open with `_tool`.
+            assert!(
+                raw[..start].ends_with(r#""properties":{"#),
+                "strict {strict}, {name}: {raw}"
+            );
+            let branch = branch(start);
+            let activity_at = at(
+                branch,
+                &format!(r#""_activity":{{"const":"{activity}","type":"string"}}"#),
+            );
+            let reason_at = at(branch, r#""_reasoningForCall":{"#);
+            assert!(activity_at < reason_at, "strict {strict}, {name}: {branch}");
+            let mut last = reason_at;
+            for parameter in parameters {
+                let parameter_at = at(branch, &format!(r#""{parameter}":{{"#));
+                assert!(last < parameter_at, "strict {strict}, {name}: {branch}");
+                last = parameter_at;
+            }
+            let mut required = vec!["_tool", "_activity", "_reasoningForCall"];
+            required.extend(parameters);
+            if output {
+                assert!(last < at(branch, r#""_output":{"#), "{branch}");
+                required.push("_output");
+            } else {
+                assert!(!branch.contains(r#""_output""#), "{branch}");
+            }
+            let required = serde_json::to_string(&required).unwrap_or_default();
+            assert!(
+                branch.contains(&format!(r#""required":{required}"#)),
+                "strict {strict}, {name}: `required` is not {required}: {branch}"
+            );
+        }
+        // The schema built, written in call order, byte for byte.
+        let built = aptix::agent::composed_schema_in(
+            if strict {
+                Dialect::OpenAiStrict
+            } else {
+                Dialect::OpenAiCompatible
+            },
+            agent.executor().catalog(),
+            &aptix::model::ToolChoice::Auto,
+            true,
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        let written = serde_json::to_string(&aptix::schema::meta_fields::InCallOrder(&built))
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(
+            raw.contains(&format!(r#""schema":{written}"#)),
+            "strict {strict}: {raw}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_native_latent_tool_is_sent_with_its_reason_first_and_its_output_last() {
+    use aptix::model::openai::OpenAiChat;
+    use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
+    let server = MockOpenAiServer::start([OpenAiTurn::text("Nothing to do.").into_response()])
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let model = OpenAiChat::new("local")
+        .with_base_url(server.base_url())
+        .with_strict(true);
+    let agent = three_kinds(std::sync::Arc::new(model), CallMode::Native);
+    let _ = run_agent(&agent, "Hello.").await;
+    let raw = &server.requests()[0].raw_body;
+    let start = at(raw, r#""name":"sentiment""#);
+    let tool = &raw[start..];
+    let reason = at(tool, r#""properties":{"_reasoningForCall":{"#);
+    let text = at(tool, r#""text":{"#);
+    let output = at(tool, r#""_output":{"#);
+    assert!(reason < text && text < output, "{tool}");
+    assert!(
+        tool.contains(r#""required":["_reasoningForCall","text","_output"]"#),
+        "{tool}"
+    );
+}
+
+const SENTIMENT_CALL: &str = r#"{"message":"Checking.","calls":[{"_tool":"sentiment","_activity":"","text":"Yay","_output":{"label":"positive","confidence":0.9}}]}"#;
+
+/// The text a run streamed to its reader.
+fn shown(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_composed_answer_that_is_not_the_object_is_sent_back_and_never_shown() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new().text("Sure! I will check the sentiment for you."),
+        ScriptedTurn::new().text(SENTIMENT_CALL),
+        ScriptedTurn::new().text(r#"{"message":"It is positive.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, conversation) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(AgentEvent::Done {
+                reason: aptix::DoneReason::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true));
+    // The plain text never reached the reader, nor the transcript.
+    assert_eq!(shown(&events), "Checking.It is positive.");
+    assert!(
+        !format!("{:?}", conversation.messages).contains("Sure!"),
+        "{:?}",
+        conversation.messages
+    );
+    // The second request asked again: the answer, then what was wrong.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let asked = &requests[1].messages;
+    assert_eq!(asked.len(), requests[0].messages.len() + 2);
+    assert!(matches!(
+        &asked[asked.len() - 2],
+        aptix::transcript::Message::Assistant { content, tool_calls, .. }
+            if content == "Sure! I will check the sentiment for you." && tool_calls.is_empty()
+    ));
+    assert!(
+        matches!(&asked[asked.len() - 1], aptix::transcript::Message::User { content }
+            if content.contains("not the JSON object asked for")),
+        "{asked:?}"
+    );
+    // Same response format: the model is held to the same schema.
+    assert_eq!(requests[1].response_format, requests[0].response_format);
+    // The next step is built from the transcript: no correction in it.
+    assert!(!format!("{:?}", requests[2].messages).contains("could not be read"));
+}
+
+#[tokio::test]
+async fn a_truncated_composed_answer_is_sent_back_as_cut_off() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new()
+            .text(
+                r#"{"message":"Checking.","calls":[{"_tool":"sentiment","_activity":"","text":"Ya"#,
+            )
+            .finish(aptix::model::FinishReason::Length),
+        ScriptedTurn::new().text(SENTIMENT_CALL),
+        ScriptedTurn::new().text(r#"{"message":"It is positive.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true), "{events:?}");
+    assert_eq!(shown(&events), "Checking.It is positive.");
+    let requests = model.requests();
+    assert!(
+        matches!(requests[1].messages.last(), Some(aptix::transcript::Message::User { content })
+            if content.contains("cut off at the token limit")),
+        "{:?}",
+        requests[1].messages
+    );
+}
+
+#[tokio::test]
+async fn composed_answers_of_the_wrong_shape_end_the_run_once_the_budget_is_spent() {
+    let wrong = || ScriptedTurn::new().text(r#"{"message":"Hi.","calls":{"_tool":"sentiment"}}"#);
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        wrong(),
+        wrong(),
+        ScriptedTurn::new().text(r#"{"message":"Too late.","calls":[]}"#),
+    ]));
+    let activities =
+        Activities::new().bind::<SendEmail, _, _>(|_args, _ctx| async { Ok(Sent { sent: true }) });
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(catalog(activities))
+        .call_mode(CallMode::Composed)
+        .composed_retries(1)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let (events, conversation) = run_agent(&agent, "Hello.").await;
+    // Asked once, then once again; then the run ends, the garbage unshown.
+    assert_eq!(model.requests().len(), 2);
+    assert_eq!(model.remaining(), 1);
+    assert_eq!(shown(&events), "");
+    match events.last() {
+        Some(AgentEvent::Done {
+            reason: aptix::DoneReason::ModelError(aptix::model::ModelError::Protocol(message)),
+            ..
+        }) => {
+            assert!(message.contains("2 times"), "{message}");
+            assert!(message.contains("`calls` must be an array"), "{message}");
+        }
+        other => panic!("the run did not end with a protocol error: {other:?}"),
+    }
+    // The transcript holds the user's message only.
+    assert_eq!(
+        conversation.messages.len(),
+        1,
+        "{:?}",
+        conversation.messages
+    );
+    // With the default budget: three tries.
+    let model = std::sync::Arc::new(ScriptedModel::new(
+        std::iter::repeat_with(|| ScriptedTurn::new().text("no")).take(4),
+    ));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "Hello.").await;
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(model.remaining(), 1);
+    assert!(
+        matches!(
+            events.last(),
+            Some(AgentEvent::Done {
+                reason: aptix::DoneReason::ModelError(_),
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_composed_call_of_an_unknown_tool_is_answered_for_the_model_to_correct() {
+    let model = std::sync::Arc::new(ScriptedModel::new(vec![
+        ScriptedTurn::new()
+            .text(r#"{"message":"","calls":[{"_tool":"feelings","_activity":"","text":"Yay"}]}"#),
+        ScriptedTurn::new().text(SENTIMENT_CALL),
+        ScriptedTurn::new().text(r#"{"message":"It is positive.","calls":[]}"#),
+    ]));
+    let agent = composed_agent(model.clone(), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    let results = results_of(&events);
+    assert_eq!(results[0].1["error"]["code"], "unknown_tool", "{results:?}");
+    assert_eq!(results[1].1["ok"], json!(true));
+    assert!(model.requests()[1].messages.iter().any(
+        |message| matches!(message, aptix::transcript::Message::User { content }
+                if content.contains("unknown_tool"))
+    ));
+}
+
+#[tokio::test]
+async fn an_openai_server_that_ignores_the_schema_is_asked_again() {
+    use aptix::model::openai::OpenAiChat;
+    use aptix_testkit::mock_openai::{MockOpenAiServer, OpenAiTurn};
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::text("I think it feels positive.").into_response(),
+        OpenAiTurn::text(SENTIMENT_CALL).into_response(),
+        OpenAiTurn::text(r#"{"message":"Positive.","calls":[]}"#).into_response(),
+    ])
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    let model = OpenAiChat::new("local").with_base_url(server.base_url());
+    let agent = composed_agent(std::sync::Arc::new(model), CallMode::Composed, false);
+    let (events, _) = run_agent(&agent, "How does 'Yay' feel?").await;
+    assert_eq!(results_of(&events)[0].1["ok"], json!(true), "{events:?}");
+    assert_eq!(shown(&events), "Checking.Positive.");
+    let requests = server.requests();
+    let messages = requests[1].body["messages"].as_array().expect("messages");
+    let [.., answer, told] = messages.as_slice() else {
+        panic!("{messages:?}")
+    };
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["content"], "I think it feels positive.");
+    assert_eq!(told["role"], "user");
+    assert!(
+        told["content"]
+            .as_str()
+            .is_some_and(|text| text.contains("not the JSON object asked for")),
+        "{told}"
+    );
+    assert_eq!(
+        requests[1].body["response_format"],
+        requests[0].body["response_format"]
+    );
+}

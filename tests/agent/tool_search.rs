@@ -576,16 +576,15 @@ fn tool_search_refuses_what_it_cannot_do() -> TestResult {
         "{clash:?}"
     );
 
+    // Composed calls have no place for a provider's search: Aptix's own
+    // search tool runs instead, even where the provider's was asked for.
     let composed = Agent::builder()
         .model(ScriptedModel::new([]))
         .catalog(catalog(&runs))
         .call_mode(CallMode::Composed)
-        .tool_search(ToolSearch::local())
-        .build();
-    assert!(
-        matches!(composed, Err(AgentError::ToolSearch(_))),
-        "{composed:?}"
-    );
+        .tool_search(ToolSearch::new())
+        .build()?;
+    assert!(composed.executor().catalog().entry(SEARCH_TOOL).is_some());
     // Native search is the default only for a model that has it.
     let local = Agent::builder()
         .model(ScriptedModel::new([]))
@@ -679,6 +678,98 @@ fn a_declared_tool_is_searched_under_its_module_path() -> TestResult {
     assert_eq!(
         index.search("email", Some("tool_search::billing"), 5)[0].name,
         "send_invoice"
+    );
+    Ok(())
+}
+
+/// The `_tool` of each branch a composed request offers.
+fn branch_names(request: &ChatRequest) -> Vec<String> {
+    let Some(format) = &request.response_format else {
+        return Vec::new();
+    };
+    format.schema["properties"]["calls"]["items"]["anyOf"]
+        .as_array()
+        .map(|branches| {
+            branches
+                .iter()
+                .filter_map(|branch| branch["properties"]["_tool"]["const"].as_str())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A composed answer: `message` and the one call `call`.
+fn composed(message: &str, calls: Value) -> ScriptedTurn {
+    ScriptedTurn::new().text(&json!({ "message": message, "calls": calls }).to_string())
+}
+
+#[tokio::test]
+async fn in_composed_mode_the_search_is_a_branch_and_what_it_finds_joins_the_schema() -> TestResult
+{
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new([
+        // Not found yet: refused, never run.
+        composed(
+            "",
+            json!([{"_tool": "github_create_issue", "_activity": "github_create_issue", "title": "Early"}]),
+        ),
+        composed(
+            "Searching.",
+            json!([{"_tool": SEARCH_TOOL, "_activity": SEARCH_TOOL, "query": "create a github issue"}]),
+        ),
+        composed(
+            "",
+            json!([{"_tool": "github_create_issue", "_activity": "github_create_issue", "title": "Broken build"}]),
+        ),
+        composed("Opened.", json!([])),
+    ]));
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(catalog(&runs))
+        .call_mode(CallMode::Composed)
+        .tool_search(small_search())
+        .max_iterations(6)
+        .build()?;
+    let mut conversation = Conversation::new("composed-search");
+    let events = run(
+        &agent,
+        &mut conversation,
+        Input::User("File the bug.".into()),
+    )
+    .await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4);
+    // Every request composes its tools; none is sent natively.
+    assert!(requests.iter().all(|request| request.tools.is_empty()));
+    // Before the search: the tool always offered, and the search itself.
+    let mut first = branch_names(&requests[0]);
+    first.sort_unstable();
+    assert_eq!(first, ["get_time", SEARCH_TOOL]);
+    assert_eq!(branch_names(&requests[1]), branch_names(&requests[0]));
+    // The search's two best join the schema of every later request.
+    for request in &requests[2..] {
+        let mut names = branch_names(request);
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "get_time",
+                "github_close_issue",
+                "github_create_issue",
+                SEARCH_TOOL
+            ]
+        );
+    }
+    // The early call was answered without running; the later one ran once.
+    let results = tool_results(&conversation.messages);
+    assert_eq!(results[0]["error"]["code"], "unknown_tool", "{results:?}");
+    assert_eq!(runs.of("github_create_issue"), 1);
+    assert_eq!(
+        revealed(&conversation.messages),
+        ["github_create_issue", "github_close_issue"]
     );
     Ok(())
 }

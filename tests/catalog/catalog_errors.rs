@@ -523,3 +523,83 @@ fn a_tool_made_at_run_time_cannot_reuse_a_declared_name() {
             .is_err()
     );
 }
+
+/// What `untold` answers, with one field the model is not told about.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Verdict {
+    /// Whether the claim holds.
+    pub holds: bool,
+    because: String,
+}
+
+/// Judges a claim (latent: the model gives the `Verdict`).
+#[agent_tool(name = "untold", usage = "Test tool.", output = Verdict)]
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Untold {
+    /// The claim to judge.
+    pub claim: String,
+}
+
+/// A latent tool's output is offered as the `_output` member the model
+/// fills: its fields need descriptions as the arguments' do, whether it is
+/// declared or made at run time. A tool with code never shows its output.
+#[test]
+fn a_latent_tools_output_fields_need_descriptions() {
+    let declared = match Catalog::builder().tool::<Untold>().build() {
+        Ok(catalog) => panic!("expected an error, got {catalog:?}"),
+        Err(error) => error,
+    };
+    match declared.problems.as_slice() {
+        [
+            CatalogProblem::Definition(DefinitionError::UndocumentedField {
+                tool,
+                type_name,
+                field,
+                ..
+            }),
+        ] => assert_eq!(
+            (tool.as_str(), type_name.as_str(), field.as_str()),
+            ("untold", "_output", "because")
+        ),
+        other => panic!("{other:?}"),
+    }
+    let output = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "holds": { "type": "boolean", "description": "Whether it holds." },
+            "because": { "type": "string" }
+        },
+        "required": ["holds", "because"]
+    });
+    let made = Catalog::builder()
+        .entry(aptix::ToolEntry::latent(
+            "untold_json",
+            "Test tool.",
+            "Judges a claim.",
+            city_schema(),
+            output.clone(),
+        ))
+        .build();
+    let Err(made) = made else {
+        panic!("a run-time latent tool with an undocumented output field was accepted")
+    };
+    assert!(
+        made.to_string()
+            .contains("field `because` of `_output` has no description"),
+        "{made}"
+    );
+    // With code of its own, the output is never offered: nothing to check.
+    let with_code = Catalog::builder()
+        .entry(
+            aptix::ToolEntry::from_json_schema(
+                "judge",
+                "Test tool.",
+                "Judges a claim.",
+                city_schema(),
+                never_run,
+            )
+            .output_schema(output),
+        )
+        .build();
+    assert!(with_code.is_ok(), "{with_code:?}");
+}

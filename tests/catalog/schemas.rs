@@ -112,3 +112,24 @@ fn the_contract_snapshot_shows_what_a_model_never_sees() {
         sent(aptix_testkit::dialect_snapshots::<DeleteFileAutoTool>())
     );
 }
+
+/// A tool with code of its own, composed, as the bytes sent: `_activity`
+/// is its own name (not `""`, which is for latent tools), and the meta
+/// fields come first (`aptix::schema::meta_fields::InCallOrder`).
+#[test]
+fn composed_function_tool() {
+    use aptix::Dialect;
+    use aptix::model::ToolChoice;
+    use aptix::schema::meta_fields::InCallOrder;
+    let catalog = aptix::Catalog::builder()
+        .tool::<hello_world::HelloWorldTool>()
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    for dialect in [Dialect::OpenAiCompatible, Dialect::OpenAiStrict] {
+        let value = aptix::agent::composed_schema_in(dialect, &catalog, &ToolChoice::Auto, true)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let sent = serde_json::to_string_pretty(&InCallOrder(&value))
+            .unwrap_or_else(|error| panic!("{error}"));
+        insta::assert_snapshot!(format!("composed_function_tool@{dialect}"), sent);
+    }
+}

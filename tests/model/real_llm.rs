@@ -172,6 +172,19 @@ async fn a_real_model_in_composed_mode_calls_the_tool_through_the_schema() {
             .is_some_and(|m| m.starts_with("Hello, ")),
         "{result}"
     );
+    // The reader saw the model's `message`s, never the JSON of an answer
+    // (one the agent could not read is sent back to the model instead).
+    let shown: String = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !shown.contains("\"calls\"") && !shown.trim_start().starts_with('{'),
+        "{shown}"
+    );
     match events.last() {
         Some(AgentEvent::Done { reason, .. }) => {
             assert!(

@@ -71,6 +71,7 @@ pub(super) struct Settings {
     pub(super) model_call_timeout: Option<Duration>,
     pub(super) tool_timeout: Option<Duration>,
     pub(super) call_mode: CallMode,
+    pub(super) composed_retries: u8,
     pub(super) ask_reasoning: bool,
     pub(super) context_budget: Option<usize>,
 }
@@ -93,6 +94,7 @@ impl AgentBuilder {
                 model_call_timeout: Some(DEFAULT_MODEL_CALL_TIMEOUT),
                 tool_timeout: Some(crate::executor::DEFAULT_TIMEOUT),
                 call_mode: CallMode::Native,
+                composed_retries: composed::DEFAULT_RETRIES,
                 ask_reasoning: false,
                 context_budget: None,
             },
@@ -220,6 +222,16 @@ impl AgentBuilder {
         self
     }
 
+    /// How often in one model turn a composed answer that could not be read
+    /// (cut off at the token limit, not the object asked for) is sent back
+    /// to the model with what was wrong, before the run ends with
+    /// [`DoneReason::ModelError`](super::DoneReason::ModelError) (default 2).
+    /// Such an answer is never shown as the model's answer.
+    pub fn composed_retries(mut self, retries: u8) -> Self {
+        self.settings.composed_retries = retries;
+        self
+    }
+
     /// Whether the model is asked why it makes each call (default no): every
     /// tool gains an optional `_reasoningForCall` string, in both call
     /// modes. It is taken out of the arguments before they are validated,
@@ -328,13 +340,12 @@ impl AgentBuilder {
         #[cfg(feature = "tool-search")]
         let (catalog, search, lowered) = match self.tool_search.take() {
             None => (catalog, None, None),
-            Some(_) if self.settings.call_mode == CallMode::Composed => {
-                return Err(AgentError::ToolSearch(
-                    "it needs native tool calls, and this agent composes its calls into one schema"
-                        .into(),
-                ));
-            }
-            Some(search) => {
+            Some(mut search) => {
+                // Composed calls have no place for a provider's search:
+                // Aptix's search tool is a branch of the schema instead.
+                if self.settings.call_mode == CallMode::Composed {
+                    search.native = None;
+                }
                 let (search, catalog, lowered) =
                     super::search::Searching::new(search, catalog, model.as_ref(), |catalog| {
                         Ok(lower_for_model(catalog, model.dialect(), reasoning)?)

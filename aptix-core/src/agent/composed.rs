@@ -5,8 +5,12 @@
 //! The answer the model must give is one object, `{"message": string,
 //! "calls": [ ... ]}`, whose `calls` items are `anyOf` one branch per tool:
 //! the tool's offered parameters with the meta fields `_tool` (a `const`),
-//! `_activity` (a `const`: the bound activity, `""` when latent) and, when
-//! asked for, `_reasoningForCall` (see [`crate::schema::meta_fields`]).
+//! `_activity` (a `const`: the activity's name, which for a tool with code
+//! of its own is the tool's name, and `""` only for a latent tool) and, when
+//! asked for, `_reasoningForCall` (see [`crate::schema::meta_fields`]). The
+//! schema is sent with the meta fields first and a latent tool's `_output`
+//! last ([`InCallOrder`]), the order a constrained decoder makes the model
+//! write them in.
 //! An OpenAI-compatible server enforces it through `response_format`
 //! (llama.cpp turns the schema into a grammar, so the answer is valid by
 //! construction). Each element becomes a call with a stable id that runs
@@ -24,8 +28,8 @@ use serde_json::{Map, Value, json};
 use super::members::Members;
 use crate::catalog::Catalog;
 use crate::model::assembly::{AssembledCall, CallStatus};
-use crate::model::{ResponseFormat, ToolChoice, ToolSpec};
-use crate::schema::meta_fields::{self, ACTIVITY, REASONING, TOOL};
+use crate::model::{FinishReason, ResponseFormat, ToolChoice, ToolSpec};
+use crate::schema::meta_fields::{self, ACTIVITY, InCallOrder, REASONING, TOOL};
 use crate::schema::{Dialect, DialectError, dialect};
 use crate::transcript::{AssistantToolCall, Message};
 
@@ -43,6 +47,10 @@ pub enum CallMode {
     /// composed otherwise.
     Auto,
 }
+
+/// How often a turn's composed answer that could not be read is sent back
+/// for another try, unless the builder says otherwise.
+pub(crate) const DEFAULT_RETRIES: u8 = 2;
 
 /// The name the response format is sent under.
 const FORMAT_NAME: &str = "tool_calls";
@@ -68,7 +76,7 @@ pub fn composed_schema(catalog: &Catalog, choice: &ToolChoice, reasoning: bool) 
             &mut root,
             entry.name(),
             &ToolSpec::description_of(definition),
-            entry.activity().unwrap_or(""),
+            meta_fields::activity_of(entry),
             &entry.offered_parameters(),
             reasoning,
         ));
@@ -153,20 +161,85 @@ pub(crate) struct ComposedTurn {
     pub(crate) calls: Vec<AssembledCall>,
 }
 
-/// Reads the model's answer text as a composed object. `None` when it is
-/// not one (a model or server that ignored the response format, or an
-/// object that names `message` or `calls` twice): the text is then the
-/// answer, as it would be without tools. `turn` numbers the ids, which are
-/// stable: `composed-<turn>-<index>`.
+/// Why a composed answer could not be read: what the model is told when
+/// it is asked again ([`correction`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotComposed {
+    /// The answer hit the token limit before its object was complete.
+    Truncated,
+    /// The answer is not one JSON object (plain text, an array, broken
+    /// JSON); the parser's words, bounded.
+    NotAnObject(String),
+    /// An object, but not of the shape asked for (the member at fault).
+    WrongShape(&'static str),
+}
+
+impl std::fmt::Display for NotComposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotComposed::Truncated => f.write_str(
+                "your answer was cut off at the token limit before its JSON object was complete; give a shorter one (a shorter message, fewer or smaller calls)",
+            ),
+            NotComposed::NotAnObject(why) => write!(
+                f,
+                "your answer is not the JSON object asked for ({why}); answer with exactly one object: {{\"message\": string, \"calls\": [...]}}"
+            ),
+            NotComposed::WrongShape(what) => write!(
+                f,
+                "your answer is a JSON object but not of the shape asked for: {what}; answer with exactly one object: {{\"message\": string, \"calls\": [...]}}"
+            ),
+        }
+    }
+}
+
+/// The most bytes of a failed answer sent back to the model with its
+/// correction: enough to see the mistake, not a second copy of a runaway.
+const ECHO_LIMIT: usize = 2048;
+
+/// The most bytes of a parser's message in a correction.
+const REASON_LIMIT: usize = 160;
+
+/// Reads the model's answer as a composed object, or says why it is not
+/// one: a model or server that ignored the response format, an answer cut
+/// off at the token limit (`finish`), or an object that names `message`
+/// or `calls` twice or gives them the wrong type. The answer is then not
+/// shown: the model is asked again ([`correction`]). `turn` numbers the
+/// ids, which are stable: `composed-<turn>-<index>`.
 ///
 /// Read member by member ([`Members`]): each call's arguments are its
 /// members less `_tool` and `_activity`, as the model wrote them, so a
 /// repeated member reaches the validator (which refuses it) instead of
 /// being merged into its last copy.
-pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
-    let mut answer = Members::parse(text.trim())?;
-    if answer.count("message") > 1 || answer.count("calls") > 1 {
-        return None;
+pub(crate) fn read(
+    text: &str,
+    finish: &FinishReason,
+    turn: usize,
+) -> Result<ComposedTurn, NotComposed> {
+    let text = text.trim();
+    let parsed = serde_json::from_str::<Members>(text).or_else(|error| {
+        // Some grammar converters (llama-cpp-python's) let a model write a
+        // raw line break inside a string, which JSON forbids; escaped, the
+        // answer means what the model wrote.
+        match escape_raw_controls(text) {
+            Some(escaped) => serde_json::from_str::<Members>(&escaped).map_err(|_| error),
+            None => Err(error),
+        }
+    });
+    let mut answer = match parsed {
+        Ok(answer) => answer,
+        Err(_) if *finish == FinishReason::Length => return Err(NotComposed::Truncated),
+        Err(error) => {
+            return Err(NotComposed::NotAnObject(bounded(
+                &error.to_string(),
+                REASON_LIMIT,
+            )));
+        }
+    };
+    if answer.count("message") > 1 {
+        return Err(NotComposed::WrongShape("`message` is given more than once"));
+    }
+    if answer.count("calls") > 1 {
+        return Err(NotComposed::WrongShape("`calls` is given more than once"));
     }
     let message = match answer
         .take_one("message")
@@ -174,19 +247,89 @@ pub(crate) fn parse(text: &str, turn: usize) -> Option<ComposedTurn> {
     {
         Some(Ok(Value::String(message))) => message,
         None | Some(Ok(Value::Null)) => String::new(),
-        Some(_) => return None,
+        Some(_) => return Err(NotComposed::WrongShape("`message` must be a string")),
     };
     let calls = match answer.take_one("calls") {
         None => Vec::new(),
         Some(raw) if raw.get() == "null" => Vec::new(),
-        Some(raw) => serde_json::from_str::<Vec<Box<RawValue>>>(raw.get()).ok()?,
+        Some(raw) => serde_json::from_str::<Vec<Box<RawValue>>>(raw.get())
+            .map_err(|_| NotComposed::WrongShape("`calls` must be an array of call objects"))?,
     };
     let calls = calls
         .into_iter()
         .enumerate()
         .map(|(index, call)| to_call(&call, turn, index))
         .collect();
-    Some(ComposedTurn { message, calls })
+    Ok(ComposedTurn { message, calls })
+}
+
+/// `text` with every raw control character inside a JSON string escaped,
+/// or `None` when there is none. Outside strings nothing changes, so text
+/// that is no JSON stays no JSON.
+fn escape_raw_controls(text: &str) -> Option<String> {
+    let mut escaped = String::with_capacity(text.len() + 16);
+    let (mut in_string, mut after_backslash, mut changed) = (false, false, false);
+    for c in text.chars() {
+        if in_string && !after_backslash && c.is_ascii_control() && c != '\u{7f}' {
+            changed = true;
+            match c {
+                '\n' => escaped.push_str("\\n"),
+                '\r' => escaped.push_str("\\r"),
+                '\t' => escaped.push_str("\\t"),
+                other => escaped.push_str(&format!("\\u{:04x}", other as u32)),
+            }
+            continue;
+        }
+        if in_string {
+            if after_backslash {
+                after_backslash = false;
+            } else if c == '\\' {
+                after_backslash = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
+        escaped.push(c);
+    }
+    changed.then_some(escaped)
+}
+
+/// What a request asked again after a failed answer adds to its messages:
+/// the model's answer as it wrote it (bounded), then a user message that
+/// says what was wrong. Only that request carries them: the transcript
+/// keeps the answer that could be read, never the garbage before it.
+pub(crate) fn correction(answer: &str, problem: &NotComposed) -> [Message; 2] {
+    [
+        Message::Assistant {
+            content: bounded(answer, ECHO_LIMIT),
+            tool_calls: Vec::new(),
+            thinking: Vec::new(),
+            server_blocks: Vec::new(),
+            runnable: None,
+        },
+        Message::user(format!(
+            "That answer could not be read: {problem}. Nothing was run and nothing was shown. Answer again."
+        )),
+    ]
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, saying how
+/// much was left out.
+fn bounded(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{} [... {} more bytes left out]",
+        &text[..end],
+        text.len() - end
+    )
 }
 
 /// One element of `calls` as a call: `_tool` names it and `_activity` is
@@ -294,7 +437,7 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
             };
             let activity = catalog
                 .entry(&call.name)
-                .and_then(|entry| entry.activity())
+                .map(meta_fields::activity_of)
                 .unwrap_or("");
             let mut element = Map::new();
             element.insert(TOOL.to_owned(), Value::from(call.name.as_str()));
@@ -306,7 +449,9 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
             Value::Object(element)
         })
         .collect();
-    json!({ "message": content, "calls": calls }).to_string()
+    let turn = json!({ "message": content, "calls": calls });
+    // Written as the schema is sent: the meta fields first, `_output` last.
+    serde_json::to_string(&InCallOrder(&turn)).unwrap_or_else(|_| turn.to_string())
 }
 
 #[cfg(test)]
@@ -315,8 +460,9 @@ mod tests {
 
     #[test]
     fn an_answer_reads_as_calls_with_stable_ids() {
-        let turn = parse(
+        let turn = read(
             r#"{"message":"On it.","calls":[{"_tool":"greet","_activity":"","name":"Ada"},{"_tool":"","x":1},7]}"#,
+            &FinishReason::Stop,
             3,
         )
         .expect("composed");
@@ -330,11 +476,74 @@ mod tests {
     }
 
     #[test]
-    fn text_that_is_no_composed_object_is_an_answer() {
-        assert_eq!(parse("Hello there.", 0), None);
-        assert_eq!(parse(r#"{"message": 3}"#, 0), None);
-        assert_eq!(parse("[1, 2]", 0), None);
-        let empty = parse(r#"{"message":"Done.","calls":[]}"#, 0).expect("composed");
+    fn text_that_is_no_composed_object_says_why() {
+        let stop = &FinishReason::Stop;
+        assert!(matches!(
+            read("Hello there.", stop, 0),
+            Err(NotComposed::NotAnObject(_))
+        ));
+        assert_eq!(
+            read(r#"{"message": 3}"#, stop, 0),
+            Err(NotComposed::WrongShape("`message` must be a string"))
+        );
+        assert_eq!(
+            read(r#"{"message": "", "calls": {"_tool": "x"}}"#, stop, 0),
+            Err(NotComposed::WrongShape(
+                "`calls` must be an array of call objects"
+            ))
+        );
+        assert_eq!(
+            read(r#"{"message": "a", "message": "b"}"#, stop, 0),
+            Err(NotComposed::WrongShape("`message` is given more than once"))
+        );
+        assert!(matches!(
+            read("[1, 2]", stop, 0),
+            Err(NotComposed::NotAnObject(_))
+        ));
+        assert_eq!(
+            read(r#"{"message":"Half"#, &FinishReason::Length, 0),
+            Err(NotComposed::Truncated)
+        );
+        let empty = read(r#"{"message":"Done.","calls":[]}"#, stop, 0).expect("composed");
         assert!(empty.calls.is_empty());
+    }
+
+    #[test]
+    fn a_raw_line_break_inside_a_string_reads_as_the_model_meant_it() {
+        let turn = read(
+            "{\"message\": \"Hello,\nAda\t!\", \"calls\": [{\"_tool\": \"greet\", \"name\": \"A\nda\"}]}",
+            &FinishReason::Stop,
+            0,
+        )
+        .expect("composed");
+        assert_eq!(turn.message, "Hello,\nAda\t!");
+        assert_eq!(turn.calls[0].arguments, r#"{"name":"A\nda"}"#);
+        // Outside a string a control character is only whitespace, and an
+        // escaped quote does not end the string.
+        assert_eq!(escape_raw_controls("{\n\"a\": 1}"), None);
+        assert_eq!(
+            escape_raw_controls("\"x\\\"\u{1}\""),
+            Some("\"x\\\"\\u0001\"".to_owned())
+        );
+        // Broken JSON stays broken.
+        assert!(matches!(
+            read("{\"message\": \"a\nb", &FinishReason::Stop, 0),
+            Err(NotComposed::NotAnObject(_))
+        ));
+    }
+
+    #[test]
+    fn a_correction_echoes_a_bounded_answer() {
+        let runaway = "é".repeat(5000);
+        let [answer, told] = correction(&runaway, &NotComposed::Truncated);
+        let Message::Assistant { content, .. } = answer else {
+            panic!("the answer first")
+        };
+        assert!(content.len() < ECHO_LIMIT + 64, "{}", content.len());
+        assert!(content.ends_with("more bytes left out]"), "{content}");
+        let Message::User { content } = told else {
+            panic!("then the correction")
+        };
+        assert!(content.contains("cut off at the token limit"), "{content}");
     }
 }

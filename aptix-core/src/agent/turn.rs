@@ -58,15 +58,39 @@ impl Agent {
                 .iter()
                 .filter(|message| matches!(message, Message::Assistant { .. }))
                 .count();
-            match composed::parse(&turn.text, number) {
-                Some(parsed) => {
-                    turn.text = parsed.message;
-                    turn.tool_calls = parsed.calls;
+            // An answer that is not the composed object is never shown:
+            // the model is told what was wrong and asked again, within
+            // the agent's budget; then the run ends.
+            let mut again: Option<ChatRequest> = None;
+            let mut failures = 0u8;
+            let parsed = loop {
+                match composed::read(&turn.text, &turn.finish_reason, number) {
+                    Ok(parsed) => break parsed,
+                    Err(problem) if failures >= inner.settings.composed_retries => {
+                        tracing::warn!(%problem, failures, "the model's answer is still not the composed object it was asked for; the run ends");
+                        return ControlFlow::Break(DoneReason::ModelError(ModelError::Protocol(
+                            format!(
+                                "the model's answer was not the composed object it was asked for, {} times (the last: {problem})",
+                                failures + 1
+                            ),
+                        )));
+                    }
+                    Err(problem) => {
+                        failures += 1;
+                        tracing::warn!(%problem, failures, "the model's answer is not the composed object it was asked for; it is asked again");
+                        let retry = again.get_or_insert_with(|| request.chat.clone());
+                        retry
+                            .messages
+                            .extend(composed::correction(&turn.text, &problem));
+                        turn = self.stream_turn(retry, &model_span, scope).await?;
+                        if let Some(turn_usage) = turn.usage {
+                            *usage += turn_usage;
+                        }
+                    }
                 }
-                None => tracing::warn!(
-                    "the model's answer is not the composed object it was asked for; it is read as text"
-                ),
-            }
+            };
+            turn.text = parsed.message;
+            turn.tool_calls = parsed.calls;
             if !turn.text.is_empty() {
                 out.emit(AgentEvent::TextDelta(turn.text.clone())).await;
             }

@@ -12,6 +12,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::ModelError;
+use crate::schema::meta_fields::InCallOrder;
 
 /// Time limits and retry policy of a model endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,9 +69,18 @@ pub(crate) async fn post_sse(
     body: &Value,
     policy: &HttpPolicy,
 ) -> Result<impl Stream<Item = Result<SseEvent, ModelError>> + Send + use<>, ModelError> {
+    // Written once, with the meta fields of every schema in call order
+    // (`_tool` first, `_output` last): constrained decoders make the model
+    // write members in the order the schema lists them.
+    let body = serde_json::to_vec(&InCallOrder(body)).map_err(|error| {
+        ModelError::Config(format!("the request body cannot be written: {error}"))
+    })?;
     let mut attempt = 0;
     let response = loop {
-        let mut request = client.post(url).json(body);
+        let mut request = client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone());
         for (name, value) in headers {
             request = request.header(*name, value);
         }

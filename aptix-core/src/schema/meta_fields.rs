@@ -14,14 +14,17 @@
 //! ([`with_output`]) and taken out of a call before its arguments are
 //! validated.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use super::{DefinitionError, close_objects};
 
 /// The tool a composed call is for (a `const` of the tool's name).
 pub const TOOL: &str = "_tool";
-/// Who computes a composed call's result: the activity's name, or `""`
-/// when the model gives it (latent).
+/// How a composed call is executed: the name of the activity that computes
+/// its result (a tool's own code counts as the activity of its name), or
+/// `""` when the model gives the result itself (latent); see
+/// [`activity_of`].
 pub const ACTIVITY: &str = "_activity";
 /// Why the model made the call; optional, asked for with `ask_reasoning`.
 pub const REASONING: &str = "_reasoningForCall";
@@ -31,6 +34,95 @@ pub const OUTPUT: &str = "_output";
 /// The description of `_output` in an offered schema: the model must know
 /// that it answers this part itself.
 const OUTPUT_DESCRIPTION: &str = "The result of this call. No code computes it: work it out yourself and give it here, in exactly this shape.";
+
+/// The `_activity` of a tool's composed calls, as the seed resolves it: the
+/// named activity when one is bound (`activity = "..."`), the tool's own
+/// name for every other tool with code (its own function, a closure, a
+/// client or a person: the same-name convention), and `""` only for a
+/// latent tool, whose result the model gives.
+pub fn activity_of(entry: &crate::catalog::ToolEntry) -> &str {
+    if entry.is_latent() {
+        ""
+    } else {
+        entry.activity().unwrap_or(entry.name())
+    }
+}
+
+/// Where a member goes when a schema or a call is written: the meta fields
+/// first, in the order the seed composes them, then the parameters, then
+/// `_output`, which is the call's result.
+fn rank(key: &str) -> u8 {
+    match key {
+        TOOL => 0,
+        ACTIVITY => 1,
+        REASONING => 2,
+        OUTPUT => 4,
+        _ => 3,
+    }
+}
+
+/// A JSON value written with the meta fields in call order: in every
+/// object, `_tool`, `_activity` and `_reasoningForCall` come first, the
+/// other members next (in the value's own order, which is sorted), and
+/// `_output` last; every `required` list of names is ordered the same way,
+/// so that it reads in the order of the `properties` beside it.
+///
+/// `serde_json` keeps object members sorted, which would put `_activity`
+/// before `_tool` and `_output` before the parameters; and a constrained
+/// decoder (llama.cpp's grammar, OpenAI's strict structured outputs) makes
+/// the model write members in the order the schema lists them. So the
+/// schema must be *sent* in call order: a model then names the tool and
+/// says why before it fills the parameters, and works out a latent result
+/// last. Aptix's HTTP adapters write every request body through this; use
+/// it to send [`crate::agent::composed_schema`] through a client of your
+/// own.
+///
+/// ```
+/// use aptix_core::schema::meta_fields::InCallOrder;
+/// let schema = serde_json::json!({
+///     "properties": {"text": {}, "_output": {}, "_activity": {}, "_tool": {}},
+///     "required": ["_activity", "_output", "_tool", "text"]
+/// });
+/// let sent = serde_json::to_string(&InCallOrder(&schema))?;
+/// assert_eq!(
+///     sent,
+///     r#"{"properties":{"_tool":{},"_activity":{},"text":{},"_output":{}},"required":["_tool","_activity","text","_output"]}"#
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct InCallOrder<'a>(pub &'a Value);
+
+impl Serialize for InCallOrder<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(members) => {
+                let mut ordered: Vec<(&String, &Value)> = members.iter().collect();
+                // Stable: members of one rank keep the value's order.
+                ordered.sort_by_key(|(key, _)| rank(key));
+                let mut map = serializer.serialize_map(Some(ordered.len()))?;
+                for (key, value) in ordered {
+                    match value {
+                        Value::Array(names)
+                            if key == "required" && names.iter().all(Value::is_string) =>
+                        {
+                            // The members' own order: by rank, then by name
+                            // as the sorted `properties` beside it are.
+                            let mut names: Vec<&str> =
+                                names.iter().filter_map(Value::as_str).collect();
+                            names.sort_by_key(|name| (rank(name), *name));
+                            map.serialize_entry(key, &names)?;
+                        }
+                        _ => map.serialize_entry(key, &InCallOrder(value))?,
+                    }
+                }
+                map.end()
+            }
+            Value::Array(items) => serializer.collect_seq(items.iter().map(InCallOrder)),
+            other => other.serialize(serializer),
+        }
+    }
+}
 
 /// Refuses a top-level parameter whose name starts with `_`: the prefix is
 /// reserved for the meta fields.
@@ -118,10 +210,23 @@ pub fn with_reasoning(parameters: &Value) -> Value {
     offered
 }
 
+/// The description of `_reasoningForCall` in a composed call, where it is
+/// required once asked for.
+const COMPOSED_REASONING_DESCRIPTION: &str =
+    "Why you make this call, in one sentence, for the person who reviews it.";
+
 /// One branch of a composed `calls` array: `offered` (a tool's offered
 /// parameters, `_output` included for a latent tool) with the meta fields
-/// `_tool` (a `const` of the tool's name), `_activity` (a `const`: the
-/// activity's name, `""` for latent) and, when asked, `_reasoningForCall`.
+/// `_tool` (a `const` of the tool's name), `_activity` (a `const`: see
+/// [`activity_of`]) and, when asked, `_reasoningForCall`. `required` lists
+/// them first, in that order, then the parameters, then `_output`: the
+/// order [`InCallOrder`] writes the members in.
+///
+/// Once asked for, `_reasoningForCall` is required here: grammar
+/// converters (llama.cpp's) make the model write every required member
+/// before any optional one, so an optional reason would come after the
+/// parameters and the result, and explain nothing.
+///
 /// The branch's `$defs` move to `root`'s, renamed where another branch
 /// uses a name for another schema.
 pub fn composed_call(
@@ -132,11 +237,7 @@ pub fn composed_call(
     offered: &Value,
     reasoning: bool,
 ) -> Value {
-    let mut branch = if reasoning {
-        with_reasoning(offered)
-    } else {
-        offered.clone()
-    };
+    let mut branch = offered.clone();
     let defs = match &mut branch {
         Value::Object(members) => members.remove("$defs"),
         _ => None,
@@ -158,13 +259,29 @@ pub fn composed_call(
                 ACTIVITY.to_owned(),
                 serde_json::json!({"type": "string", "const": activity}),
             );
+            if reasoning {
+                properties.insert(
+                    REASONING.to_owned(),
+                    serde_json::json!({"type": "string", "description": COMPOSED_REASONING_DESCRIPTION}),
+                );
+            }
         }
         if let Value::Array(required) = members
             .entry("required")
             .or_insert_with(|| Value::Array(Vec::new()))
         {
-            required.insert(0, Value::from(ACTIVITY));
-            required.insert(0, Value::from(TOOL));
+            let meta: &[&str] = if reasoning {
+                &[TOOL, ACTIVITY, REASONING]
+            } else {
+                &[TOOL, ACTIVITY]
+            };
+            required.retain(|name| !meta.iter().any(|meta| name == meta));
+            required.splice(0..0, meta.iter().map(|name| Value::from(*name)));
+            // `_output` last, after every parameter.
+            if let Some(at) = required.iter().position(|name| name == OUTPUT) {
+                let output = required.remove(at);
+                required.push(output);
+            }
         }
         if !members.contains_key("unevaluatedProperties") {
             members.insert("additionalProperties".to_owned(), Value::Bool(false));
@@ -320,6 +437,54 @@ mod tests {
             "mood": "calm",
             "_output": {"mood": "calm"}
         })));
+    }
+
+    #[test]
+    fn a_composed_branch_requires_the_meta_fields_first_and_the_output_last() {
+        let parameters = json!({
+            "type": "object",
+            "properties": {
+                "b": {"type": "string", "description": "B."},
+                "a": {"type": "string", "description": "A."}
+            },
+            "required": ["b", "a"],
+            "additionalProperties": false
+        });
+        let offered = with_output(&parameters, &json!({"type": "integer"}));
+        let branch = composed_call(&mut Map::new(), "t", "T.", "", &offered, true);
+        assert_eq!(
+            branch["required"],
+            json!([
+                "_tool",
+                "_activity",
+                "_reasoningForCall",
+                "b",
+                "a",
+                "_output"
+            ])
+        );
+        // Written as sent: meta fields first, parameters as listed in
+        // `properties`, `_output` last, and `required` to match.
+        let sent = serde_json::to_string(&InCallOrder(&branch)).unwrap_or_default();
+        let properties = sent.find(r#""properties":{"_tool":"#).unwrap_or(usize::MAX);
+        let order: Vec<usize> = [
+            r#""_activity":{"#,
+            r#""_reasoningForCall":{"#,
+            r#""a":{"#,
+            r#""b":{"#,
+            r#""_output":{"#,
+        ]
+        .iter()
+        .map(|member| sent.find(member).unwrap_or(usize::MAX))
+        .collect();
+        assert!(properties < order[0], "{sent}");
+        assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{sent}");
+        assert!(
+            sent.contains(
+                r#""required":["_tool","_activity","_reasoningForCall","a","b","_output"]"#
+            ),
+            "{sent}"
+        );
     }
 
     #[test]
