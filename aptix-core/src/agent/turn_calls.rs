@@ -335,8 +335,10 @@ impl Agent {
                 },
                 ErrorCode::Failed,
                 format!(
-                    "The tool `{}` asked for another try more often in this run than the {} time(s) it allows, so this call counts as failed. Do not call it again for this request; tell the user what went wrong.",
-                    done.name, retries
+                    "The tool `{}` asked for another try {} times in this run, more than the {} it allows, so this call counts as failed. Do not call it again for this request; tell the user what went wrong.",
+                    done.name,
+                    u32::from(retries) + 1,
+                    retries
                 ),
             ));
         }
