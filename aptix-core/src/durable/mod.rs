@@ -49,6 +49,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::agent::{Agent, AgentEvent, AgentStream, Input};
+use crate::meta::ExecutorKind;
 use crate::store::{CallState, ConversationStatus, Step, Store, StoreError, StoredConversation};
 use crate::transcript::{Conversation, Message};
 use clients::Clients;
@@ -232,8 +233,12 @@ pub struct ConversationEvent {
 }
 
 /// A wait that has not been resolved yet: what an approval screen, a client
-/// or a person needs to act on it.
+/// or a person needs to act on it. Read from the store, so a process that
+/// restarted (or another one sharing the store) sees the same.
+///
+/// More fields may come: it is not built outside Aptix.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PendingCall {
     /// The conversation.
     pub conversation_id: String,
@@ -241,12 +246,28 @@ pub struct PendingCall {
     pub tool_call_id: String,
     /// The tool's name.
     pub tool: String,
-    /// What it waits for.
+    /// What it waits for, and so which resolutions fit:
+    /// [`Step::Approval`] (a person approves, changes or denies the call),
+    /// [`Step::Client`] (a client runs it and sends the result) or
+    /// [`Step::Human`] (a person's answer is the result). A gated client
+    /// call waits twice: for its approval, then for its client.
     pub step: Step,
+    /// Who produces the call's result once it may go on, as the tool
+    /// declares it in this agent's catalog (an approval of a client tool
+    /// is `Client` here and [`Step::Approval`] in `step`). `None` for a
+    /// tool the catalog no longer has.
+    pub executor: Option<ExecutorKind>,
     /// The validated arguments.
     pub arguments: Value,
-    /// What the approver sees or the client executes.
+    /// What the approver sees, the client executes or the person is asked
+    /// (the prompt): the tool's prepared payload, secrets included. Do not
+    /// log it.
     pub payload: Value,
+    /// Why the model made the call, when it said so (`_reasoningForCall`,
+    /// see [`AgentBuilder::ask_reasoning`](crate::agent::AgentBuilder::ask_reasoning)):
+    /// kept in the store with the call, for whoever decides on it. The
+    /// model wrote it: show it as the model's claim, not as a fact.
+    pub reasoning: Option<String>,
     /// When it expires (ms since the Unix epoch).
     pub deadline_ms: Option<i64>,
 }
@@ -374,15 +395,27 @@ impl DurableAgent {
             .into_iter()
             .filter(|record| record.state == CallState::Pending)
             .map(|record| PendingCall {
+                executor: self.executor_of(&record.tool),
                 conversation_id: record.conversation_id,
                 tool_call_id: record.tool_call_id,
                 tool: record.tool,
                 step: record.step,
                 arguments: serde_json::from_str(&record.arguments).unwrap_or(Value::Null),
                 payload: serde_json::from_str(&record.payload).unwrap_or(Value::Null),
+                reasoning: record.reasoning,
                 deadline_ms: record.deadline,
             })
             .collect())
+    }
+
+    /// Who runs calls of `tool`, as this agent's catalog declares it.
+    fn executor_of(&self, tool: &str) -> Option<ExecutorKind> {
+        self.inner
+            .agent
+            .executor()
+            .catalog()
+            .get(tool)
+            .map(|definition| definition.executor())
     }
 
     /// Runs the stored conversation `conversation_id` (created empty if
