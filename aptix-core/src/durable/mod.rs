@@ -33,12 +33,16 @@
 mod checkpoint;
 mod clients;
 mod deadlines;
+mod in_flight;
 mod lease;
 mod ledger;
 mod resolve;
 mod run;
+mod watch;
 
 pub use clients::ClientAttachment;
+pub use in_flight::{CallProgress, CallStatus};
+pub use watch::{ConversationWatch, WATCH_BUFFER, WATCH_FINISHED_RUNS};
 pub use resolve::{Resolution, ResolveError, Resolved};
 
 use std::sync::Arc;
@@ -95,6 +99,8 @@ struct Inner {
     sweep_every: Option<Duration>,
     worker_started: AtomicBool,
     events: broadcast::Sender<ConversationEvent>,
+    /// The background runs' events by conversation, for `watch`.
+    feeds: Arc<watch::Feeds>,
     clients: Arc<Clients>,
     runs: Runs,
 }
@@ -212,6 +218,7 @@ impl DurableAgentBuilder {
                 sweep_every,
                 worker_started: AtomicBool::new(false),
                 events,
+                feeds: Arc::default(),
                 clients,
                 runs: Runs::new(),
             }),
@@ -361,7 +368,9 @@ impl DurableAgent {
     }
 
     /// The events of background runs (after resolutions, deadlines and
-    /// revivals), of every conversation this agent drives.
+    /// revivals), of every conversation this agent drives: for a process
+    /// that forwards them all. To follow one conversation, use
+    /// [`DurableAgent::watch`].
     pub fn subscribe(&self) -> broadcast::Receiver<ConversationEvent> {
         self.inner.events.subscribe()
     }

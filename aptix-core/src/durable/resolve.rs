@@ -341,6 +341,8 @@ impl DurableAgent {
                 .lost_to(conversation_id, target, &resolution, unknown)
                 .await);
         }
+        // Watchers from now on wait for the run this resolution leads to.
+        inner.feeds.expect_run(conversation_id);
         tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
         // The resolution is recorded: from here on nothing may fail the
         // call, or a retry would be `Stale` and nobody would resume.
