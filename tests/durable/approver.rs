@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use crate::common::{Backend, StoreAt, TempDb, pg_url, uuid};
 use crate::tools::{ChargeTool, Confirm, OpenPage, ran};
 use aptix::durable::{CallProgress, CallStatus, DurableAgent, PendingCall};
+use aptix::meta::ExecutorKind;
 use aptix::model::{ChatModel, ChatRequest, ModelStream};
 use aptix::prelude::*;
 use aptix::store::{CallRecord, CallState, ConversationStatus, SqliteStore, Step, Store};
-use aptix::meta::ExecutorKind;
 use aptix::{Agent, AgentEvent, Catalog, DoneReason, Input, Resolution};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
@@ -238,7 +238,11 @@ async fn a_pending_approval_shows_the_models_reason_executor_and_step_after_a_re
     let again = pending(&second, &id).await;
     assert_eq!(again, shown, "the same after a restart");
     second
-        .resolve(&id, &call, Resolution::approve_exactly(again[0].arguments_hash()))
+        .resolve(
+            &id,
+            &call,
+            Resolution::approve_exactly(again[0].arguments_hash()),
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let events = watched(&second, &id).await;
@@ -280,8 +284,16 @@ async fn a_client_and_a_human_wait_show_their_executor_and_reason(backend: Backe
     };
     let approval = by_id(&page);
     assert_eq!(
-        (approval.step, approval.executor, approval.reasoning.as_deref()),
-        (Step::Approval, Some(ExecutorKind::Client), Some("to read the docs"))
+        (
+            approval.step,
+            approval.executor,
+            approval.reasoning.as_deref()
+        ),
+        (
+            Step::Approval,
+            Some(ExecutorKind::Client),
+            Some("to read the docs")
+        )
     );
     let question = by_id(&ask);
     assert_eq!(
@@ -695,7 +707,12 @@ async fn a_sqlite_file_made_before_reasons_were_kept_still_opens() {
         reasoning: Some("kept now".to_owned()),
         ..old
     };
-    assert!(store.insert_call(&new).await.unwrap_or_else(|e| panic!("{e}")));
+    assert!(
+        store
+            .insert_call(&new)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    );
     store.close().await;
     // And again, the column there already.
     let reopened = SqliteStore::open(&file.0)
@@ -705,7 +722,10 @@ async fn a_sqlite_file_made_before_reasons_were_kept_still_opens() {
         .call("old", "call_new", Step::Approval)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(read.and_then(|row| row.reasoning).as_deref(), Some("kept now"));
+    assert_eq!(
+        read.and_then(|row| row.reasoning).as_deref(),
+        Some("kept now")
+    );
     reopened.close().await;
 }
 
@@ -731,9 +751,10 @@ async fn a_postgres_database_at_schema_2_is_migrated() {
         .unwrap_or_else(|e| panic!("a scratch database: {e}"));
     // The same server, the scratch database.
     let (base, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    let server = base
-        .rsplit_once('/')
-        .map_or_else(|| panic!("APTIX_TEST_PG_URL names no database: {url}"), |(server, _)| server);
+    let server = base.rsplit_once('/').map_or_else(
+        || panic!("APTIX_TEST_PG_URL names no database: {url}"),
+        |(server, _)| server,
+    );
     let scratch = match query {
         "" => format!("{server}/{name}"),
         query => format!("{server}/{name}?{query}"),
@@ -782,7 +803,13 @@ async fn a_postgres_database_at_schema_2_is_migrated() {
         .unwrap_or_else(|e| panic!("drop the scratch database: {e}"));
     admin.close().await;
     let (old, read, version) = outcome.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(old.map(|old| (old.state, old.reasoning)), Some((CallState::Pending, None)));
-    assert_eq!(read.and_then(|row| row.reasoning).as_deref(), Some("kept now"));
+    assert_eq!(
+        old.map(|old| (old.state, old.reasoning)),
+        Some((CallState::Pending, None))
+    );
+    assert_eq!(
+        read.and_then(|row| row.reasoning).as_deref(),
+        Some("kept now")
+    );
     assert!(version >= 3, "migrated to version {version}");
 }

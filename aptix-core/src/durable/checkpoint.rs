@@ -129,10 +129,14 @@ impl Checkpoint {
 /// The reasons given for the calls of the last assistant turn of
 /// `conversation` that made calls, by the call as the model made it.
 fn turn_reasons(conversation: &Conversation) -> Vec<(String, String)> {
-    let calls = conversation.messages.iter().rev().find_map(|message| match message {
-        Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(tool_calls),
-        _ => None,
-    });
+    let calls = conversation
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(tool_calls),
+            _ => None,
+        });
     calls
         .into_iter()
         .flatten()

@@ -63,17 +63,16 @@ impl DurableAgent {
             return Ok(Vec::new());
         };
         let messages = &stored.conversation.messages;
-        let Some((turn, calls)) =
-            messages
-                .iter()
-                .enumerate()
-                .rev()
-                .find_map(|(index, message)| match message {
-                    Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-                        Some((index, tool_calls))
-                    }
-                    _ => None,
-                })
+        let Some((turn, calls)) = messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(index, message)| match message {
+                Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                    Some((index, tool_calls))
+                }
+                _ => None,
+            })
         else {
             return Ok(Vec::new());
         };
@@ -92,14 +91,16 @@ impl DurableAgent {
                             .map_or(record.tool == call.name, |named| named == made)
                 })
                 .collect();
-            let answer = messages[turn + 1..].iter().find_map(|message| match message {
-                Message::Tool {
-                    tool_call_id,
-                    is_error,
-                    ..
-                } if *tool_call_id == call.id => Some(*is_error),
-                _ => None,
-            });
+            let answer = messages[turn + 1..]
+                .iter()
+                .find_map(|message| match message {
+                    Message::Tool {
+                        tool_call_id,
+                        is_error,
+                        ..
+                    } if *tool_call_id == call.id => Some(*is_error),
+                    _ => None,
+                });
             let Some(progress) = progress_of(&rows, answer, running) else {
                 continue;
             };
@@ -143,10 +144,9 @@ fn progress_of(rows: &[&CallRecord], answer: Option<bool>, running: bool) -> Opt
     let failed = rows.iter().any(|row| match row.state {
         CallState::Expired | CallState::Cancelled => true,
         CallState::Done => row.outcome.as_deref().is_some_and(envelope_failed),
-        CallState::Resolved => row
-            .outcome
-            .as_deref()
-            .is_some_and(|outcome| matches!(Resolution::decode(outcome), Ok(Resolution::Deny { .. }))),
+        CallState::Resolved => row.outcome.as_deref().is_some_and(|outcome| {
+            matches!(Resolution::decode(outcome), Ok(Resolution::Deny { .. }))
+        }),
         CallState::Pending | CallState::Executing => false,
     });
     Some(if failed {

@@ -26,7 +26,9 @@
 //!   call of the last turn; the model is only asked again when nothing is
 //!   pending (`run.rs`).
 //! - A resolution is checked and recorded by one compare-and-swap, then
-//!   acknowledged; the next turn starts in the background (`resolve.rs`).
+//!   acknowledged; the next turn starts in the background (`resolve.rs`),
+//!   and its events are kept for whoever watches the conversation
+//!   (`watch.rs`).
 //! - Deadlines live in the store: any process's sweep fires them, also
 //!   after a restart (`deadlines.rs`).
 
@@ -42,8 +44,8 @@ mod watch;
 
 pub use clients::ClientAttachment;
 pub use in_flight::{CallProgress, CallStatus};
-pub use watch::{ConversationWatch, WATCH_BUFFER, WATCH_FINISHED_RUNS};
 pub use resolve::{Resolution, ResolveError, Resolved};
+pub use watch::{ConversationWatch, WATCH_BUFFER, WATCH_FINISHED_RUNS};
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

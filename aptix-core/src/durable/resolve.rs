@@ -205,9 +205,10 @@ fn waits_for(step: Step) -> &'static str {
 impl DurableAgent {
     /// Resolves the suspended call `tool_call_id` of `conversation_id`.
     ///
-    /// Returns as soon as the resolution is recorded; when it was the last
-    /// pending wait, the next model turn starts in the background (its
-    /// events go to [`DurableAgent::subscribe`]). Safe to call from any process
+    /// Returns as soon as the resolution is recorded, before the turn it
+    /// resumes runs; when it was the last pending wait, the next model turn
+    /// starts in the background: follow it with [`DurableAgent::watch`]
+    /// (its events also go to [`DurableAgent::subscribe`]). Safe to call from any process
     /// sharing the store: of two different resolutions racing, exactly one
     /// wins and the other gets [`ResolveError::Conflict`]; a repeated one
     /// gets [`ResolveError::Stale`].

@@ -95,10 +95,7 @@ impl Feeds {
     /// publisher is dropped.
     pub(crate) fn start(self: &Arc<Self>, conversation_id: &str) -> Publisher {
         let mut state = self.lock();
-        let feed = state
-            .feeds
-            .entry(conversation_id.to_owned())
-            .or_default();
+        let feed = state.feeds.entry(conversation_id.to_owned()).or_default();
         let waiting = {
             let mut feed_state = lock(&feed.state);
             let waiting = !feed_state.started;

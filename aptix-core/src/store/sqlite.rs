@@ -88,8 +88,14 @@ const SCHEMA: &[&str] = &[
 /// statement that adds each to a database made before (SQLite has no `ADD
 /// COLUMN IF NOT EXISTS`).
 const ADDED_CALL_COLUMNS: &[(&str, &str)] = &[
-    ("requested", "ALTER TABLE aptix_calls ADD COLUMN requested TEXT"),
-    ("reasoning", "ALTER TABLE aptix_calls ADD COLUMN reasoning TEXT"),
+    (
+        "requested",
+        "ALTER TABLE aptix_calls ADD COLUMN requested TEXT",
+    ),
+    (
+        "reasoning",
+        "ALTER TABLE aptix_calls ADD COLUMN reasoning TEXT",
+    ),
 ];
 
 /// The next value of the change counter behind "oldest change first". The

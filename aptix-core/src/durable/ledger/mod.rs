@@ -427,7 +427,7 @@ impl Ledger {
                     created_at: now,
                     updated_at: now,
                     requested: made.requested.map(str::to_owned),
-                reasoning: made.reasoning.map(str::to_owned),
+                    reasoning: made.reasoning.map(str::to_owned),
                 };
                 if !insert_or_confirm(&self.store, &record, checkpoint).await? {
                     // Another call of the conversation holds this id's wait:

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Ledger, Made};
 use super::messages::{interrupted_message, not_this_call_message};
 use super::writes::same_arguments;
+use super::{Ledger, Made};
 use crate::agent::{
     After, AgentEvent, Before, CallResult, ResultText, SuspendedCall, kept_runnable, redact,
     requested, split_reasoning,
