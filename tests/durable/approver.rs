@@ -25,13 +25,15 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-/// The gates of the `hold` calls: (entered, release) by tool call id.
-static HOLDS: LazyLock<Mutex<HashMap<String, (Arc<Notify>, Arc<Notify>)>>> =
-    LazyLock::new(Default::default);
+/// Signalled when a `hold` call starts, and what releases it.
+type Gates = (Arc<Notify>, Arc<Notify>);
+
+/// The gates of the `hold` calls, by tool call id.
+static HOLDS: LazyLock<Mutex<HashMap<String, Gates>>> = LazyLock::new(Default::default);
 
 /// The gates of `call`: `hold` signals the first when it starts, and waits
 /// for the second.
-fn gates(call: &str) -> (Arc<Notify>, Arc<Notify>) {
+fn gates(call: &str) -> Gates {
     HOLDS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
