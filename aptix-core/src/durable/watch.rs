@@ -243,7 +243,13 @@ impl DurableAgent {
     /// [`WATCH_BUFFER`] events behind skips the oldest it missed
     /// ([`ConversationWatch::skipped`] counts them); never the `Done`.
     pub fn watch(&self, conversation_id: &str) -> ConversationWatch {
-        let feeds = self.inner.feeds.clone();
+        follow(self.inner.feeds.clone(), conversation_id)
+    }
+}
+
+/// A watcher of `conversation_id`'s feed in `feeds`.
+fn follow(feeds: Arc<Feeds>, conversation_id: &str) -> ConversationWatch {
+    {
         let feed = feeds.for_watcher(conversation_id);
         let skipped = Arc::new(AtomicU64::new(0));
         let cursor = Cursor {
@@ -287,5 +293,104 @@ impl DurableAgent {
             events: Box::pin(events),
             skipped,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    fn text(event: &AgentEvent) -> &str {
+        match event {
+            AgentEvent::TextDelta(text) => text,
+            other => panic!("not a text delta: {other:?}"),
+        }
+    }
+
+    /// A watcher that comes late replays the run from its first kept
+    /// event; one that falls behind by more than the buffer skips the
+    /// oldest it missed, counts them, and still gets the last event.
+    #[tokio::test]
+    async fn a_watcher_behind_by_more_than_the_buffer_skips_the_oldest_and_counts_them() {
+        let feeds = Arc::new(Feeds::default());
+        let mut early = follow(feeds.clone(), "c");
+        let publisher = feeds.start("c");
+        publisher.publish(&AgentEvent::TextDelta("first".into()));
+        assert_eq!(early.next().await.as_ref().map(text), Some("first"));
+        for index in 0..WATCH_BUFFER + 5 {
+            publisher.publish(&AgentEvent::TextDelta(format!("e{index}")));
+        }
+        drop(publisher);
+        let rest: Vec<AgentEvent> = early.by_ref().collect().await;
+        assert_eq!(rest.len(), WATCH_BUFFER);
+        assert_eq!(early.skipped(), 5);
+        assert_eq!(text(&rest[0]), "e5");
+        assert_eq!(
+            rest.last().map(text),
+            Some(format!("e{}", WATCH_BUFFER + 4).as_str())
+        );
+        // Late: the kept events of the run that ended, then the end.
+        let late = follow(feeds.clone(), "c");
+        assert_eq!(late.collect::<Vec<_>>().await.len(), WATCH_BUFFER);
+    }
+
+    /// A watcher waiting for a run gets it when it starts; a resolution
+    /// after a run ended makes watchers wait for the next one.
+    #[tokio::test]
+    async fn a_resolution_after_a_run_ended_makes_watchers_wait_for_the_next() {
+        let feeds = Arc::new(Feeds::default());
+        let waiting = tokio::spawn(follow(feeds.clone(), "c").collect::<Vec<_>>());
+        tokio::task::yield_now().await;
+        let publisher = feeds.start("c");
+        publisher.publish(&AgentEvent::TextDelta("one".into()));
+        drop(publisher);
+        let seen = waiting.await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(seen.iter().map(text).collect::<Vec<_>>(), ["one"]);
+
+        feeds.expect_run("c");
+        let mut next = follow(feeds.clone(), "c");
+        let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), next.next()).await;
+        assert!(
+            nothing.is_err(),
+            "the ended run is not shown again: {nothing:?}"
+        );
+        let publisher = feeds.start("c");
+        publisher.publish(&AgentEvent::TextDelta("two".into()));
+        drop(publisher);
+        let seen: Vec<AgentEvent> = next.collect().await;
+        assert_eq!(seen.iter().map(text).collect::<Vec<_>>(), ["two"]);
+    }
+
+    /// Memory is bounded: a watcher of a conversation that never runs
+    /// leaves nothing behind, and only the last finished runs are kept.
+    #[tokio::test]
+    async fn feeds_nobody_needs_are_let_go() {
+        let feeds = Arc::new(Feeds::default());
+        drop(follow(feeds.clone(), "never"));
+        assert!(feeds.lock().feeds.is_empty());
+        // Also one that waited a while.
+        let mut waited = follow(feeds.clone(), "never");
+        let nothing =
+            tokio::time::timeout(std::time::Duration::from_millis(20), waited.next()).await;
+        assert!(nothing.is_err());
+        drop(waited);
+        assert!(feeds.lock().feeds.is_empty());
+        for index in 0..WATCH_FINISHED_RUNS + 3 {
+            let publisher = feeds.start(&format!("c{index}"));
+            publisher.publish(&AgentEvent::TextDelta("x".into()));
+        }
+        let state = feeds.lock();
+        assert_eq!(state.feeds.len(), WATCH_FINISHED_RUNS);
+        assert!(
+            !state.feeds.contains_key("c0"),
+            "the oldest finished run is let go"
+        );
+        assert!(
+            state
+                .feeds
+                .contains_key(&format!("c{}", WATCH_FINISHED_RUNS + 2))
+        );
     }
 }
