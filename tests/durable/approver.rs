@@ -196,6 +196,7 @@ crate::common::on_every_store!(
     watch_follows_the_run_a_resolution_resumes,
     watchers_of_two_conversations_see_only_their_own,
     resolve_answers_before_the_resumed_turn_runs,
+    an_expired_wait_is_errored,
 );
 
 /// The reason the model gave with `_reasoningForCall` is stored with the
@@ -306,18 +307,9 @@ async fn a_client_and_a_human_wait_show_their_executor_and_reason(backend: Backe
     assert_eq!(question.payload["question"], json!("Go on?"));
 
     // Approved, the call goes to its client: recorded by settling, in
-    // another process, with the reason kept.
-    let resolver = DurableAgent::builder(
-        Agent::builder()
-            .model(ScriptedModel::new(Vec::new()))
-            .catalog(catalog())
-            .build()
-            .unwrap_or_else(|e| panic!("{e}")),
-        at.open().await,
-    )
-    .deadline_worker(None)
-    .resume_on_resolve(false)
-    .build();
+    // another process (the one that resolves, and resumes), with the reason
+    // kept.
+    let resolver = scripted(at.open().await, Vec::new());
     resolver
         .resolve(&id, &page, Resolution::Approve)
         .await
@@ -326,17 +318,12 @@ async fn a_client_and_a_human_wait_show_their_executor_and_reason(backend: Backe
         .resolve(&id, &ask, Resolution::Result(json!({"agreed": true})))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let runner = scripted(at.open().await, Vec::new());
-    runner
-        .ensure_started(&id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let events = watched(&runner, &id).await;
+    let events = watched(&resolver, &id).await;
     let DoneReason::Suspended(waiting) = done(&events) else {
         panic!("expected the client wait: {events:?}");
     };
     assert_eq!(waiting[0].reasoning.as_deref(), Some("to read the docs"));
-    let client = pending(&runner, &id).await;
+    let client = pending(&resolver, &id).await;
     assert_eq!(client.len(), 1, "{client:?}");
     assert_eq!(
         (
@@ -569,6 +556,53 @@ async fn watchers_of_two_conversations_see_only_their_own(backend: Backend) {
         assert_eq!(dones, 1, "{events:?}");
         assert!(matches!(done(events), DoneReason::Completed), "{events:?}");
     }
+}
+
+/// A wait whose deadline passed is `Errored` once it expired, before and
+/// after the resumed run stored its timeout result.
+async fn an_expired_wait_is_errored(backend: Backend) {
+    let Some(at) = StoreAt::new(backend) else {
+        return;
+    };
+    let id = format!("expired-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let agent = DurableAgent::builder(
+        Agent::builder()
+            .model(ScriptedModel::new([
+                call_turn(&call, "charge", json!({"cents": 3})),
+                ScriptedTurn::new().text("Nobody approved."),
+            ]))
+            .catalog(catalog())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}")),
+        at.open().await,
+    )
+    .deadline_worker(None)
+    .suspend_timeout(Duration::from_millis(100))
+    .build();
+    send(&agent, &id, "charge 3").await;
+    assert_eq!(
+        progress(&calls(&agent, &id).await),
+        [(call.clone(), CallProgress::Awaiting(Step::Approval))]
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // A late approval expires it (as a sweep would, which here would sweep
+    // the other tests' conversations of a shared database too).
+    let late = agent.resolve(&id, &call, Resolution::Approve).await;
+    assert!(
+        matches!(late, Err(aptix::durable::ResolveError::Expired { .. })),
+        "{late:?}"
+    );
+    assert_eq!(
+        progress(&calls(&agent, &id).await),
+        [(call.clone(), CallProgress::Errored)]
+    );
+    let events = watched(&agent, &id).await;
+    assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
+    assert_eq!(
+        progress(&calls(&agent, &id).await),
+        [(call, CallProgress::Errored)]
+    );
 }
 
 /// A model that holds one of its turns (by position) until released.
