@@ -144,6 +144,7 @@ fn record(
 ) -> CallRecord {
     CallRecord {
         requested: None,
+        reasoning: None,
         conversation_id: conversation_id.to_owned(),
         tool_call_id: tool_call_id.to_owned(),
         step,
@@ -917,12 +918,13 @@ pub async fn call_and_calls_order(store: &dyn Store, prefix: &str) {
     );
 }
 
-/// Every field of an entry survives, including unicode text and extreme
-/// times.
+/// Every field of an entry survives, including unicode text, extreme
+/// times and the optional `requested` and `reasoning` (set and absent).
 pub async fn call_record_round_trip(store: &dyn Store, prefix: &str) {
     let conversation_id = format!("{prefix}-ünïcödé-会话-🚀");
     let full = CallRecord {
-        requested: None,
+        requested: Some("0f".repeat(32)),
+        reasoning: Some("the user asked — \"twice\" 🙏\nsee above".to_owned()),
         conversation_id: conversation_id.clone(),
         tool_call_id: "toolu_01✓".to_owned(),
         step: Step::Human,
@@ -949,6 +951,8 @@ pub async fn call_record_round_trip(store: &dyn Store, prefix: &str) {
         deadline: None,
         created_at: -42,
         updated_at: -42,
+        requested: None,
+        reasoning: None,
         ..full.clone()
     };
     insert(store, &sparse).await;

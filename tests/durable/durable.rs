@@ -819,6 +819,7 @@ async fn crash_during_execution_is_recovered(backend: Backend) {
     ] {
         let record = |step, state, outcome: Option<&str>| CallRecord {
             requested: None,
+            reasoning: None,
             conversation_id: id.clone(),
             tool_call_id: call.clone(),
             step,
@@ -1187,6 +1188,7 @@ async fn ran_and_recorded(
     store
         .insert_call(&CallRecord {
             requested: None,
+            reasoning: None,
             conversation_id: conversation_id.into(),
             tool_call_id: tool_call_id.into(),
             step: Step::Execution,

@@ -650,6 +650,7 @@ async fn colliding_turn(
     let inserted = store
         .insert_call(&CallRecord {
             requested: None,
+            reasoning: None,
             conversation_id: id.into(),
             tool_call_id: "x".into(),
             step: Step::Approval,
@@ -778,6 +779,7 @@ async fn ledger_refuses_an_approval_of_other_arguments(backend: Backend) {
     store
         .insert_call(&CallRecord {
             requested: None,
+            reasoning: None,
             conversation_id: id.clone(),
             tool_call_id: "c1".into(),
             step: Step::Approval,

@@ -10,6 +10,7 @@ mod common;
 
 // `pub`: the modules' `pub` items (documented for `missing_docs`) stay
 // public, as they were at the root of a test crate of their own.
+pub mod approver;
 pub mod durable;
 pub mod durable_faults;
 pub mod durable_processes;

@@ -124,6 +124,7 @@ async fn sqlite_data_survives_reopening() {
     conversation.messages = store_suite::awkward_transcript();
     let call = CallRecord {
         requested: None,
+        reasoning: None,
         conversation_id: "conv-1".to_owned(),
         tool_call_id: "call_1".to_owned(),
         step: Step::Approval,
@@ -406,6 +407,7 @@ async fn sqlite_a_failure_in_the_middle_of_a_batch_writes_nothing() {
     let conversation = Conversation::new("conv-mid");
     let fine = CallRecord {
         requested: None,
+        reasoning: None,
         conversation_id: "conv-mid".to_owned(),
         tool_call_id: "call_1".to_owned(),
         step: Step::Approval,

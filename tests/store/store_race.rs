@@ -130,6 +130,7 @@ async fn race(backend: Backend, target: &str) {
             );
             let record = CallRecord {
                 requested: None,
+                reasoning: None,
                 conversation_id: ledger.clone(),
                 tool_call_id: call_id(round),
                 step: Step::Approval,

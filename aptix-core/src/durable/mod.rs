@@ -26,20 +26,26 @@
 //!   call of the last turn; the model is only asked again when nothing is
 //!   pending (`run.rs`).
 //! - A resolution is checked and recorded by one compare-and-swap, then
-//!   acknowledged; the next turn starts in the background (`resolve.rs`).
+//!   acknowledged; the next turn starts in the background (`resolve.rs`),
+//!   and its events are kept for whoever watches the conversation
+//!   (`watch.rs`).
 //! - Deadlines live in the store: any process's sweep fires them, also
 //!   after a restart (`deadlines.rs`).
 
 mod checkpoint;
 mod clients;
 mod deadlines;
+mod in_flight;
 mod lease;
 mod ledger;
 mod resolve;
 mod run;
+mod watch;
 
 pub use clients::ClientAttachment;
+pub use in_flight::{CallProgress, CallStatus};
 pub use resolve::{Resolution, ResolveError, Resolved};
+pub use watch::{ConversationWatch, WATCH_BUFFER, WATCH_FINISHED_RUNS};
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -49,6 +55,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::agent::{Agent, AgentEvent, AgentStream, Input};
+use crate::meta::ExecutorKind;
 use crate::store::{CallState, ConversationStatus, Step, Store, StoreError, StoredConversation};
 use crate::transcript::{Conversation, Message};
 use clients::Clients;
@@ -94,6 +101,8 @@ struct Inner {
     sweep_every: Option<Duration>,
     worker_started: AtomicBool,
     events: broadcast::Sender<ConversationEvent>,
+    /// The background runs' events by conversation, for `watch`.
+    feeds: Arc<watch::Feeds>,
     clients: Arc<Clients>,
     runs: Runs,
 }
@@ -211,6 +220,7 @@ impl DurableAgentBuilder {
                 sweep_every,
                 worker_started: AtomicBool::new(false),
                 events,
+                feeds: Arc::default(),
                 clients,
                 runs: Runs::new(),
             }),
@@ -232,8 +242,12 @@ pub struct ConversationEvent {
 }
 
 /// A wait that has not been resolved yet: what an approval screen, a client
-/// or a person needs to act on it.
+/// or a person needs to act on it. Read from the store, so a process that
+/// restarted (or another one sharing the store) sees the same.
+///
+/// More fields may come: it is not built outside Aptix.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PendingCall {
     /// The conversation.
     pub conversation_id: String,
@@ -241,12 +255,28 @@ pub struct PendingCall {
     pub tool_call_id: String,
     /// The tool's name.
     pub tool: String,
-    /// What it waits for.
+    /// What it waits for, and so which resolutions fit:
+    /// [`Step::Approval`] (a person approves, changes or denies the call),
+    /// [`Step::Client`] (a client runs it and sends the result) or
+    /// [`Step::Human`] (a person's answer is the result). A gated client
+    /// call waits twice: for its approval, then for its client.
     pub step: Step,
+    /// Who produces the call's result once it may go on, as the tool
+    /// declares it in this agent's catalog (an approval of a client tool
+    /// is `Client` here and [`Step::Approval`] in `step`). `None` for a
+    /// tool the catalog no longer has.
+    pub executor: Option<ExecutorKind>,
     /// The validated arguments.
     pub arguments: Value,
-    /// What the approver sees or the client executes.
+    /// What the approver sees, the client executes or the person is asked
+    /// (the prompt): the tool's prepared payload, secrets included. Do not
+    /// log it.
     pub payload: Value,
+    /// Why the model made the call, when it said so (`_reasoningForCall`,
+    /// see [`AgentBuilder::ask_reasoning`](crate::agent::AgentBuilder::ask_reasoning)):
+    /// kept in the store with the call, for whoever decides on it. The
+    /// model wrote it: show it as the model's claim, not as a fact.
+    pub reasoning: Option<String>,
     /// When it expires (ms since the Unix epoch).
     pub deadline_ms: Option<i64>,
 }
@@ -340,7 +370,9 @@ impl DurableAgent {
     }
 
     /// The events of background runs (after resolutions, deadlines and
-    /// revivals), of every conversation this agent drives.
+    /// revivals), of every conversation this agent drives: for a process
+    /// that forwards them all. To follow one conversation, use
+    /// [`DurableAgent::watch`].
     pub fn subscribe(&self) -> broadcast::Receiver<ConversationEvent> {
         self.inner.events.subscribe()
     }
@@ -374,15 +406,27 @@ impl DurableAgent {
             .into_iter()
             .filter(|record| record.state == CallState::Pending)
             .map(|record| PendingCall {
+                executor: self.executor_of(&record.tool),
                 conversation_id: record.conversation_id,
                 tool_call_id: record.tool_call_id,
                 tool: record.tool,
                 step: record.step,
                 arguments: serde_json::from_str(&record.arguments).unwrap_or(Value::Null),
                 payload: serde_json::from_str(&record.payload).unwrap_or(Value::Null),
+                reasoning: record.reasoning,
                 deadline_ms: record.deadline,
             })
             .collect())
+    }
+
+    /// Who runs calls of `tool`, as this agent's catalog declares it.
+    fn executor_of(&self, tool: &str) -> Option<ExecutorKind> {
+        self.inner
+            .agent
+            .executor()
+            .catalog()
+            .get(tool)
+            .map(|definition| definition.executor())
     }
 
     /// Runs the stored conversation `conversation_id` (created empty if

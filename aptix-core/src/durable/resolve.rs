@@ -205,9 +205,10 @@ fn waits_for(step: Step) -> &'static str {
 impl DurableAgent {
     /// Resolves the suspended call `tool_call_id` of `conversation_id`.
     ///
-    /// Returns as soon as the resolution is recorded; when it was the last
-    /// pending wait, the next model turn starts in the background (its
-    /// events go to [`DurableAgent::subscribe`]). Safe to call from any process
+    /// Returns as soon as the resolution is recorded, before the turn it
+    /// resumes runs; when it was the last pending wait, the next model turn
+    /// starts in the background: follow it with [`DurableAgent::watch`]
+    /// (its events also go to [`DurableAgent::subscribe`]). Safe to call from any process
     /// sharing the store: of two different resolutions racing, exactly one
     /// wins and the other gets [`ResolveError::Conflict`]; a repeated one
     /// gets [`ResolveError::Stale`].
@@ -341,6 +342,8 @@ impl DurableAgent {
                 .lost_to(conversation_id, target, &resolution, unknown)
                 .await);
         }
+        // Watchers from now on wait for the run this resolution leads to.
+        inner.feeds.expect_run(conversation_id);
         tracing::info!(step = %target.step, kind = resolution.kind(), "call resolved");
         // The resolution is recorded: from here on nothing may fail the
         // call, or a retry would be `Stale` and nobody would resume.

@@ -196,6 +196,9 @@ impl DurableAgent {
         let conversation_id = conversation.id.clone();
         let mut run = self.clone().drive(conversation, Input::Continue, run);
         let events = self.inner.events.clone();
+        // Started before this returns: a watcher that comes right after
+        // (e.g. after `resolve` returned) follows this run.
+        let feed = self.inner.feeds.start(&conversation_id);
         let agent = self.clone();
         tokio::spawn(async move {
             let mut store_failed = false;
@@ -215,6 +218,7 @@ impl DurableAgent {
                 if let AgentEvent::Elicitation { reply, .. } = &event {
                     reply.answer(crate::live::ElicitationAnswer::Cancel);
                 }
+                feed.publish(&event);
                 // Nobody listening is fine: the store has everything.
                 let _ = events.send(ConversationEvent {
                     conversation_id: conversation_id.clone(),
@@ -222,6 +226,7 @@ impl DurableAgent {
                 });
             }
             drop(run);
+            drop(feed);
             if store_failed {
                 let failures = failures + 1;
                 if failures > RESUME_RETRIES {

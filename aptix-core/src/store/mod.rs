@@ -269,6 +269,11 @@ pub struct CallRecord {
     /// `None` in rows written before it was kept, which are matched by
     /// `tool` instead.
     pub requested: Option<String>,
+    /// Why the model made the call, when it said so (its
+    /// `_reasoningForCall`, which is taken out of `arguments`): kept for
+    /// whoever decides on a wait after a restart. `None` when the model gave
+    /// no reason, and in rows written before it was kept.
+    pub reasoning: Option<String>,
 }
 
 /// One write of a [`Batch`]. Each is the write of the [`Store`] method of

@@ -32,8 +32,8 @@ const SCHEMA_LOCK: i64 = 0x6170_7469_785f_7331;
 /// The version of [`SCHEMA`], kept in the one-row table `aptix_schema`.
 /// Raise it whenever `SCHEMA` changes; a process finding a newer version
 /// refuses to start ([`StoreError::SchemaTooNew`]).
-/// 2: `aptix_calls.requested`.
-const SCHEMA_VERSION: i64 = 2;
+/// 2: `aptix_calls.requested`; 3: `aptix_calls.reasoning`.
+const SCHEMA_VERSION: i64 = 3;
 
 /// The schema. Ids use the `C` collation, so they sort by bytes as
 /// [`Store::calls`](super::Store::calls) promises, whatever the database's
@@ -68,10 +68,13 @@ const SCHEMA: &[&str] = &[
         created_at      BIGINT NOT NULL,
         updated_at      BIGINT NOT NULL,
         requested       TEXT,
+        reasoning       TEXT,
         PRIMARY KEY (conversation_id, tool_call_id, step)
     )",
     // Version 2: which call of the transcript a row is for.
     "ALTER TABLE aptix_calls ADD COLUMN IF NOT EXISTS requested TEXT",
+    // Version 3: why the model made the call, for whoever approves it.
+    "ALTER TABLE aptix_calls ADD COLUMN IF NOT EXISTS reasoning TEXT",
     // `due_calls`: pending calls by deadline (the same index as SQLite's, and
     // why, in sqlite.rs).
     "DROP INDEX IF EXISTS aptix_calls_due",

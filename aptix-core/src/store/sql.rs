@@ -69,18 +69,18 @@ const SUSPENDED_WITHOUT_PENDING: &str = "SELECT id FROM aptix_conversations c
 
 const INSERT_CALL: &str = "INSERT INTO aptix_calls
                     (conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                     outcome, deadline, created_at, updated_at, requested)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     outcome, deadline, created_at, updated_at, requested, reasoning)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT (conversation_id, tool_call_id, step) DO NOTHING";
 
 const CALL: &str = "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                        outcome, deadline, created_at, updated_at, requested
+                        outcome, deadline, created_at, updated_at, requested, reasoning
                  FROM aptix_calls
                  WHERE conversation_id = ?1 AND tool_call_id = ?2 AND step = ?3";
 
 /// Steps sort in `Step`'s declaration order, not alphabetically.
 const CALLS: &str = "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                        outcome, deadline, created_at, updated_at, requested
+                        outcome, deadline, created_at, updated_at, requested, reasoning
                  FROM aptix_calls
                  WHERE conversation_id = ?1
                  ORDER BY created_at, tool_call_id,
@@ -97,7 +97,7 @@ const SET_DEADLINE: &str = "UPDATE aptix_calls SET deadline = ?4
 
 const DUE_CALLS: &str =
     "SELECT conversation_id, tool_call_id, step, tool, arguments, payload, state,
-                        outcome, deadline, created_at, updated_at, requested
+                        outcome, deadline, created_at, updated_at, requested, reasoning
                  FROM aptix_calls
                  WHERE state = 'pending' AND deadline IS NOT NULL AND deadline <= ?1
                  ORDER BY deadline, created_at, conversation_id, tool_call_id, step
@@ -258,6 +258,7 @@ where
         created_at: row.try_get("created_at").map_err(backend)?,
         updated_at: row.try_get("updated_at").map_err(backend)?,
         requested: row.try_get("requested").map_err(backend)?,
+        reasoning: row.try_get("reasoning").map_err(backend)?,
     })
 }
 
@@ -733,6 +734,7 @@ where
             .bind(record.created_at)
             .bind(record.updated_at)
             .bind(record.requested.as_deref())
+            .bind(record.reasoning.as_deref())
     }
 
     #[allow(clippy::too_many_arguments)]

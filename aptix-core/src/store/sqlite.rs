@@ -71,6 +71,7 @@ const SCHEMA: &[&str] = &[
         created_at      INTEGER NOT NULL,
         updated_at      INTEGER NOT NULL,
         requested       TEXT,
+        reasoning       TEXT,
         PRIMARY KEY (conversation_id, tool_call_id, step)
     )",
     // `due_calls`: pending calls by deadline, and nothing else. A `(state,
@@ -86,10 +87,16 @@ const SCHEMA: &[&str] = &[
 /// Columns `aptix_calls` gained after it was first made, with the
 /// statement that adds each to a database made before (SQLite has no `ADD
 /// COLUMN IF NOT EXISTS`).
-const ADDED_CALL_COLUMNS: &[(&str, &str)] = &[(
-    "requested",
-    "ALTER TABLE aptix_calls ADD COLUMN requested TEXT",
-)];
+const ADDED_CALL_COLUMNS: &[(&str, &str)] = &[
+    (
+        "requested",
+        "ALTER TABLE aptix_calls ADD COLUMN requested TEXT",
+    ),
+    (
+        "reasoning",
+        "ALTER TABLE aptix_calls ADD COLUMN reasoning TEXT",
+    ),
+];
 
 /// The next value of the change counter behind "oldest change first". The
 /// statement that uses it holds the write lock, so no other writer can read

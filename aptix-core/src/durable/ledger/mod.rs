@@ -209,7 +209,12 @@ impl Ledger {
         checkpoint: &Checkpoint,
         gate: Gate,
     ) -> Result<CallResult, StoreError> {
-        self.execute_recorded_as(call, context, gate, Some(checkpoint), Some(requested))
+        let reasoning = checkpoint.reason_for(requested);
+        let made = Made {
+            requested: Some(requested),
+            reasoning: reasoning.as_deref(),
+        };
+        self.execute_recorded_as(call, context, gate, Some(checkpoint), made)
             .await
     }
 
@@ -219,7 +224,7 @@ impl Ledger {
         context: &ToolContext,
         gate: Gate,
         checkpoint: Option<&Checkpoint>,
-        requested: Option<&str>,
+        made: Made<'_>,
     ) -> Result<CallResult, StoreError> {
         let store = &self.store;
         let conversation_id = context.conversation_id().unwrap_or_default();
@@ -258,7 +263,8 @@ impl Ledger {
                 deadline: None,
                 created_at: now,
                 updated_at: now,
-                requested: requested.map(str::to_owned),
+                requested: made.requested.map(str::to_owned),
+                reasoning: made.reasoning.map(str::to_owned),
             };
             if !insert_or_confirm(store, &record, checkpoint).await? {
                 // Recorded before: the model reused an id, or another
@@ -308,10 +314,10 @@ impl Ledger {
             .await;
         let outcome = mark_changed(gate, call, execution.outcome);
         if runs_code {
-            self.finish_execution(call, conversation_id, outcome, checkpoint, requested)
+            self.finish_execution(call, conversation_id, outcome, checkpoint, made)
                 .await
         } else {
-            self.record_outcome(call, conversation_id, outcome, checkpoint, requested)
+            self.record_outcome(call, conversation_id, outcome, checkpoint, made)
                 .await
         }
     }
@@ -323,7 +329,7 @@ impl Ledger {
         conversation_id: &str,
         outcome: Outcome,
         checkpoint: Option<&Checkpoint>,
-        requested: Option<&str>,
+        made: Made<'_>,
     ) -> Result<CallResult, StoreError> {
         let envelope = match &outcome {
             Outcome::Final(envelope) => Some(envelope.to_stored_json()),
@@ -372,7 +378,7 @@ impl Ledger {
                 );
             }
         }
-        self.record_outcome(call, conversation_id, outcome, checkpoint, requested)
+        self.record_outcome(call, conversation_id, outcome, checkpoint, made)
             .await
     }
 
@@ -384,7 +390,7 @@ impl Ledger {
         conversation_id: &str,
         outcome: Outcome,
         checkpoint: Option<&Checkpoint>,
-        requested: Option<&str>,
+        made: Made<'_>,
     ) -> Result<CallResult, StoreError> {
         match outcome {
             Outcome::Final(envelope) => {
@@ -420,7 +426,8 @@ impl Ledger {
                     deadline: Some(now.saturating_add(millis(wait))),
                     created_at: now,
                     updated_at: now,
-                    requested: requested.map(str::to_owned),
+                    requested: made.requested.map(str::to_owned),
+                    reasoning: made.reasoning.map(str::to_owned),
                 };
                 if !insert_or_confirm(&self.store, &record, checkpoint).await? {
                     // Another call of the conversation holds this id's wait:
@@ -444,6 +451,15 @@ impl Ledger {
             }
         }
     }
+}
+
+/// The call of the transcript a ledger row is for, as the model made it:
+/// its identity ([`requested`](crate::agent::requested)), and the reason it
+/// gave (`_reasoningForCall`), kept with the row for whoever decides on it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Made<'a> {
+    pub(super) requested: Option<&'a str>,
+    pub(super) reasoning: Option<&'a str>,
 }
 
 /// Marks the result of a call approved with changed arguments (through

@@ -5,7 +5,7 @@
 
 use super::messages::interrupted_message;
 use super::settle::{Steering, ids_for};
-use super::{Ledger, mark_changed};
+use super::{Ledger, Made, mark_changed};
 use crate::agent::{CallResult, ResultText};
 use crate::context::ToolContext;
 use crate::durable::lease::now_ms;
@@ -30,7 +30,10 @@ impl Ledger {
         let store = &self.store;
         // The tool it was recorded as (a hook may have renamed the call).
         let tool = execution.tool.as_str();
-        let row_requested = execution.requested.as_deref();
+        let made = Made {
+            requested: execution.requested.as_deref(),
+            reasoning: execution.reasoning.as_deref(),
+        };
         let idempotent = self
             .agent
             .executor()
@@ -74,7 +77,7 @@ impl Ledger {
                 .await;
             let outcome = mark_changed(gate, &tool_call, execution.outcome);
             let finished = self
-                .finish_execution(&tool_call, &conversation.id, outcome, None, row_requested)
+                .finish_execution(&tool_call, &conversation.id, outcome, None, made)
                 .await;
             steering.ran = Some(tool_call);
             return finished;

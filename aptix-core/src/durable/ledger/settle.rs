@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Ledger;
 use super::messages::{interrupted_message, not_this_call_message};
 use super::writes::same_arguments;
+use super::{Ledger, Made};
 use crate::agent::{
     After, AgentEvent, Before, CallResult, ResultText, SuspendedCall, kept_runnable, redact,
     requested, split_reasoning,
@@ -120,12 +120,18 @@ impl Ledger {
                         attachments,
                     });
                 }
-                CallResult::Suspended(awaiting) => waiting.push(SuspendedCall::new(
-                    call.id.clone(),
-                    call.name.clone(),
-                    awaiting,
-                    self.agent.redactions(&call.name),
-                )),
+                CallResult::Suspended(awaiting) => {
+                    let mut suspended = SuspendedCall::new(
+                        call.id.clone(),
+                        call.name.clone(),
+                        awaiting,
+                        self.agent.redactions(&call.name),
+                    );
+                    // As a live run reports it: with the model's reason.
+                    suspended.reasoning =
+                        split_reasoning(&call.arguments).and_then(|(_, reasoning)| reasoning);
+                    waiting.push(suspended);
+                }
             }
         }
         Ok(settlement)
@@ -165,6 +171,12 @@ impl Ledger {
         steering: &mut Steering,
     ) -> Result<CallResult, StoreError> {
         let find = |step: Step| records.iter().copied().find(|record| record.step == step);
+        // Kept with every row this settling writes, as the live run did.
+        let reasoning = split_reasoning(&call.arguments).and_then(|(_, reasoning)| reasoning);
+        let made = Made {
+            requested: Some(requested),
+            reasoning: reasoning.as_deref(),
+        };
         let ids = || ids_for(conversation, &call.id);
         let error = |code: ErrorCode, message: String| {
             CallResult::Finished(ResultText::from_envelope(Envelope::error(
@@ -295,7 +307,7 @@ impl Ledger {
                 };
                 steering.ran = Some(call_now.clone());
                 return self
-                    .execute_recorded_as(&call_now, context, gate, None, Some(requested))
+                    .execute_recorded_as(&call_now, context, gate, None, made)
                     .await;
             };
             // Approved, and the client acts next: with the payload its
@@ -319,7 +331,7 @@ impl Ledger {
                 })
             };
             return self
-                .record_outcome(&call_now, &conversation.id, outcome, None, Some(requested))
+                .record_outcome(&call_now, &conversation.id, outcome, None, made)
                 .await;
         }
         // Never recorded: the run stopped between saving the model's turn
@@ -355,7 +367,7 @@ impl Ledger {
         };
         let call_now = ToolCall::new(call.id.as_str(), name, arguments);
         steering.ran = Some(call_now.clone());
-        self.execute_recorded_as(&call_now, context, gate, None, Some(requested))
+        self.execute_recorded_as(&call_now, context, gate, None, made)
             .await
     }
 
