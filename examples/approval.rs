@@ -16,7 +16,7 @@ mod send_email;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
-use aptix::durable::{ConversationEvent, DurableAgent};
+use aptix::durable::DurableAgent;
 use aptix::model::ChatModel;
 use aptix::model::openai::OpenAiChat;
 use aptix::store::SqliteStore;
@@ -143,7 +143,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Everything needed to decide is in the store: another process (a web
     // handler, a job) could do this part with only the two ids.
-    let mut background = agent.subscribe();
     for pending in agent.pending(&conversation_id).await? {
         let resolution = decide(&pending.payload);
         match agent
@@ -155,21 +154,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    // The next model turn runs in the background; follow it to its end.
+    // The next model turn runs in the background; follow it to its end
+    // (a watch of one conversation: it ends with the run's `Done`).
     println!("assistant: ");
+    let mut resumed = agent.watch(&conversation_id);
     loop {
-        match tokio::time::timeout(std::time::Duration::from_secs(30), background.recv()).await {
-            Ok(Ok(ConversationEvent {
-                conversation_id: id,
-                event,
-            })) if id == conversation_id => {
-                print_event(&event);
-                if matches!(event, AgentEvent::Done { .. }) {
-                    break;
-                }
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) | Err(_) => {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), resumed.next()).await {
+            Ok(Some(event)) => print_event(&event),
+            Ok(None) => break,
+            Err(_) => {
                 println!("\n[no more events]");
                 break;
             }
