@@ -1,7 +1,8 @@
 //! Agent-loop costs, each against a baseline measured in the same run:
 //! - tool-call assembly throughput on a large recorded stream (MB/s) against
 //!   `serde_json::from_str` of the same final argument strings;
-//! - loop overhead per turn with the scripted model (µs);
+//! - loop overhead per turn with the scripted model (µs), and the tool
+//!   round trip run detached (`Agent::start`, its events read, `finish`);
 //! - `transcript::repair` of one turn of 10 000 and 40 000 calls, against a
 //!   clone of the same transcript (which the loop makes for every request
 //!   anyway): linear, so the ratio stays flat as the turn grows;
@@ -346,6 +347,17 @@ fn loop_overhead(c: &mut Criterion) {
                 .count()
                 .await;
             black_box(events)
+        });
+    });
+    // The same round trip detached (`Agent::start`): its events read, then
+    // its transcript taken back with `finish`.
+    group.bench_function("tool round trip, detached (start, read, finish)", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let mut run =
+                tool_agent.start(Conversation::new("bench"), Input::User("greet Ada".into()));
+            let events = (&mut run).count().await;
+            let conversation = run.finish().await.unwrap_or_else(|error| panic!("{error}"));
+            black_box((events, conversation.messages.len()))
         });
     });
     group.finish();
