@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::context::StateType;
 use crate::meta::{
     Annotations, Approval, ExecutorKind, Redaction, Route, SourceLocation, ToolMeta,
 };
@@ -35,6 +36,9 @@ struct Inner {
     description: Cow<'static, str>,
     title: Option<Cow<'static, str>>,
     activity: Option<Cow<'static, str>>,
+    /// The state types the tool takes from its context: the declaration's
+    /// own, or a run-time tool's ([`crate::catalog::ToolEntryBuilder::takes_state`]).
+    state: Cow<'static, [StateType]>,
     /// Read for what the tool declares besides its text (executor,
     /// approval, timeouts, ...): the texts above are the ones to use, its
     /// own are empty for a tool made at run time.
@@ -130,6 +134,7 @@ impl ToolDefinition {
                 description: texts.description,
                 title: texts.title,
                 activity: texts.activity,
+                state: Cow::Borrowed(meta.state),
                 meta,
                 args_type: texts.args_type,
                 parameters,
@@ -257,6 +262,22 @@ impl ToolDefinition {
     /// tool without one reports values of its output schema.
     pub fn partial_schema(&self) -> Option<&Value> {
         self.inner.partial.as_ref()
+    }
+
+    /// The state types the tool takes from its context, as declared
+    /// (`state = [Db, Mailer]`); checked when an agent is built
+    /// ([`crate::ToolContext::missing_state`]).
+    pub fn state_types(&self) -> &[StateType] {
+        &self.inner.state
+    }
+
+    /// Sets the state types of a tool made at run time: only while the
+    /// definition is being built, when nothing else holds it.
+    pub(crate) fn with_state_types(mut self, state: Vec<StateType>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.state = Cow::Owned(state);
+        }
+        self
     }
 
     /// Sets the partial results' schema: only while the definition is being
