@@ -26,4 +26,5 @@ pub mod redaction;
 pub mod retention;
 pub mod retries;
 pub mod schema_first;
+pub mod tool_context;
 pub mod tool_search;
