@@ -12,7 +12,6 @@ use serde::Serialize;
 /// a user needs no direct dependency to make one.
 pub use tokio_util::sync::CancellationToken;
 
-use crate::definition::ToolDefinition;
 use crate::error::ToolError;
 use crate::live::{
     ElicitationAnswer, ElicitationReply, ElicitationRequest, LiveSink, ProgressUpdate,
@@ -32,9 +31,9 @@ use crate::live::{
 /// `partial` on it does not compile.
 pub struct ToolContext<P = NoPartials> {
     tool_call_id: Option<Arc<str>>,
-    /// The called tool's definition, shared with the catalog: its name
-    /// costs no copy per call.
-    tool: Option<ToolDefinition>,
+    /// The called tool's name: borrowed from the program for a declared
+    /// tool, so that it costs no copy per call.
+    tool: Option<ToolName>,
     /// The model's `_reasoningForCall`, when it gave one.
     reasoning: Option<Arc<str>>,
     shared: Arc<Shared>,
@@ -98,7 +97,7 @@ impl<P> std::fmt::Debug for ToolContext<P> {
         // State values are the user's (pools, clients, secrets): never print them.
         f.debug_struct("ToolContext")
             .field("tool_call_id", &self.tool_call_id)
-            .field("tool_name", &self.tool.as_ref().map(ToolDefinition::name))
+            .field("tool_name", &self.tool.as_ref().map(ToolName::as_str))
             .field("reasoning", &self.reasoning.is_some())
             .field("conversation_id", &self.shared.conversation_id)
             .field("session_id", &self.shared.session_id)
@@ -184,12 +183,12 @@ impl ToolContext {
         self
     }
 
-    /// The context of one call of the tool `definition` describes, with
-    /// the call's id: what the executor hands the tool.
-    pub(crate) fn for_call(&self, id: &Arc<str>, definition: &ToolDefinition) -> Self {
+    /// The context of one call of the tool `tool`, with the call's id:
+    /// what the executor hands the tool.
+    pub(crate) fn for_call(&self, id: &Arc<str>, tool: ToolName) -> Self {
         ToolContext {
             tool_call_id: Some(Arc::clone(id)),
-            tool: Some(definition.clone()),
+            tool: Some(tool),
             reasoning: self.reasoning.clone(),
             shared: Arc::clone(&self.shared),
             partials: PhantomData,
@@ -282,7 +281,7 @@ impl<P> ToolContext<P> {
     /// of them was called. Empty outside a call (a context not handed out
     /// by the executor).
     pub fn tool_name(&self) -> &str {
-        self.tool.as_ref().map_or("", ToolDefinition::name)
+        self.tool.as_ref().map_or("", ToolName::as_str)
     }
 
     /// Why the model made this call, when it said so (`_reasoningForCall`,
@@ -368,7 +367,8 @@ impl<P> ToolContext<P> {
 /// A type of state a tool takes from its context (`state = [Db, Mailer]`
 /// in `#[agent_tool]`, [`ToolEntryBuilder::takes_state`](crate::catalog::ToolEntryBuilder::takes_state)
 /// for a tool made at run time). Declared, it is checked where a context
-/// meets the catalog ([`AgentBuilder::build`](crate::agent::AgentBuilder::build)):
+/// meets the catalog ([`AgentBuilder::build`](crate::agent::AgentBuilder::build),
+/// [`Catalog::missing_state`](crate::Catalog::missing_state)):
 /// a missing pool is a start-up error instead of a failed call.
 ///
 /// Made in a constant (`StateType::of::<Db>()`): the type's id and name are
@@ -442,26 +442,27 @@ impl std::fmt::Display for MissingState {
 }
 
 impl<P> ToolContext<P> {
-    /// Every state type the tools of `definitions` declare that this
-    /// context does not hold, in the tools' order: all of them at once, so
-    /// one start-up names every missing value. Empty when nothing is
-    /// missing.
-    pub fn missing_state<'a>(
-        &self,
-        definitions: impl IntoIterator<Item = &'a ToolDefinition>,
-    ) -> Vec<MissingState> {
-        definitions
-            .into_iter()
-            .flat_map(|definition| {
-                definition
-                    .state_types()
-                    .iter()
-                    .filter(|declared| !self.shared.state.contains_key(&declared.id()))
-                    .map(|declared| MissingState {
-                        tool: definition.name().to_owned(),
-                        type_name: declared.name(),
-                    })
-            })
-            .collect()
+    /// Whether a value of the type `id` names was added with
+    /// [`ToolContext::with_state`].
+    pub(crate) fn holds_state(&self, id: TypeId) -> bool {
+        self.shared.state.contains_key(&id)
+    }
+}
+
+/// A tool's name as a context holds it: cheap to clone.
+#[derive(Clone)]
+pub(crate) enum ToolName {
+    /// A declared tool's, from the program.
+    Static(&'static str),
+    /// A tool's made at run time.
+    Shared(Arc<str>),
+}
+
+impl ToolName {
+    fn as_str(&self) -> &str {
+        match self {
+            ToolName::Static(name) => name,
+            ToolName::Shared(name) => name,
+        }
     }
 }

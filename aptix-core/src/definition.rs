@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::context::StateType;
+use crate::context::{StateType, ToolName};
 use crate::meta::{
     Annotations, Approval, ExecutorKind, Redaction, Route, SourceLocation, ToolMeta,
 };
@@ -266,9 +266,17 @@ impl ToolDefinition {
 
     /// The state types the tool takes from its context, as declared
     /// (`state = [Db, Mailer]`); checked when an agent is built
-    /// ([`crate::ToolContext::missing_state`]).
+    /// ([`crate::Catalog::missing_state`]).
     pub fn state_types(&self) -> &[StateType] {
         &self.inner.state
+    }
+
+    /// The name as a tool's context holds it: no copy for a declared tool.
+    pub(crate) fn context_name(&self) -> ToolName {
+        match &self.inner.name {
+            Cow::Borrowed(name) => ToolName::Static(name),
+            Cow::Owned(name) => ToolName::Shared(Arc::from(name.as_str())),
+        }
     }
 
     /// Sets the state types of a tool made at run time: only while the

@@ -94,7 +94,7 @@ impl ToolHarness {
     /// harness left without a context checks nothing, so that a test can
     /// see how a tool fails when its state is missing.
     pub fn with_context(mut self, context: ToolContext) -> Self {
-        let missing = context.missing_state(self.executor.catalog().definitions());
+        let missing = self.executor.catalog().missing_state(&context);
         if !missing.is_empty() {
             let lines: Vec<String> = missing.iter().map(ToString::to_string).collect();
             panic!("{}", lines.join("\n"));

@@ -419,3 +419,20 @@ async fn a_harness_without_a_context_runs_the_tool_without_its_state() {
     let result = harness.call_named("archive_order", r#"{"order":1}"#).await;
     assert_eq!(result.code(), aptix::ErrorCode::Internal);
 }
+
+#[tokio::test]
+async fn a_tool_made_at_run_time_knows_its_name_too() {
+    let echo = ToolEntry::from_json_schema(
+        format!("echo_{}", 7),
+        "Call to hear your tool's name.",
+        "Answers with the name it was called by.",
+        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        |_args, ctx| async move { Ok(json!(ctx.tool_name())) },
+    );
+    let catalog = Catalog::builder()
+        .entry(echo)
+        .build()
+        .unwrap_or_else(|error| panic!("{error}"));
+    let result = ToolHarness::new(catalog).call_named("echo_7", "{}").await;
+    assert_eq!(result.ok::<String>(), "echo_7");
+}

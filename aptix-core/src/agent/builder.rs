@@ -336,7 +336,7 @@ impl AgentBuilder {
     pub fn build(mut self) -> Result<Agent, AgentError> {
         let model = self.model.ok_or(AgentError::NoModel)?;
         let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
-        let missing = self.context.missing_state(catalog.definitions());
+        let missing = catalog.missing_state(&self.context);
         if !missing.is_empty() {
             return Err(AgentError::MissingState(missing));
         }

@@ -403,7 +403,7 @@ impl ToolEntryBuilder {
     /// Declares that its code takes a `T` from the context
     /// ([`ToolContext::state`]), as `state = [T]` does in `#[agent_tool]`:
     /// an agent whose context holds none is refused when it is built
-    /// ([`ToolContext::missing_state`]), instead of failing the call. Once
+    /// ([`Catalog::missing_state`](crate::Catalog::missing_state)), instead of failing the call. Once
     /// per type; a second declaration of one type is kept once.
     pub fn takes_state<T: std::any::Any + Send + Sync>(mut self) -> Self {
         let declared = StateType::of::<T>();
