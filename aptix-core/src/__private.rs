@@ -13,7 +13,7 @@ pub use schemars::JsonSchema;
 pub use serde::Serialize;
 pub use serde::de::DeserializeOwned;
 
-pub use crate::context::ToolContext;
+pub use crate::context::{StateType, ToolContext};
 pub use crate::error::ToolError;
 pub use crate::meta::{
     Annotations, Approval, ExecutorKind, Redaction, Retention, SourceLocation, ToolMeta,

@@ -1,5 +1,6 @@
-//! What a running tool may know about its call: ids, cancellation, user
-//! state; and where it reports progress and partial results.
+//! What a running tool may know about its call: ids, who the run is for,
+//! which tool was called and why, cancellation, user state; and where it
+//! reports progress and partial results.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -18,9 +19,9 @@ use crate::live::{
 
 /// The context handed to a tool function.
 ///
-/// Cheap to clone: the per-call id is one reference-counted string and
-/// everything else sits behind one shared pointer, because the executor
-/// makes a copy for every call.
+/// Cheap to clone: the per-call parts (id, tool, reason) are reference
+/// counted and everything else sits behind one shared pointer, because the
+/// executor makes a copy for every call.
 ///
 /// `P` is the type of the partial results the tool may report
 /// ([`ToolContext::partial`]): a tool declared `progressive = true` takes
@@ -30,6 +31,11 @@ use crate::live::{
 /// `partial` on it does not compile.
 pub struct ToolContext<P = NoPartials> {
     tool_call_id: Option<Arc<str>>,
+    /// The called tool's name: borrowed from the program for a declared
+    /// tool, so that it costs no copy per call.
+    tool: Option<ToolName>,
+    /// The model's `_reasoningForCall`, when it gave one.
+    reasoning: Option<Arc<str>>,
     shared: Arc<Shared>,
     partials: PhantomData<fn(P)>,
 }
@@ -52,6 +58,8 @@ impl<P> Clone for ToolContext<P> {
     fn clone(&self) -> Self {
         ToolContext {
             tool_call_id: self.tool_call_id.clone(),
+            tool: self.tool.clone(),
+            reasoning: self.reasoning.clone(),
             shared: Arc::clone(&self.shared),
             partials: PhantomData,
         }
@@ -62,6 +70,8 @@ impl Default for ToolContext {
     fn default() -> Self {
         ToolContext {
             tool_call_id: None,
+            tool: None,
+            reasoning: None,
             shared: Arc::default(),
             partials: PhantomData,
         }
@@ -72,6 +82,9 @@ impl Default for ToolContext {
 struct Shared {
     conversation_id: Option<Arc<str>>,
     session_id: Option<Arc<str>>,
+    agent_name: Option<Arc<str>>,
+    user_id: Option<Arc<str>>,
+    tenant_id: Option<Arc<str>>,
     cancellation: CancellationToken,
     state: StateMap,
     live: Option<Arc<dyn LiveSink>>,
@@ -84,8 +97,13 @@ impl<P> std::fmt::Debug for ToolContext<P> {
         // State values are the user's (pools, clients, secrets): never print them.
         f.debug_struct("ToolContext")
             .field("tool_call_id", &self.tool_call_id)
+            .field("tool_name", &self.tool.as_ref().map(ToolName::as_str))
+            .field("reasoning", &self.reasoning.is_some())
             .field("conversation_id", &self.shared.conversation_id)
             .field("session_id", &self.shared.session_id)
+            .field("agent_name", &self.shared.agent_name)
+            .field("user_id", &self.shared.user_id)
+            .field("tenant_id", &self.shared.tenant_id)
             .field("cancelled", &self.shared.cancellation.is_cancelled())
             .field("state_entries", &self.shared.state.len())
             .field("live", &self.shared.live.is_some())
@@ -104,6 +122,8 @@ impl ToolContext {
     pub fn for_partials<P>(&self) -> ToolContext<P> {
         ToolContext {
             tool_call_id: self.tool_call_id.clone(),
+            tool: self.tool.clone(),
+            reasoning: self.reasoning.clone(),
             shared: Arc::clone(&self.shared),
             partials: PhantomData,
         }
@@ -129,10 +149,50 @@ impl ToolContext {
         self
     }
 
+    /// Names the agent the run belongs to. The agent does this from
+    /// [`AgentBuilder::name`](crate::agent::AgentBuilder::name).
+    pub fn with_agent_name(mut self, name: impl Into<Arc<str>>) -> Self {
+        Arc::make_mut(&mut self.shared).agent_name = Some(name.into());
+        self
+    }
+
+    /// Sets the user the run is for. The agent copies it from the
+    /// conversation ([`Conversation::with_user_id`](crate::transcript::Conversation::with_user_id)).
+    pub fn with_user_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        Arc::make_mut(&mut self.shared).user_id = Some(id.into());
+        self
+    }
+
+    /// Sets the tenant the run is for. The agent copies it from the
+    /// conversation ([`Conversation::with_tenant_id`](crate::transcript::Conversation::with_tenant_id)).
+    pub fn with_tenant_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        Arc::make_mut(&mut self.shared).tenant_id = Some(id.into());
+        self
+    }
+
     /// Sets the tool call id. The executor does this for every call.
     pub fn with_tool_call_id(mut self, id: impl Into<Arc<str>>) -> Self {
         self.tool_call_id = Some(id.into());
         self
+    }
+
+    /// Sets the model's reason for the call (`_reasoningForCall`). The agent
+    /// does this for every call the model gave a reason for.
+    pub fn with_reasoning(mut self, reasoning: impl Into<Arc<str>>) -> Self {
+        self.reasoning = Some(reasoning.into());
+        self
+    }
+
+    /// The context of one call of the tool `tool`, with the call's id:
+    /// what the executor hands the tool.
+    pub(crate) fn for_call(&self, id: &Arc<str>, tool: ToolName) -> Self {
+        ToolContext {
+            tool_call_id: Some(Arc::clone(id)),
+            tool: Some(tool),
+            reasoning: self.reasoning.clone(),
+            shared: Arc::clone(&self.shared),
+            partials: PhantomData,
+        }
     }
 
     /// Uses `token` for cancellation, e.g. a child of the agent run's token.
@@ -216,6 +276,43 @@ impl<P> ToolContext<P> {
         self.tool_call_id.as_deref().unwrap_or("")
     }
 
+    /// The name of the tool being called, as the catalog knows it: several
+    /// tools that share one activity (`activity = "..."`) tell by it which
+    /// of them was called. Empty outside a call (a context not handed out
+    /// by the executor).
+    pub fn tool_name(&self) -> &str {
+        self.tool.as_ref().map_or("", ToolName::as_str)
+    }
+
+    /// Why the model made this call, when it said so (`_reasoningForCall`,
+    /// asked for with
+    /// [`AgentBuilder::ask_reasoning`](crate::agent::AgentBuilder::ask_reasoning)).
+    /// It is the model's text: use it to explain or log, never to decide
+    /// what the call may do.
+    pub fn reasoning(&self) -> Option<&str> {
+        self.reasoning.as_deref()
+    }
+
+    /// The name of the agent running the call
+    /// ([`AgentBuilder::name`](crate::agent::AgentBuilder::name)), when it
+    /// has one.
+    pub fn agent_name(&self) -> Option<&str> {
+        self.shared.agent_name.as_deref()
+    }
+
+    /// The user the run is for, as the application set it on the
+    /// conversation; `None` when it set none. Aptix never checks it: it is
+    /// the application's word, for a tool to scope what it reads and writes.
+    pub fn user_id(&self) -> Option<&str> {
+        self.shared.user_id.as_deref()
+    }
+
+    /// The tenant the run is for, as the application set it on the
+    /// conversation; `None` when it set none.
+    pub fn tenant_id(&self) -> Option<&str> {
+        self.shared.tenant_id.as_deref()
+    }
+
     /// The conversation this call belongs to, when known.
     pub fn conversation_id(&self) -> Option<&str> {
         self.shared.conversation_id.as_deref()
@@ -264,5 +361,108 @@ impl<P> ToolContext<P> {
                 std::any::type_name::<T>()
             ))
         })
+    }
+}
+
+/// A type of state a tool takes from its context (`state = [Db, Mailer]`
+/// in `#[agent_tool]`, [`ToolEntryBuilder::takes_state`](crate::catalog::ToolEntryBuilder::takes_state)
+/// for a tool made at run time). Declared, it is checked where a context
+/// meets the catalog ([`AgentBuilder::build`](crate::agent::AgentBuilder::build),
+/// [`Catalog::missing_state`](crate::Catalog::missing_state)):
+/// a missing pool is a start-up error instead of a failed call.
+///
+/// Made in a constant (`StateType::of::<Db>()`): the type's id and name are
+/// read through functions, which a constant can hold.
+#[derive(Clone, Copy)]
+pub struct StateType {
+    type_id: fn() -> TypeId,
+    type_name: fn() -> &'static str,
+}
+
+impl StateType {
+    /// The state type `T`, as [`ToolContext::with_state`] files it.
+    pub const fn of<T: Any + Send + Sync>() -> StateType {
+        StateType {
+            type_id: TypeId::of::<T>,
+            type_name: std::any::type_name::<T>,
+        }
+    }
+
+    /// The type's id, the key of [`ToolContext::state`]. (Not `type_id`:
+    /// that would be taken for [`Any::type_id`] through a reference.)
+    pub fn id(&self) -> TypeId {
+        (self.type_id)()
+    }
+
+    /// The type's name, for messages (as [`std::any::type_name`] gives it).
+    pub fn name(&self) -> &'static str {
+        (self.type_name)()
+    }
+}
+
+// By the type's id: two function pointers to one function need not be
+// equal, two ids of one type are.
+impl PartialEq for StateType {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for StateType {}
+
+impl std::hash::Hash for StateType {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state);
+    }
+}
+
+impl std::fmt::Debug for StateType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StateType").field(&self.name()).finish()
+    }
+}
+
+/// A state type a tool declares that a context does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingState {
+    /// The tool that declares it.
+    pub tool: String,
+    /// The type's name.
+    pub type_name: &'static str,
+}
+
+impl std::fmt::Display for MissingState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the tool `{}` takes `{}` from its context, and none was added (`ToolContext::with_state`)",
+            self.tool, self.type_name
+        )
+    }
+}
+
+impl<P> ToolContext<P> {
+    /// Whether a value of the type `id` names was added with
+    /// [`ToolContext::with_state`].
+    pub(crate) fn holds_state(&self, id: TypeId) -> bool {
+        self.shared.state.contains_key(&id)
+    }
+}
+
+/// A tool's name as a context holds it: cheap to clone.
+#[derive(Clone)]
+pub(crate) enum ToolName {
+    /// A declared tool's, from the program.
+    Static(&'static str),
+    /// A tool's made at run time.
+    Shared(Arc<str>),
+}
+
+impl ToolName {
+    fn as_str(&self) -> &str {
+        match self {
+            ToolName::Static(name) => name,
+            ToolName::Shared(name) => name,
+        }
     }
 }

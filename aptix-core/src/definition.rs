@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::context::{StateType, ToolName};
 use crate::meta::{
     Annotations, Approval, ExecutorKind, Redaction, Route, SourceLocation, ToolMeta,
 };
@@ -35,6 +36,9 @@ struct Inner {
     description: Cow<'static, str>,
     title: Option<Cow<'static, str>>,
     activity: Option<Cow<'static, str>>,
+    /// The state types the tool takes from its context: the declaration's
+    /// own, or a run-time tool's ([`crate::catalog::ToolEntryBuilder::takes_state`]).
+    state: Cow<'static, [StateType]>,
     /// Read for what the tool declares besides its text (executor,
     /// approval, timeouts, ...): the texts above are the ones to use, its
     /// own are empty for a tool made at run time.
@@ -141,6 +145,7 @@ impl ToolDefinition {
                 description: texts.description,
                 title: texts.title,
                 activity: texts.activity,
+                state: Cow::Borrowed(meta.state),
                 meta,
                 args_type: texts.args_type,
                 parameters,
@@ -268,6 +273,30 @@ impl ToolDefinition {
     /// tool without one reports values of its output schema.
     pub fn partial_schema(&self) -> Option<&Value> {
         self.inner.partial.as_ref()
+    }
+
+    /// The state types the tool takes from its context, as declared
+    /// (`state = [Db, Mailer]`); checked when an agent is built
+    /// ([`crate::Catalog::missing_state`]).
+    pub fn state_types(&self) -> &[StateType] {
+        &self.inner.state
+    }
+
+    /// The name as a tool's context holds it: no copy for a declared tool.
+    pub(crate) fn context_name(&self) -> ToolName {
+        match &self.inner.name {
+            Cow::Borrowed(name) => ToolName::Static(name),
+            Cow::Owned(name) => ToolName::Shared(Arc::from(name.as_str())),
+        }
+    }
+
+    /// Sets the state types of a tool made at run time: only while the
+    /// definition is being built, when nothing else holds it.
+    pub(crate) fn with_state_types(mut self, state: Vec<StateType>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.state = Cow::Owned(state);
+        }
+        self
     }
 
     /// Sets the partial results' schema: only while the definition is being

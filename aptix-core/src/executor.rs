@@ -267,7 +267,7 @@ impl Executor {
                 if token.is_cancelled() {
                     Err(Guarded::Cancelled)
                 } else {
-                    let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
+                    let call_ctx = ctx.for_call(&call.id, definition.context_name());
                     // Boxed already (`RunFuture`): polled in place, never moved.
                     let mut run = entry.code().run(definition, &call.arguments, &call_ctx);
                     // Most calls finish without waiting on anything: poll once
@@ -354,7 +354,7 @@ impl Executor {
     ) -> Result<Produced, Guarded> {
         let limit = definition.timeout().or(self.default_timeout);
         let token = ctx.cancellation();
-        let call_ctx = ctx.clone().with_tool_call_id(call.id.clone());
+        let call_ctx = ctx.for_call(&call.id, definition.context_name());
         for attempt in 0..TRANSIENT_RETRIES {
             let backoff = TRANSIENT_BACKOFF * 2u32.pow(attempt);
             tracing::info!(

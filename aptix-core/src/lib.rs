@@ -76,7 +76,7 @@ pub use catalog::{
 };
 pub use content::{Content, ToolReturn};
 pub use context::CancellationToken;
-pub use context::{NoPartials, PartialValue, ToolContext};
+pub use context::{MissingState, NoPartials, PartialValue, StateType, ToolContext};
 pub use definition::ToolDefinition;
 pub use durable::{DurableAgent, Resolution, ResolveError, Resolved};
 pub use envelope::{Envelope, EnvelopeError, EnvelopeIds, JsonText};

@@ -66,6 +66,9 @@ pub struct ToolMeta {
     /// logs (`redact = [...]` or `log_fields = [...]`); the tool and the
     /// model always see the real values.
     pub redaction: Redaction,
+    /// The state types the tool takes from its context (`state = [Db]`),
+    /// checked to be there when an agent is built.
+    pub state: &'static [crate::context::StateType],
     /// Where the tool was declared.
     pub source: SourceLocation,
 }
@@ -94,6 +97,7 @@ impl ToolMeta {
             retention: Retention::Budget,
             annotations: Annotations::DEFAULT,
             redaction: Redaction::Undeclared,
+            state: &[],
             source,
         }
     }

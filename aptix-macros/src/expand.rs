@@ -62,6 +62,15 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
         Redaction::Deny(pointers) => quote!(#rt::Redaction::Deny(&[#(#pointers),*])),
         Redaction::Allow(pointers) => quote!(#rt::Redaction::Allow(&[#(#pointers),*])),
     };
+    // Each type spanned where it was written: a type that cannot be state
+    // (not `Send`, `Sync` and `'static`) is reported there.
+    let state = (!tool.state.is_empty()).then(|| {
+        let types = tool.state.iter().map(|ty| {
+            let rt = runtime(ty.span());
+            quote_spanned!(ty.span()=> #rt::StateType::of::<#ty>())
+        });
+        quote!(state: &[#(#types),*],)
+    });
     let unique = unique_name_guard(tool);
     // One constant per tool: everything else of the definition is built
     // from it by library code shared by every tool.
@@ -84,6 +93,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                 ..#rt::Annotations::DEFAULT
             },
             redaction: #redaction,
+            #state
             ..#rt::ToolMeta::new(
                 #name,
                 #usage,

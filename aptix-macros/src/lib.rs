@@ -22,6 +22,7 @@
 //! | `title`, `activity` | a display name; the activity of a latent tool |
 //! | `read_only`, `destructive`, `open_world` | MCP's annotation hints |
 //! | `redact`, `log_fields` | JSON pointers hidden from (or alone shown in) events and logs |
+//! | `state` | `[Db, Mailer]`: the types the tool reads from its context, checked when an agent is built |
 //!
 //! On a function the macro adds a unit struct named after it in PascalCase
 //! with a `Tool` suffix (`hello_world` → `HelloWorldTool`) implementing

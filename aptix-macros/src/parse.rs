@@ -43,6 +43,7 @@ pub(crate) struct Attr {
     pub(crate) read_only: Option<Key<LitBool>>,
     pub(crate) destructive: Option<Key<LitBool>>,
     pub(crate) open_world: Option<Key<LitBool>>,
+    pub(crate) state: Option<Key<Vec<Type>>>,
     /// Keys that were written but whose value could not be read; already
     /// reported, so `check` must not also call them missing.
     pub(crate) unreadable: Vec<String>,
@@ -108,6 +109,7 @@ pub(crate) const KEYS: &[&str] = &[
     "read_only",
     "destructive",
     "open_world",
+    "state",
 ];
 
 pub(crate) fn parse(attr: TokenStream, item: TokenStream) -> Parsed {
@@ -243,6 +245,8 @@ fn parse_attr(
                 .and_then(|value| set(&mut attr.redact, key.clone(), value)),
             "log_fields" => parse_value(&key, &value, |input| pointer_list(input, &key))
                 .and_then(|value| set(&mut attr.log_fields, key.clone(), value)),
+            "state" => parse_value(&key, &value, type_list)
+                .and_then(|value| set(&mut attr.state, key.clone(), value)),
             "idempotent" | "progressive" | "read_only" | "destructive" | "open_world" => {
                 parse_value(&key, &value, |input| bool_value(input, &key)).and_then(|value| {
                     let slot = match name.as_str() {
@@ -342,6 +346,21 @@ fn pointer_list(input: ParseStream, key: &Ident) -> syn::Result<Vec<LitStr>> {
     let pointers = syn::punctuated::Punctuated::<LitStr, Token![,]>::parse_terminated(&content)
         .map_err(|_| syn::Error::new(brackets.span.join(), &message))?;
     Ok(pointers.into_iter().collect())
+}
+
+/// `state = [Db, Mailer]`: a list of types, in brackets like the other
+/// lists of the attribute.
+fn type_list(input: ParseStream) -> syn::Result<Vec<Type>> {
+    let message =
+        "`state` takes a list of the types the tool reads from its context: `state = [Db, Mailer]`";
+    if !input.peek(syn::token::Bracket) {
+        return Err(syn::Error::new_spanned(rest(input), message));
+    }
+    let content;
+    let brackets = syn::bracketed!(content in input);
+    let types = syn::punctuated::Punctuated::<Type, Token![,]>::parse_terminated(&content)
+        .map_err(|_| syn::Error::new(brackets.span.join(), message))?;
+    Ok(types.into_iter().collect())
 }
 
 /// `idempotent = true`: a boolean literal.

@@ -92,7 +92,18 @@ impl ToolHarness {
     }
 
     /// Uses `context` (ids, state, cancellation) for every call.
+    ///
+    /// # Panics
+    /// If `context` lacks state a tool of the harness declares
+    /// (`state = [Db]`): the check an agent makes when it is built. A
+    /// harness left without a context checks nothing, so that a test can
+    /// see how a tool fails when its state is missing.
     pub fn with_context(mut self, context: ToolContext) -> Self {
+        let missing = self.executor.catalog().missing_state(&context);
+        if !missing.is_empty() {
+            let lines: Vec<String> = missing.iter().map(ToString::to_string).collect();
+            panic!("{}", lines.join("\n"));
+        }
         self.context = context;
         self
     }

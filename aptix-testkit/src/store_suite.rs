@@ -1575,6 +1575,7 @@ pub async fn transcript_round_trip(store: &dyn Store, prefix: &str) {
         id: id.clone(),
         session_id: Some("sessiön-🔑".to_owned()),
         messages: awkward_transcript(),
+        ..Conversation::default()
     };
     let encode = |messages: &[Message]| match serde_json::to_string(messages) {
         Ok(text) => text,

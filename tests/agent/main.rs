@@ -27,5 +27,6 @@ pub mod redaction;
 pub mod retention;
 pub mod retries;
 pub mod schema_first;
+pub mod tool_context;
 pub mod tool_search;
 pub mod tracing_spans;

@@ -10,7 +10,7 @@ use super::retention::Retainer;
 use super::step::{PrepareStep, PreparedStep, Step};
 use super::{Agent, DEFAULT_MAX_CALLS_PER_TURN, DEFAULT_MODEL_CALL_TIMEOUT, Inner};
 use crate::catalog::Catalog;
-use crate::context::ToolContext;
+use crate::context::{MissingState, ToolContext};
 use crate::executor::Executor;
 use crate::meta::ServerStep;
 use crate::model::assembly::TurnLimits;
@@ -40,12 +40,26 @@ pub enum AgentError {
     /// Tool search cannot be set up as asked (the message says why).
     #[error("tool search: {0}")]
     ToolSearch(String),
+    /// Tools declare state (`state = [Db]`) that the agent's context does
+    /// not hold: every missing pair, tool and type, in the catalog's order.
+    #[error("{}", missing_state_message(.0))]
+    MissingState(Vec<MissingState>),
+}
+
+/// One line per missing pair, so that one start-up names them all.
+fn missing_state_message(missing: &[MissingState]) -> String {
+    let lines: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    format!(
+        "the agent's context lacks state its tools declare (add it with `AgentBuilder::context(ToolContext::new().with_state(..))`): {}",
+        lines.join("; ")
+    )
 }
 
 /// Builds an [`Agent`].
 #[must_use]
 pub struct AgentBuilder {
     model: Option<Arc<dyn ChatModel>>,
+    name: Option<Arc<str>>,
     catalog: Option<Catalog>,
     context: ToolContext,
     settings: Settings,
@@ -80,6 +94,7 @@ impl AgentBuilder {
     pub(super) fn new() -> Self {
         AgentBuilder {
             model: None,
+            name: None,
             catalog: None,
             context: ToolContext::new(),
             settings: Settings {
@@ -119,6 +134,14 @@ impl AgentBuilder {
         self
     }
 
+    /// The agent's name, for its tools to read
+    /// ([`ToolContext::agent_name`]): a tool shared by several agents can
+    /// tell which one calls it.
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// The tools the model may call.
     pub fn catalog(mut self, catalog: Catalog) -> Self {
         self.catalog = Some(catalog);
@@ -126,7 +149,9 @@ impl AgentBuilder {
     }
 
     /// The base context of every tool call: typed state such as pools and
-    /// clients. Ids and cancellation are set per run.
+    /// clients. Ids and cancellation are set per run. It must hold every
+    /// state type the catalog's tools declare (`state = [Db]`), or
+    /// [`AgentBuilder::build`] fails with [`AgentError::MissingState`].
     pub fn context(mut self, context: ToolContext) -> Self {
         self.context = context;
         self
@@ -317,10 +342,19 @@ impl AgentBuilder {
         self
     }
 
-    /// Lowers every tool to the model's dialect once, and builds the agent.
+    /// Checks that the context holds every state type the tools declare
+    /// ([`AgentError::MissingState`] names every one missing), lowers
+    /// every tool to the model's dialect once, and builds the agent.
     pub fn build(mut self) -> Result<Agent, AgentError> {
         let model = self.model.ok_or(AgentError::NoModel)?;
         let catalog = self.catalog.ok_or(AgentError::NoCatalog)?;
+        let missing = catalog.missing_state(&self.context);
+        if !missing.is_empty() {
+            return Err(AgentError::MissingState(missing));
+        }
+        if let Some(name) = self.name {
+            self.context = self.context.with_agent_name(name);
+        }
         if let Some(refused) = catalog.definitions().find(|definition| {
             definition.route().step == ServerStep::PassThrough
                 && !model.hosts_tool(definition.name())

@@ -197,7 +197,8 @@ impl Agent {
     /// `runnable` the tools a hook may rename it into; `requested` its
     /// identity in the transcript ([`requested`]), recorded with it.
     /// `transcript` is the conversation so far, for the approval policy
-    /// (`None` without one).
+    /// (`None` without one); `reasoning` the model's reason for the call,
+    /// which the tool reads from its context.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn execute_in_task(
         &self,
@@ -206,10 +207,19 @@ impl Agent {
         runnable: Option<&Catalog>,
         requested: String,
         context: &ToolContext,
+        reasoning: Option<String>,
         conversation_id: &str,
         journal: Option<Arc<dyn Journal>>,
         transcript: Option<Arc<[Message]>>,
     ) -> Executed {
+        let with_reason;
+        let context = match reasoning {
+            Some(reason) => {
+                with_reason = context.clone().with_reasoning(reason);
+                &with_reason
+            }
+            None => context,
+        };
         let ids = |id: &str| EnvelopeIds {
             tool_call_id: id.into(),
             conversation_id: Some(conversation_id.into()),

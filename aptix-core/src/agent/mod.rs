@@ -501,7 +501,8 @@ impl Agent {
     }
 
     /// The tool context of a run: the agent's base context with the
-    /// conversation's ids and the run's cancellation.
+    /// conversation's ids (user and tenant among them) and the run's
+    /// cancellation.
     pub(crate) fn context_for(
         &self,
         conversation: &Conversation,
@@ -515,6 +516,12 @@ impl Agent {
             .with_cancellation(cancellation.clone());
         if let Some(session) = &conversation.session_id {
             context = context.with_session_id(session.as_str());
+        }
+        if let Some(user) = &conversation.user_id {
+            context = context.with_user_id(user.as_str());
+        }
+        if let Some(tenant) = &conversation.tenant_id {
+            context = context.with_tenant_id(tenant.as_str());
         }
         context
     }

@@ -228,6 +228,8 @@ impl Agent {
         let transcript: Option<Arc<[Message]>> = self
             .has_approval_policy()
             .then(|| conversation.messages.as_slice().into());
+        // The model's reason for each call, in call order, for its tool.
+        let mut tool_reasons = reasons.clone().into_iter();
         let mut executed =
             futures_util::stream::iter(calls.into_iter().zip(refusals).zip(requested))
                 .map(|((call, refused), requested)| {
@@ -237,6 +239,7 @@ impl Agent {
                         runnable.as_ref(),
                         requested,
                         context,
+                        tool_reasons.next().flatten(),
                         conversation.id.as_str(),
                         journal.clone(),
                         transcript.clone(),

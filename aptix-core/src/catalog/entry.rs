@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::context::ToolContext;
+use crate::context::{StateType, ToolContext};
 use crate::definition::{Texts, ToolDefinition};
 use crate::error::ToolError;
 use crate::meta::{Annotations, Approval, ExecutorKind, Redaction, SourceLocation, ToolMeta};
@@ -254,6 +254,8 @@ pub struct ToolEntryBuilder {
     /// Made from another MCP server's listing (see [`Texts::foreign_schema`]).
     foreign: Option<&'static str>,
     namespace: Option<String>,
+    /// The state types its code takes from the context ([`Self::takes_state`]).
+    state: Vec<StateType>,
 }
 
 impl fmt::Debug for ToolEntryBuilder {
@@ -287,6 +289,7 @@ impl ToolEntryBuilder {
             code,
             foreign: None,
             namespace: None,
+            state: Vec::new(),
         }
     }
 
@@ -397,6 +400,19 @@ impl ToolEntryBuilder {
         self
     }
 
+    /// Declares that its code takes a `T` from the context
+    /// ([`ToolContext::state`]), as `state = [T]` does in `#[agent_tool]`:
+    /// an agent whose context holds none is refused when it is built
+    /// ([`Catalog::missing_state`](crate::Catalog::missing_state)), instead of failing the call. Once
+    /// per type; a second declaration of one type is kept once.
+    pub fn takes_state<T: std::any::Any + Send + Sync>(mut self) -> Self {
+        let declared = StateType::of::<T>();
+        if !self.state.contains(&declared) {
+            self.state.push(declared);
+        }
+        self
+    }
+
     /// Where the tool was made, for error messages (default: the caller of
     /// [`ToolEntry::from_json_schema`]).
     pub fn source(mut self, source: SourceLocation) -> Self {
@@ -448,7 +464,11 @@ impl ToolEntryBuilder {
         };
         match ToolDefinition::from_parts(self.meta, texts, self.parameters, output) {
             Ok(definition) => Ok(ToolEntry {
-                definition,
+                definition: if self.state.is_empty() {
+                    definition
+                } else {
+                    definition.with_state_types(self.state)
+                },
                 code,
                 origin: None,
                 activity: None,

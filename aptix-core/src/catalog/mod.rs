@@ -29,6 +29,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use crate::context::{MissingState, ToolContext};
 use crate::definition::ToolDefinition;
 use crate::schema::{Dialect, DialectError};
 use activity::Activities;
@@ -116,6 +117,27 @@ impl Catalog {
     /// The definitions, sorted by name.
     pub fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> + '_ {
         self.inner.entries.iter().map(ToolEntry::definition)
+    }
+
+    /// Every state type a tool declares (`state = [Db]`,
+    /// [`ToolEntryBuilder::takes_state`]) that `context` does not hold, by
+    /// tool name: all of them at once, so that one start-up names every
+    /// missing value. Empty when nothing is missing.
+    /// [`AgentBuilder::build`](crate::agent::AgentBuilder::build) refuses
+    /// a context for which it is not.
+    pub fn missing_state<P>(&self, context: &ToolContext<P>) -> Vec<MissingState> {
+        self.definitions()
+            .flat_map(|definition| {
+                definition
+                    .state_types()
+                    .iter()
+                    .filter(|declared| !context.holds_state(declared.id()))
+                    .map(|declared| MissingState {
+                        tool: definition.name().to_owned(),
+                        type_name: declared.name(),
+                    })
+            })
+            .collect()
     }
 
     /// The entries, sorted by name: to build another catalog from some of

@@ -682,9 +682,11 @@ pub(crate) fn decode_conversation(
     let messages = serde_json::from_str(messages).map_err(|error| {
         StoreError::Corrupt(format!("transcript of `{id}` is not readable: {error}"))
     })?;
+    // The stored columns hold no user or tenant id (see `Conversation::user_id`).
     Ok(Conversation {
         id,
         session_id,
         messages,
+        ..Conversation::default()
     })
 }

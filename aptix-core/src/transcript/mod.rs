@@ -20,6 +20,18 @@ pub struct Conversation {
     pub id: String,
     /// The session id, when the application has one.
     pub session_id: Option<String>,
+    /// The user the conversation is for, when the application says so:
+    /// carried into every tool context ([`crate::ToolContext::user_id`]).
+    /// A stored conversation without it reads as `None`; the SQL stores
+    /// keep only the id, session and transcript, so set it again on a
+    /// conversation loaded from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// The tenant the conversation is for, when the application says so:
+    /// carried into every tool context ([`crate::ToolContext::tenant_id`]).
+    /// A stored conversation without it reads as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
     /// The transcript.
     pub messages: Vec<Message>,
 }
@@ -30,6 +42,8 @@ impl Conversation {
         Conversation {
             id: id.into(),
             session_id: None,
+            user_id: None,
+            tenant_id: None,
             messages: Vec::new(),
         }
     }
@@ -37,6 +51,20 @@ impl Conversation {
     /// Sets the session id.
     pub fn with_session_id(mut self, session_id: impl Into<String>) -> Self {
         self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// Sets the user the conversation is for; each tool call sees it as
+    /// [`ToolContext::user_id`](crate::ToolContext::user_id).
+    pub fn with_user_id(mut self, user_id: impl Into<String>) -> Self {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
+    /// Sets the tenant the conversation is for; each tool call sees it as
+    /// [`ToolContext::tenant_id`](crate::ToolContext::tenant_id).
+    pub fn with_tenant_id(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = Some(tenant_id.into());
         self
     }
 

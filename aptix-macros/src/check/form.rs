@@ -309,6 +309,24 @@ fn tool_context_ref(ty: &Type) -> Option<Option<Type>> {
     }
 }
 
+/// `state = [...]` names what the function reads from its context, so it
+/// takes one.
+pub(super) fn state_needs_context(attr: &Attr, form: Option<&Form>, errors: &mut Errors) {
+    if let (
+        Some(key),
+        Some(Form::Fn {
+            with_context: false,
+            ..
+        }),
+    ) = (&attr.state, form)
+    {
+        errors.push(
+            key.key.span(),
+            "`state` names what the tool reads from its context, and this function takes none: add `ctx: &ToolContext` as its second parameter, or leave `state` out",
+        );
+    }
+}
+
 /// `ToolContext<T>` reports partial results of type `T`, which only a
 /// progressive tool has.
 pub(super) fn context_needs_progressive(

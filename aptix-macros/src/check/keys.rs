@@ -2,7 +2,8 @@
 //! no sense together or with the tool's executor. Reported on the key's
 //! value, which is what the user must change.
 
-use syn::{LitBool, LitStr};
+use quote::ToTokens;
+use syn::{LitBool, LitStr, Type};
 
 use super::{Approval, Errors, Executor, Retention};
 use crate::parse::{self, Attr, Key};
@@ -342,4 +343,50 @@ pub(super) fn description(attr: &Attr, errors: &mut Errors) -> Option<String> {
         }
         text
     })
+}
+
+/// `state = [Db, Mailer]`: the types the tool's code reads from its
+/// context, each once. Only code reads a context: a function's, or the
+/// activity of a latent tool; a struct of another executor runs none here.
+pub(super) fn state(
+    attr: &Attr,
+    executor: Option<Executor>,
+    is_struct: bool,
+    errors: &mut Errors,
+) -> Vec<Type> {
+    let Some(key) = attr.state.as_ref() else {
+        return Vec::new();
+    };
+    if key.value.is_empty() {
+        errors.push(
+            key.key.span(),
+            "`state = []` declares nothing: list the types the tool reads from its context (`state = [Db]`), or leave `state` out",
+        );
+        return Vec::new();
+    }
+    if is_struct
+        && let Some(kind) = executor
+        && kind != Executor::Latent
+    {
+        errors.push(
+            key.key.span(),
+            "`state` names what the tool's code reads from its context, and this tool runs no code here: only a function, or a latent tool's activity, takes a context",
+        );
+        return Vec::new();
+    }
+    let mut seen: Vec<String> = Vec::new();
+    let mut declared = Vec::new();
+    for ty in &key.value {
+        let written = ty.to_token_stream().to_string();
+        if seen.contains(&written) {
+            errors.push_spanned(
+                ty,
+                format!("`{written}` is listed twice in `state`; list each type once"),
+            );
+            continue;
+        }
+        seen.push(written);
+        declared.push(ty.clone());
+    }
+    declared
 }

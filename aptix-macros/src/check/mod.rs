@@ -38,6 +38,8 @@ pub(crate) struct Tool {
     pub(crate) read_only: Option<bool>,
     pub(crate) destructive: Option<bool>,
     pub(crate) open_world: Option<bool>,
+    /// `state = [...]`: the types its code reads from its context.
+    pub(crate) state: Vec<Type>,
     pub(crate) form: Form,
 }
 
@@ -149,6 +151,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
     let title = keys::title(&attr, errors);
     let activity = keys::activity(&attr, executor, errors);
     let (read_only, destructive, open_world) = keys::annotations(&attr, executor, errors);
+    let state = keys::state(&attr, executor, is_struct, errors);
     let description = keys::description(&attr, errors);
 
     let stub = form::stub(target.as_ref());
@@ -158,6 +161,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             form::fn_output(&attr, executor, &item, errors);
             let form = form::function(item, errors);
             form::context_needs_progressive(form.as_ref(), progressive, errors);
+            form::state_needs_context(&attr, form.as_ref(), errors);
             form
         }
         Some(Target::Struct(item)) => {
@@ -197,6 +201,7 @@ pub(crate) fn check(parsed: Parsed) -> Result<Tool, Failure> {
             read_only,
             destructive,
             open_world,
+            state,
             form,
         }),
         _ => None,
