@@ -370,13 +370,25 @@ impl ToolDefinition {
         })
     }
 
+    /// What a model is shown of the tool: the description, then when to
+    /// call it. Providers show the model only the description, so the usage
+    /// goes there (and MCP, which has no field for it, does the same).
+    pub fn offered_description(&self) -> String {
+        let usage = self.usage().trim();
+        if usage.is_empty() {
+            self.description().to_owned()
+        } else {
+            format!("{}\n\nUsage: {usage}", self.description())
+        }
+    }
+
     /// The definition as a provider is sent it: the description followed
     /// by the usage, as an agent's request carries it.
     pub fn lower(&self, dialect: Dialect) -> Result<Value, DialectError> {
         dialect::provider_tool(
             dialect,
             self.name(),
-            &crate::model::ToolSpec::description_of(self),
+            &self.offered_description(),
             self.parameters(),
         )
     }

@@ -443,6 +443,15 @@ impl Agent {
                 enter(Phase::Running {
                     since: tokio::time::Instant::now(),
                 });
+                // Entering `Running` woke the wait that keeps the call's
+                // limit (`wait_in_phases`), and on a multi-threaded runtime
+                // a wake from a worker lands in that worker's LIFO slot,
+                // which no other worker steals. A tool that then blocks
+                // this worker would hold the wait there, already woken, so
+                // its timer could not wake it again: the limit would pass
+                // unseen. Yielding once lets the wait run first and arm its
+                // timer (`agent_limits::a_blocking_tool_times_out_when_the_run_is_a_task`).
+                tokio::task::yield_now().await;
                 let (result, ran) = if let Some(journal) = journal {
                     match journal.execute(&tool_call, requested, context, gate).await {
                         Ok(result) => (result, true),

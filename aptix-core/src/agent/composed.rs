@@ -26,9 +26,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::members::Members;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, ToolEntry};
 use crate::model::assembly::{AssembledCall, CallStatus};
-use crate::model::{FinishReason, ResponseFormat, ToolChoice, ToolSpec};
+use crate::model::{FinishReason, ResponseFormat, ToolChoice};
 use crate::schema::meta_fields::{self, ACTIVITY, InCallOrder, REASONING, TOOL};
 use crate::schema::{Dialect, DialectError, dialect};
 use crate::transcript::{AssistantToolCall, Message};
@@ -75,8 +75,8 @@ pub fn composed_schema(catalog: &Catalog, choice: &ToolChoice, reasoning: bool) 
         branches.push(meta_fields::composed_call(
             &mut root,
             entry.name(),
-            &ToolSpec::description_of(definition),
-            meta_fields::activity_of(entry),
+            &definition.offered_description(),
+            entry.call_activity(),
             &entry.offered_parameters(),
             reasoning,
         ));
@@ -437,7 +437,7 @@ fn composed_text(content: &str, calls: &[AssistantToolCall], catalog: &Catalog) 
             };
             let activity = catalog
                 .entry(&call.name)
-                .map(meta_fields::activity_of)
+                .map(ToolEntry::call_activity)
                 .unwrap_or("");
             let mut element = Map::new();
             element.insert(TOOL.to_owned(), Value::from(call.name.as_str()));

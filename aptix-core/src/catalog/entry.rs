@@ -52,6 +52,20 @@ impl fmt::Debug for ToolEntry {
 }
 
 impl ToolEntry {
+    /// The `_activity` of this tool's composed calls, as the schema-first
+    /// seed resolves it: the named activity when one is bound
+    /// (`activity = "..."`), the tool's own name for every other tool with
+    /// code (its own function, a closure, a client or a person: the
+    /// same-name convention), and `""` only for a latent tool, whose result
+    /// the model gives.
+    pub fn call_activity(&self) -> &str {
+        if self.is_latent() {
+            ""
+        } else {
+            self.activity().unwrap_or(self.name())
+        }
+    }
+
     /// The group tool search files the tool under: the one it was given
     /// ([`ToolEntryBuilder::namespace`]), else a declared tool's module
     /// path without the crate's name (`tools::github` for

@@ -181,7 +181,7 @@ impl Catalog {
                 crate::schema::dialect::provider_tool(
                     dialect,
                     definition.name(),
-                    &crate::model::ToolSpec::description_of(definition),
+                    &definition.offered_description(),
                     &entry.offered_parameters(),
                 )
             })

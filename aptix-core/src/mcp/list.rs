@@ -49,7 +49,7 @@ pub(crate) fn tool(definition: &ToolDefinition, parameters: &Value) -> Result<To
     declare_dialect(&mut input_schema);
     let mut tool = Tool::new(
         definition.name().to_owned(),
-        description(definition),
+        definition.offered_description(),
         Arc::new(input_schema),
     );
     if let Some(title) = definition.title() {
@@ -89,17 +89,6 @@ fn declare_dialect(schema: &mut serde_json::Map<String, Value>) {
     schema
         .entry("$schema")
         .or_insert_with(|| Value::String(DRAFT_2020_12.to_owned()));
-}
-
-/// The description, then the usage: MCP has no separate field for when to
-/// call a tool, and clients show the model only the description.
-fn description(definition: &ToolDefinition) -> String {
-    let usage = definition.usage().trim();
-    if usage.is_empty() {
-        definition.description().to_owned()
-    } else {
-        format!("{}\n\nUsage: {usage}", definition.description())
-    }
 }
 
 /// The output schema when it is an object schema (MCP requires `type:

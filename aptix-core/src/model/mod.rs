@@ -137,22 +137,10 @@ impl ToolSpec {
             .map_err(|error| error.for_tool(definition.name()))?;
         Ok(ToolSpec {
             name: definition.name().to_owned(),
-            description: ToolSpec::description_of(definition),
+            description: definition.offered_description(),
             parameters,
             dialect,
         })
-    }
-
-    /// What the model sees of a tool: the description, then when to call
-    /// it. Providers show the model only the description, so the usage
-    /// goes there.
-    pub(crate) fn description_of(definition: &ToolDefinition) -> String {
-        let usage = definition.usage().trim();
-        if usage.is_empty() {
-            definition.description().to_owned()
-        } else {
-            format!("{}\n\nUsage: {usage}", definition.description())
-        }
     }
 }
 

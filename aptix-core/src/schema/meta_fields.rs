@@ -24,7 +24,7 @@ pub const TOOL: &str = "_tool";
 /// How a composed call is executed: the name of the activity that computes
 /// its result (a tool's own code counts as the activity of its name), or
 /// `""` when the model gives the result itself (latent); see
-/// [`activity_of`].
+/// [`ToolEntry::call_activity`](crate::catalog::ToolEntry::call_activity).
 pub const ACTIVITY: &str = "_activity";
 /// Why the model made the call; optional, asked for with `ask_reasoning`.
 pub const REASONING: &str = "_reasoningForCall";
@@ -34,19 +34,6 @@ pub const OUTPUT: &str = "_output";
 /// The description of `_output` in an offered schema: the model must know
 /// that it answers this part itself.
 const OUTPUT_DESCRIPTION: &str = "The result of this call. No code computes it: work it out yourself and give it here, in exactly this shape.";
-
-/// The `_activity` of a tool's composed calls, as the seed resolves it: the
-/// named activity when one is bound (`activity = "..."`), the tool's own
-/// name for every other tool with code (its own function, a closure, a
-/// client or a person: the same-name convention), and `""` only for a
-/// latent tool, whose result the model gives.
-pub fn activity_of(entry: &crate::catalog::ToolEntry) -> &str {
-    if entry.is_latent() {
-        ""
-    } else {
-        entry.activity().unwrap_or(entry.name())
-    }
-}
 
 /// Where a member goes when a schema or a call is written: the meta fields
 /// first, in the order the seed composes them, then the parameters, then
@@ -218,7 +205,7 @@ const COMPOSED_REASONING_DESCRIPTION: &str =
 /// One branch of a composed `calls` array: `offered` (a tool's offered
 /// parameters, `_output` included for a latent tool) with the meta fields
 /// `_tool` (a `const` of the tool's name), `_activity` (a `const`: see
-/// [`activity_of`]) and, when asked, `_reasoningForCall`. `required` lists
+/// [`ToolEntry::call_activity`](crate::catalog::ToolEntry::call_activity)) and, when asked, `_reasoningForCall`. `required` lists
 /// them first, in that order, then the parameters, then `_output`: the
 /// order [`InCallOrder`] writes the members in.
 ///
