@@ -269,7 +269,12 @@ pub async fn create_and_load(store: &dyn Store, prefix: &str) {
         "an absent conversation loads as None"
     );
 
-    let original = conversation(&id, "hello").with_session_id(format!("{prefix}-session"));
+    // Who the conversation is for comes back too: a durable run resumed
+    // from the store gives its tools the same user and tenant.
+    let original = conversation(&id, "hello")
+        .with_session_id(format!("{prefix}-session"))
+        .with_user_id(format!("{prefix}-user"))
+        .with_tenant_id(format!("{prefix}-tenant"));
     create(store, &original).await;
     let stored = load(store, &id).await;
     assert_eq!(stored.conversation, original, "the transcript as created");
@@ -549,6 +554,7 @@ pub async fn save_rules(store: &dyn Store, prefix: &str) {
 
     let mut updated = original.clone();
     updated.session_id = Some(format!("{prefix}-session"));
+    updated.tenant_id = Some(format!("{prefix}-tenant-2"));
     updated.messages.push(Message::user("v2"));
     ok(
         store
@@ -1574,6 +1580,8 @@ pub async fn transcript_round_trip(store: &dyn Store, prefix: &str) {
     let original = Conversation {
         id: id.clone(),
         session_id: Some("sessiön-🔑".to_owned()),
+        user_id: Some("üser\"'; DROP TABLE".to_owned()),
+        tenant_id: Some("テナント".to_owned()),
         messages: awkward_transcript(),
         ..Conversation::default()
     };

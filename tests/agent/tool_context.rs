@@ -436,3 +436,42 @@ async fn a_tool_made_at_run_time_knows_its_name_too() {
     let result = ToolHarness::new(catalog).call_named("echo_7", "{}").await;
     assert_eq!(result.ok::<String>(), "echo_7");
 }
+
+/// A durable conversation created for a user and a tenant keeps them in
+/// the store (SQLite here; the store suite checks every backend), so a
+/// tool of a run the durable agent loads from it knows them too.
+#[tokio::test]
+async fn a_durable_conversation_gives_its_tools_the_user_and_tenant_it_was_created_for() {
+    let directory = std::env::temp_dir().join(format!(
+        "aptix-tool-context-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos())
+    ));
+    std::fs::create_dir_all(&directory).unwrap_or_else(|error| panic!("{error}"));
+    let store = aptix::store::SqliteStore::open(directory.join("store.db"))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let durable = aptix::durable::DurableAgent::new(whoami_agent(Some("support")), store);
+    durable
+        .create_conversation(
+            &Conversation::new("conv-durable-who")
+                .with_user_id("user-9")
+                .with_tenant_id("globex"),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let events: Vec<AgentEvent> = durable
+        .send("conv-durable-who", Input::User("Who?".into()))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"))
+        .collect()
+        .await;
+    let results = results_by_name(&events);
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert_eq!(results[0].1["result"]["user"], "user-9");
+    assert_eq!(results[0].1["result"]["tenant"], "globex");
+    assert_eq!(results[0].1["result"]["agent"], "support");
+    let _ = std::fs::remove_dir_all(&directory);
+}

@@ -682,7 +682,7 @@ pub(crate) fn decode_conversation(
     let messages = serde_json::from_str(messages).map_err(|error| {
         StoreError::Corrupt(format!("transcript of `{id}` is not readable: {error}"))
     })?;
-    // The stored columns hold no user or tenant id (see `Conversation::user_id`).
+    // The user and tenant ids are columns of their own, read by the caller.
     Ok(Conversation {
         id,
         session_id,

@@ -32,8 +32,9 @@ const SCHEMA_LOCK: i64 = 0x6170_7469_785f_7331;
 /// The version of [`SCHEMA`], kept in the one-row table `aptix_schema`.
 /// Raise it whenever `SCHEMA` changes; a process finding a newer version
 /// refuses to start ([`StoreError::SchemaTooNew`]).
-/// 2: `aptix_calls.requested`; 3: `aptix_calls.reasoning`.
-const SCHEMA_VERSION: i64 = 3;
+/// 2: `aptix_calls.requested`; 3: `aptix_calls.reasoning`; 4:
+/// `aptix_conversations.user_id` and `tenant_id`.
+const SCHEMA_VERSION: i64 = 4;
 
 /// The schema. Ids use the `C` collation, so they sort by bytes as
 /// [`Store::calls`](super::Store::calls) promises, whatever the database's
@@ -47,7 +48,9 @@ const SCHEMA: &[&str] = &[
         owner       TEXT,
         lease_until BIGINT NOT NULL,
         version     BIGINT NOT NULL,
-        changed_at  BIGINT NOT NULL
+        changed_at  BIGINT NOT NULL,
+        user_id     TEXT,
+        tenant_id   TEXT
     )",
     // "Oldest change first" across processes: a sequence hands out
     // increasing numbers without a lock on the table.
@@ -75,6 +78,9 @@ const SCHEMA: &[&str] = &[
     "ALTER TABLE aptix_calls ADD COLUMN IF NOT EXISTS requested TEXT",
     // Version 3: why the model made the call, for whoever approves it.
     "ALTER TABLE aptix_calls ADD COLUMN IF NOT EXISTS reasoning TEXT",
+    // Version 4: who the conversation is for, given to its tools.
+    "ALTER TABLE aptix_conversations ADD COLUMN IF NOT EXISTS user_id TEXT",
+    "ALTER TABLE aptix_conversations ADD COLUMN IF NOT EXISTS tenant_id TEXT",
     // `due_calls`: pending calls by deadline (the same index as SQLite's, and
     // why, in sqlite.rs).
     "DROP INDEX IF EXISTS aptix_calls_due",

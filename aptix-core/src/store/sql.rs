@@ -34,12 +34,13 @@ pub(super) trait Dialect: Database {
 const NEXT_CHANGE: &str = "{next_change}";
 
 const CREATE_CONVERSATION: &str = "INSERT INTO aptix_conversations
-                    (id, session_id, messages, status, owner, lease_until, version, changed_at)
-                 VALUES (?1, ?2, ?3, 'idle', NULL, 0, 1, {next_change})
+                    (id, session_id, messages, status, owner, lease_until, version, changed_at,
+                     user_id, tenant_id)
+                 VALUES (?1, ?2, ?3, 'idle', NULL, 0, 1, {next_change}, ?4, ?5)
                  ON CONFLICT (id) DO NOTHING";
 
 const LOAD_CONVERSATION: &str =
-    "SELECT id, session_id, messages, status, owner, lease_until, version
+    "SELECT id, session_id, messages, status, owner, lease_until, version, user_id, tenant_id
                  FROM aptix_conversations WHERE id = ?1";
 
 const CLAIM_CONVERSATION: &str = "UPDATE aptix_conversations
@@ -48,11 +49,13 @@ const CLAIM_CONVERSATION: &str = "UPDATE aptix_conversations
                  WHERE id = ?1
                    AND (status <> 'running' OR lease_until < ?3 OR owner = ?2)
                    AND (CAST(?5 AS BIGINT) IS NULL OR version = ?5)
-                 RETURNING id, session_id, messages, status, owner, lease_until, version";
+                 RETURNING id, session_id, messages, status, owner, lease_until, version,
+                           user_id, tenant_id";
 
 const SAVE_CONVERSATION: &str = "UPDATE aptix_conversations
                  SET session_id = ?2, messages = ?3, status = ?4, owner = ?5,
-                     lease_until = ?6, version = version + 1, changed_at = {next_change}
+                     lease_until = ?6, version = version + 1, changed_at = {next_change},
+                     user_id = ?8, tenant_id = ?9
                  WHERE id = ?1 AND status = 'running' AND owner = ?7";
 
 const RENEW_LEASE: &str = "UPDATE aptix_conversations SET lease_until = ?3
@@ -225,8 +228,11 @@ where
     let session_id: Option<String> = row.try_get("session_id").map_err(backend)?;
     let messages: String = row.try_get("messages").map_err(backend)?;
     let status: String = row.try_get("status").map_err(backend)?;
+    let mut conversation = decode_conversation(id, session_id, &messages)?;
+    conversation.user_id = row.try_get("user_id").map_err(backend)?;
+    conversation.tenant_id = row.try_get("tenant_id").map_err(backend)?;
     Ok(StoredConversation {
-        conversation: decode_conversation(id, session_id, &messages)?,
+        conversation,
         status: ConversationStatus::parse(&status)?,
         owner: row.try_get("owner").map_err(backend)?,
         lease_until: row.try_get("lease_until").map_err(backend)?,
@@ -676,7 +682,9 @@ where
         Ok(sqlx::query(DB::statements().create_conversation.as_str())
             .bind(conversation.id.as_str())
             .bind(conversation.session_id.as_deref())
-            .bind(messages))
+            .bind(messages)
+            .bind(conversation.user_id.as_deref())
+            .bind(conversation.tenant_id.as_deref()))
     }
 
     /// The whole claim is this one statement: the condition is checked
@@ -717,7 +725,9 @@ where
             .bind(status.as_str())
             .bind(next_owner)
             .bind(next_lease)
-            .bind(owner))
+            .bind(owner)
+            .bind(conversation.user_id.as_deref())
+            .bind(conversation.tenant_id.as_deref()))
     }
 
     fn insert_call_query(record: &CallRecord) -> Query<'static, DB, DB::Arguments> {

@@ -51,7 +51,9 @@ const SCHEMA: &[&str] = &[
         owner       TEXT,
         lease_until INTEGER NOT NULL,
         version     INTEGER NOT NULL,
-        changed_at  INTEGER NOT NULL
+        changed_at  INTEGER NOT NULL,
+        user_id     TEXT,
+        tenant_id   TEXT
     )",
     // `conversations_with_status`, and the `MAX(changed_at)` of every write.
     "CREATE INDEX IF NOT EXISTS aptix_conversations_status
@@ -84,17 +86,29 @@ const SCHEMA: &[&str] = &[
         ON aptix_calls (deadline) WHERE state = 'pending'",
 ];
 
-/// Columns `aptix_calls` gained after it was first made, with the
-/// statement that adds each to a database made before (SQLite has no `ADD
-/// COLUMN IF NOT EXISTS`).
-const ADDED_CALL_COLUMNS: &[(&str, &str)] = &[
+/// Columns the tables gained after they were first made, as (table,
+/// column, the statement that adds it to a database made before: SQLite
+/// has no `ADD COLUMN IF NOT EXISTS`).
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     (
+        "aptix_calls",
         "requested",
         "ALTER TABLE aptix_calls ADD COLUMN requested TEXT",
     ),
     (
+        "aptix_calls",
         "reasoning",
         "ALTER TABLE aptix_calls ADD COLUMN reasoning TEXT",
+    ),
+    (
+        "aptix_conversations",
+        "user_id",
+        "ALTER TABLE aptix_conversations ADD COLUMN user_id TEXT",
+    ),
+    (
+        "aptix_conversations",
+        "tenant_id",
+        "ALTER TABLE aptix_conversations ADD COLUMN tenant_id TEXT",
     ),
 ];
 
@@ -276,8 +290,8 @@ impl SqliteStore {
                 .await
                 .map_err(StoreError::backend)?;
         }
-        for (column, add) in ADDED_CALL_COLUMNS {
-            add_call_column(&pool, column, add).await?;
+        for (table, column, add) in ADDED_COLUMNS {
+            add_column(&pool, table, column, add).await?;
         }
         let writer = Writer::start(pool.clone());
         Ok(SqliteStore { pool, writer })
@@ -294,23 +308,23 @@ impl SqliteStore {
     }
 }
 
-/// Adds `column` to `aptix_calls` unless it is there: a database made by an
+/// Adds `column` to `table` unless it is there: a database made by an
 /// older version. Two processes opening it together may both try; the one
 /// that finds the column added meanwhile is content.
-async fn add_call_column(
+async fn add_column(
     pool: &SqlitePool,
+    table: &str,
     column: &str,
     add: &'static str,
 ) -> Result<(), StoreError> {
     let present = || async {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM pragma_table_info('aptix_calls') WHERE name = ?1",
-        )
-        .bind(column)
-        .fetch_one(pool)
-        .await
-        .map(|count| count > 0)
-        .map_err(StoreError::backend)
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2")
+            .bind(table)
+            .bind(column)
+            .fetch_one(pool)
+            .await
+            .map(|count| count > 0)
+            .map_err(StoreError::backend)
     };
     if present().await? {
         return Ok(());

@@ -22,9 +22,9 @@ pub struct Conversation {
     pub session_id: Option<String>,
     /// The user the conversation is for, when the application says so:
     /// carried into every tool context ([`crate::ToolContext::user_id`]).
-    /// A stored conversation without it reads as `None`; the SQL stores
-    /// keep only the id, session and transcript, so set it again on a
-    /// conversation loaded from one.
+    /// Every store keeps it (for a durable conversation, set it on the
+    /// conversation given to `DurableAgent::create_conversation`); one
+    /// stored before it existed reads as `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
     /// The tenant the conversation is for, when the application says so:
