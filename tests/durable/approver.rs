@@ -63,8 +63,15 @@ async fn fail(_args: Nothing) -> Result<String, ToolError> {
     Err(ToolError::failed("the disk is full"))
 }
 
+/// Says why the model called it, once a person approved the call.
+#[agent_tool(name = "explain", usage = "Test tool.", approval = requires_approval)]
+async fn explain(_args: Nothing, ctx: &ToolContext) -> Result<String, ToolError> {
+    Ok(ctx.reasoning().unwrap_or("no reason given").to_owned())
+}
+
 fn catalog() -> Catalog {
     Catalog::builder()
+        .tool::<ExplainTool>()
         .tool::<ChargeTool>()
         .tool::<OpenPage>()
         .tool::<Confirm>()
@@ -197,7 +204,36 @@ crate::common::on_every_store!(
     watchers_of_two_conversations_see_only_their_own,
     resolve_answers_before_the_resumed_turn_runs,
     an_expired_wait_is_errored,
+    an_approved_call_runs_with_the_models_reason_in_its_context,
 );
+
+/// A call that waited for its approval runs in a later run (here, the one
+/// the resolution resumes): its tool still reads the model's reason from
+/// its context, as in the run that made the call.
+async fn an_approved_call_runs_with_the_models_reason_in_its_context(backend: Backend) {
+    let Some(at) = StoreAt::new(backend) else {
+        return;
+    };
+    let id = format!("explain-{}", uuid());
+    let call = format!("c-{}", uuid());
+    let reason = "The user asked why.";
+    let agent = scripted(
+        at.open().await,
+        vec![
+            call_turn(&call, "explain", json!({"_reasoningForCall": reason})),
+            ScriptedTurn::new().text("Explained."),
+        ],
+    );
+    send(&agent, &id, "explain").await;
+    agent
+        .resolve(&id, &call, Resolution::Approve)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let events = watched(&agent, &id).await;
+    let results = results(&events);
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert_eq!(results[0].2["result"], json!(reason));
+}
 
 /// The reason the model gave with `_reasoningForCall` is stored with the
 /// call: the approver sees it beside the tool's executor and what it waits
