@@ -1293,3 +1293,52 @@ async fn http_closes_sessions_that_never_finish_initialization() {
         .await
         .unwrap_or_else(|error| panic!("{error}"));
 }
+
+/// The pool a tool of [`lookup`] reads from its context.
+#[derive(Debug)]
+pub struct Pool;
+
+/// Looks something up in the pool its context holds.
+#[agent_tool(name = "lookup", usage = "Test tool.", state = [Pool])]
+async fn lookup(_args: NoArgs, ctx: &ToolContext) -> Result<bool, ToolError> {
+    Ok(ctx.require_state::<Pool>().is_ok())
+}
+
+/// A server whose context lacks state a tool declares is refused before it
+/// serves anyone (over a byte stream and over HTTP), naming the tool and
+/// the type, as an agent's build is: never an `internal` error on the
+/// first call.
+#[tokio::test]
+async fn a_server_whose_context_lacks_declared_state_does_not_start() {
+    let catalog = || {
+        Catalog::builder()
+            .tool::<LookupTool>()
+            .build()
+            .unwrap_or_else(|error| panic!("{error}"))
+    };
+    let (server_io, _client_io) = tokio::io::duplex(1 << 10);
+    let refused = McpServer::new(catalog()).serve_io(server_io).await;
+    let message = match refused {
+        Err(error) => error.to_string(),
+        Ok(()) => panic!("a server without the declared state served"),
+    };
+    assert!(
+        message.contains("`lookup`") && message.contains("Pool"),
+        "{message}"
+    );
+    let refused = McpServer::new(catalog())
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await;
+    assert!(
+        matches!(refused, Err(aptix::mcp::McpError::MissingState(_))),
+        "{:?}",
+        refused.err()
+    );
+    // With the state, it serves.
+    let http = McpServer::new(catalog())
+        .context(ToolContext::new().with_state(Pool))
+        .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    drop(http);
+}

@@ -106,6 +106,10 @@ pub enum McpError {
     /// The server's task ended abnormally (it panicked or was aborted).
     #[error("the MCP server task failed: {0}")]
     Task(String),
+    /// Tools declare state (`state = [Db]`) that the server's context does
+    /// not hold: every missing pair, found before anything is served.
+    #[error("the MCP server's context lacks state its tools declare (add it with `McpServer::context(ToolContext::new().with_state(..))`): {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    MissingState(Vec<crate::context::MissingState>),
 }
 
 /// The server: a catalog, the context its calls run in, and the HTTP
@@ -461,9 +465,23 @@ impl McpServer {
         self
     }
 
-    /// The rmcp handler, for serving it on a transport of your own.
+    /// The rmcp handler, for serving it on a transport of your own. Check
+    /// the context with [`McpServer::check`] first: the `serve_*` and
+    /// `bind_http` methods do.
     pub fn handler(&self) -> AptixMcpHandler {
         AptixMcpHandler::new(self)
+    }
+
+    /// Whether the context holds every state type the catalog's tools
+    /// declare (`state = [Db]`): a tool would otherwise fail on its first
+    /// call, after the server was up.
+    pub fn check(&self) -> Result<(), McpError> {
+        let missing = self.executor.catalog().missing_state(&self.context);
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(McpError::MissingState(missing))
+        }
     }
 
     /// Serves one client over stdin/stdout until it disconnects.
@@ -478,6 +496,7 @@ impl McpServer {
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
+        self.check()?;
         let running = self
             .handler()
             .serve(io)
@@ -495,6 +514,7 @@ impl McpServer {
     /// Binds `addr` and serves Streamable HTTP at `/mcp` in a background
     /// task; the handle tells the bound address (bind port 0 in tests).
     pub async fn bind_http(self, addr: SocketAddr) -> Result<HttpServer, McpError> {
+        self.check()?;
         http::bind(self, addr).await
     }
 
