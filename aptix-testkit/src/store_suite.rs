@@ -1583,7 +1583,6 @@ pub async fn transcript_round_trip(store: &dyn Store, prefix: &str) {
         user_id: Some("üser\"'; DROP TABLE".to_owned()),
         tenant_id: Some("テナント".to_owned()),
         messages: awkward_transcript(),
-        ..Conversation::default()
     };
     let encode = |messages: &[Message]| match serde_json::to_string(messages) {
         Ok(text) => text,

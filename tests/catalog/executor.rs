@@ -607,7 +607,7 @@ async fn failure_events_name_the_call_at_warn_level() {
 /// the model is then promised one shape and sent another. The testkit's
 /// harness checks every final result of a tool with code against its
 /// output schema, so the drift fails a test.
-mod drifting_output {
+pub mod drifting_output {
     use aptix::prelude::*;
 
     /// Arguments of `drifting`.

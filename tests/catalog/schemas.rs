@@ -59,9 +59,9 @@ fn the_contract_snapshot_shows_what_a_model_never_sees() {
 
     /// Arguments of `delete_file`.
     #[derive(Deserialize, JsonSchema)]
-    pub struct DeleteArgs {
+    struct DeleteArgs {
         /// The path of the file to delete.
-        pub path: String,
+        path: String,
     }
     /// Deletes a file.
     #[agent_tool(
