@@ -299,3 +299,53 @@ async fn an_interleaved_stream_does_not_grow_a_slow_readers_queue_by_events() {
     assert!(matches!(events.last(), Some(AgentEvent::Done { .. })));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+/// `max_call_argument_bytes` holds for a composed call as for a native
+/// one, `_reasoningForCall` included: the composed answer is bounded only
+/// by the turn's limit as a whole, and one call of it must not carry
+/// megabytes of arguments (or of reasoning, stored with a durable call and
+/// shown to whoever approves it) past the per-call limit.
+#[tokio::test]
+async fn a_composed_call_is_held_to_the_argument_limit_reasoning_included() {
+    for (member, reasoning) in [("text", false), ("_reasoningForCall", true)] {
+        let big = "y".repeat(4096);
+        let answer = format!(
+            r#"{{"message":"","calls":[{{"_tool":"echo","_activity":"echo","{member}":"{big}","text":"x"}}]}}"#
+        )
+        .replace(r#","text":"x""#, if member == "text" { "" } else { r#","text":"x""# });
+        let model = Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().text(&answer),
+            ScriptedTurn::new().text(r#"{"message":"Done."}"#),
+        ]));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let agent = Agent::builder()
+            .shared_model(model)
+            .catalog(
+                aptix::tools![EchoTool]
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+            .context(ToolContext::new().with_state(Arc::clone(&runs)))
+            .call_mode(CallMode::Composed)
+            .ask_reasoning(reasoning)
+            .max_call_argument_bytes(1024)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut conversation = Conversation::new("composed-arguments");
+        let events = run_to_end(&agent, &mut conversation).await;
+        match the_done(&events) {
+            DoneReason::LimitExceeded(why) => {
+                assert!(why.contains("max_call_argument_bytes"), "{why}")
+            }
+            other => panic!("{member}: {other:?}"),
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "{member}");
+        assert!(
+            !events.iter().any(|event| matches!(
+                event,
+                AgentEvent::ToolCallStart { .. } | AgentEvent::TextDelta(_)
+            )),
+            "{member}: {events:?}"
+        );
+    }
+}

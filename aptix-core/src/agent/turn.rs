@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 
 use super::run::{Scope, StepRequest};
 use super::{Agent, AgentEvent, DoneReason, call_ids, composed};
-use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler};
+use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler, TurnLimitExceeded};
 use crate::model::{ChatRequest, ModelError, Usage};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
@@ -89,6 +89,23 @@ impl Agent {
                     }
                 }
             };
+            // The assembler bounds a native call's arguments as they
+            // stream; a composed call's come whole, out of the answer
+            // (`_reasoningForCall` and `_output` included, as natively).
+            let limit = inner.settings.limits.argument_bytes;
+            if let Some(call) = parsed
+                .calls
+                .iter()
+                .find(|call| call.arguments.len() > limit)
+            {
+                let exceeded = TurnLimitExceeded::ArgumentBytes {
+                    limit,
+                    tool: call.name.clone(),
+                };
+                model_span
+                    .in_scope(|| tracing::warn!(%exceeded, "the model turn went past a limit"));
+                return ControlFlow::Break(DoneReason::LimitExceeded(exceeded.to_string()));
+            }
             turn.text = parsed.message;
             turn.tool_calls = parsed.calls;
             if !turn.text.is_empty() {
