@@ -349,3 +349,47 @@ async fn a_composed_call_is_held_to_the_argument_limit_reasoning_included() {
         );
     }
 }
+
+/// A composed answer of many tiny calls is held to `max_turn_bytes` as a
+/// native turn is, each call counting its bookkeeping (64 bytes) besides
+/// its text: `{}` costs three bytes of answer, and a few megabytes of them
+/// would otherwise become millions of calls, ids, transcript entries and
+/// results.
+#[tokio::test]
+async fn a_composed_answer_of_many_tiny_calls_is_held_to_the_turn_limit() {
+    let call = r#"{"_tool":"echo","text":"x"}"#;
+    let calls = vec![call; 2_000].join(",");
+    let answer = format!(r#"{{"message":"","calls":[{calls}]}}"#);
+    assert!(answer.len() < 64 * 1024);
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().text(&answer),
+        ScriptedTurn::new().text(r#"{"message":"Done."}"#),
+    ]));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(
+            aptix::tools![EchoTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .context(ToolContext::new().with_state(Arc::clone(&runs)))
+        .call_mode(CallMode::Composed)
+        .max_turn_bytes(64 * 1024)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("tiny-calls");
+    let events = run_to_end(&agent, &mut conversation).await;
+    match the_done(&events) {
+        DoneReason::LimitExceeded(why) => assert!(why.contains("max_turn_bytes"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(
+        !conversation
+            .messages
+            .iter()
+            .any(|message| matches!(message, Message::Assistant { .. })),
+        "the turn past the limit is not kept"
+    );
+}
