@@ -393,3 +393,50 @@ async fn a_composed_answer_of_many_tiny_calls_is_held_to_the_turn_limit() {
         "the turn past the limit is not kept"
     );
 }
+
+/// Arguments of `hang`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Hang {}
+
+/// Never returns.
+#[agent_tool(name = "hang", usage = "Test tool.")]
+async fn hang(_args: Hang) -> Result<String, ToolError> {
+    std::future::pending::<()>().await;
+    Ok(String::new())
+}
+
+/// A tool that never ends, in a run whose reader went away at once, is
+/// still ended by the tool time limit: the run finishes, its transcript
+/// holds the call's `timeout`, and nothing waits on the missing reader.
+#[tokio::test]
+async fn a_never_ending_tool_in_a_run_nobody_reads_is_ended_by_its_time_limit() {
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("h1", "hang", "{}"),
+            ScriptedTurn::new().text("Gave up."),
+        ]))
+        .catalog(
+            aptix::tools![HangTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .tool_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (events, handle) = agent
+        .start(Conversation::new("hang"), Input::User("go".into()))
+        .split();
+    drop(events);
+    let conversation = tokio::time::timeout(Duration::from_secs(10), handle.finish())
+        .await
+        .unwrap_or_else(|_| panic!("the run did not end"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let results = aptix_testkit::tool_results(&conversation.messages);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["ok"], serde_json::json!(false), "{results:?}");
+    assert_eq!(
+        results[0]["error"]["code"],
+        serde_json::json!("timeout"),
+        "{results:?}"
+    );
+}
