@@ -22,6 +22,7 @@ pub mod call_events;
 pub mod detached_run;
 pub mod elicitation;
 pub mod hooks;
+pub mod hostile_composed;
 pub mod progressive;
 pub mod redaction;
 pub mod retention;

@@ -16,4 +16,5 @@ pub mod durable_faults;
 pub mod durable_processes;
 pub mod durable_properties;
 pub mod durable_refusals;
+pub mod hostile_watch;
 pub mod tools;

@@ -15,10 +15,15 @@
 //! limits bound (`max_turn_bytes`, `max_calls_per_turn`, `max_iterations`);
 //! progress reports, coalesced to the latest of each call; and the tools'
 //! partial results, every one kept as the live feed keeps them. Behind by
-//! more than [`COALESCE_AFTER`] events, adjacent pieces of text and of one
-//! call's arguments are joined into one event, so that a model streaming
-//! one byte an event costs a slow reader bytes, not events. `Done` is
-//! never dropped, joined or reordered: it is the last event.
+//! more than [`COALESCE_AFTER`] events, the pieces of one model turn's
+//! text, and those of each call's arguments, are joined into the event of
+//! their kind still queued (even when the model interleaves them: text, a
+//! byte of a call, text again), so that a model streaming one byte an
+//! event costs a slow reader bytes, not events: a turn queues at most its
+//! text, and an opening and the arguments of each call. Pieces are joined
+//! only within one model turn (any other event ends the joining), and a
+//! call's pieces never join those of an earlier call with the same id.
+//! `Done` is never dropped, joined or reordered: it is the last event.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -274,6 +279,43 @@ struct Queue {
     /// The reader went away: nothing more is kept.
     abandoned: bool,
     waker: Option<Waker>,
+    /// How many slots the reader took so far: a slot's place in the run
+    /// less this is its index in `slots`.
+    taken: u64,
+    /// The place in the run of the slot each stream of the current model
+    /// turn joins into when the reader is behind: the text (`None`) and
+    /// each call's arguments (its id).
+    joinable: HashMap<Option<String>, u64>,
+}
+
+impl Queue {
+    /// Queues a piece of the model's text (`None`) or of a call's
+    /// arguments: joined into its stream's slot when the reader is behind
+    /// and that slot is still queued.
+    fn push_delta(&mut self, stream: Option<String>, text: String, behind: bool) {
+        if behind
+            && let Some(&place) = self.joinable.get(&stream)
+            && let Some(index) = place
+                .checked_sub(self.taken)
+                .and_then(|index| usize::try_from(index).ok())
+            && let Some(Slot::Event(
+                AgentEvent::TextDelta(queued) | AgentEvent::ToolCallDelta { text: queued, .. },
+            )) = self.slots.get_mut(index)
+        {
+            queued.push_str(&text);
+            return;
+        }
+        let place = self.taken + self.slots.len() as u64;
+        let event = match &stream {
+            None => AgentEvent::TextDelta(text),
+            Some(id) => AgentEvent::ToolCallDelta {
+                id: id.clone(),
+                text,
+            },
+        };
+        self.slots.push_back(Slot::Event(event));
+        self.joinable.insert(stream, place);
+    }
 }
 
 enum Slot {
@@ -300,30 +342,28 @@ impl Outbox {
             return;
         }
         let behind = queue.slots.len() >= COALESCE_AFTER;
-        if let AgentEvent::ToolProgress { id, .. } = &event {
-            let id = id.clone();
-            if !queue.progress.contains_key(&id) {
-                queue.slots.push_back(Slot::Progress(id.clone()));
+        match event {
+            AgentEvent::TextDelta(text) => queue.push_delta(None, text, behind),
+            AgentEvent::ToolCallDelta { id, text } => queue.push_delta(Some(id), text, behind),
+            AgentEvent::ToolProgress { ref id, .. } => {
+                queue.joinable.clear();
+                let id = id.clone();
+                if !queue.progress.contains_key(&id) {
+                    queue.slots.push_back(Slot::Progress(id.clone()));
+                }
+                queue.progress.insert(id, event);
             }
-            queue.progress.insert(id, event);
-        } else {
-            match event {
-                AgentEvent::TextDelta(text) if behind => match queue.slots.back_mut() {
-                    Some(Slot::Event(AgentEvent::TextDelta(queued))) => queued.push_str(&text),
-                    _ => queue
-                        .slots
-                        .push_back(Slot::Event(AgentEvent::TextDelta(text))),
-                },
-                AgentEvent::ToolCallDelta { id, text } if behind => match queue.slots.back_mut() {
-                    Some(Slot::Event(AgentEvent::ToolCallDelta {
-                        id: queued_id,
-                        text: queued,
-                    })) if *queued_id == id => queued.push_str(&text),
-                    _ => queue
-                        .slots
-                        .push_back(Slot::Event(AgentEvent::ToolCallDelta { id, text })),
-                },
-                event => queue.slots.push_back(Slot::Event(event)),
+            event => {
+                match &event {
+                    // A new call of the turn: its pieces start a stream of
+                    // their own, even under an id used before.
+                    AgentEvent::ToolCallOpened { id, .. } => {
+                        queue.joinable.remove(&Some(id.clone()));
+                    }
+                    // The model's turn is over: nothing joins across.
+                    _ => queue.joinable.clear(),
+                }
+                queue.slots.push_back(Slot::Event(event));
             }
         }
         let waker = queue.waker.take();
@@ -336,6 +376,7 @@ impl Outbox {
     fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
         let mut queue = self.queue();
         while let Some(slot) = queue.slots.pop_front() {
+            queue.taken += 1;
             match slot {
                 Slot::Event(event) => return Poll::Ready(Some(event)),
                 Slot::Progress(id) => {
@@ -370,6 +411,7 @@ impl Outbox {
         queue.abandoned = true;
         let slots = std::mem::take(&mut queue.slots);
         let progress = std::mem::take(&mut queue.progress);
+        queue.joinable.clear();
         queue.waker = None;
         drop(queue);
         drop((slots, progress));
@@ -449,6 +491,58 @@ mod tests {
             })
             .collect();
         assert_eq!(text.len(), pieces);
+    }
+
+    /// Far behind, interleaved streams of one turn are joined each into its
+    /// own event; a call opened again under an id used before starts a
+    /// new one, after its opening; and nothing joins across the turn's end.
+    #[test]
+    fn a_reader_far_behind_gets_each_stream_of_a_turn_joined() {
+        let outbox = Outbox::default();
+        for _ in 0..COALESCE_AFTER {
+            outbox.push(AgentEvent::TextDelta("t".into()));
+        }
+        let opened = |id: &str| AgentEvent::ToolCallOpened {
+            id: id.to_owned(),
+            name: "tool".to_owned(),
+            kind: None,
+        };
+        let delta = |id: &str, text: &str| AgentEvent::ToolCallDelta {
+            id: id.to_owned(),
+            text: text.to_owned(),
+        };
+        outbox.push(opened("x"));
+        for _ in 0..100 {
+            outbox.push(delta("x", "a"));
+            outbox.push(AgentEvent::TextDelta("t".into()));
+        }
+        outbox.push(opened("x"));
+        outbox.push(delta("x", "b"));
+        outbox.push(delta("x", "b"));
+        outbox.push(progress("x", 1.0));
+        outbox.push(AgentEvent::TextDelta("next turn".into()));
+        let events = drain(&outbox);
+        let last = events.len();
+        assert!(
+            matches!(&events[last - 3], AgentEvent::ToolCallDelta { text, .. } if text == "bb")
+        );
+        assert!(matches!(
+            &events[last - 4],
+            AgentEvent::ToolCallOpened { .. }
+        ));
+        assert!(
+            matches!(&events[last - 5], AgentEvent::ToolCallDelta { text, .. } if *text == "a".repeat(100))
+        );
+        assert!(matches!(&events[last - 1], AgentEvent::TextDelta(text) if text == "next turn"));
+        let text: usize = events
+            .iter()
+            .map(|event| match event {
+                AgentEvent::TextDelta(text) => text.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(text, COALESCE_AFTER + 100 + "next turn".len());
+        assert_eq!(last, COALESCE_AFTER + 6);
     }
 
     /// The stream ends once the task closed the outbox and the reader has

@@ -3,6 +3,8 @@
 //! flight: read from the ledger and the stored transcript, so every
 //! process sharing the store sees the same.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::resolve::Resolution;
@@ -78,29 +80,44 @@ impl DurableAgent {
         };
         let records = store.calls(conversation_id).await?;
         let running = stored.status == ConversationStatus::Running;
+        // Looked up by id, not scanned per call: a turn may hold many
+        // thousands of calls (the turn limits allow one per 64 bytes), and
+        // a user interface reads this often.
+        let mut rows_of: HashMap<&str, Vec<&CallRecord>> = HashMap::new();
+        for record in &records {
+            rows_of
+                .entry(record.tool_call_id.as_str())
+                .or_default()
+                .push(record);
+        }
+        let mut answers: HashMap<&str, bool> = HashMap::new();
+        for message in &messages[turn + 1..] {
+            if let Message::Tool {
+                tool_call_id,
+                is_error,
+                ..
+            } = message
+            {
+                // The first answer of an id counts.
+                answers.entry(tool_call_id.as_str()).or_insert(*is_error);
+            }
+        }
         let mut statuses = Vec::with_capacity(calls.len());
         for call in calls {
             let made = requested(&call.name, &call.arguments);
-            let rows: Vec<&CallRecord> = records
-                .iter()
+            let rows: Vec<&CallRecord> = rows_of
+                .get(call.id.as_str())
+                .into_iter()
+                .flatten()
+                .copied()
                 .filter(|record| {
-                    record.tool_call_id == call.id
-                        && record
-                            .requested
-                            .as_deref()
-                            .map_or(record.tool == call.name, |named| named == made)
+                    record
+                        .requested
+                        .as_deref()
+                        .map_or(record.tool == call.name, |named| named == made)
                 })
                 .collect();
-            let answer = messages[turn + 1..]
-                .iter()
-                .find_map(|message| match message {
-                    Message::Tool {
-                        tool_call_id,
-                        is_error,
-                        ..
-                    } if *tool_call_id == call.id => Some(*is_error),
-                    _ => None,
-                });
+            let answer = answers.get(call.id.as_str()).copied();
             let Some(progress) = progress_of(&rows, answer, running) else {
                 continue;
             };

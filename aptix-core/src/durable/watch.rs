@@ -80,13 +80,18 @@ impl Feeds {
     }
 
     /// A resolution of `conversation_id` was recorded: a run that ended
-    /// before it is over for watchers, who wait for the next.
+    /// before it is over for watchers, who wait for the next. Its feed is
+    /// let go rather than replaced by an empty one: the next run or
+    /// watcher makes one, and when neither comes (no run follows in this
+    /// process) nothing is left behind.
     pub(crate) fn expect_run(&self, conversation_id: &str) {
         let mut state = self.lock();
-        if let Some(feed) = state.feeds.get_mut(conversation_id)
-            && lock(&feed.state).finished
+        if state
+            .feeds
+            .get(conversation_id)
+            .is_some_and(|feed| lock(&feed.state).finished)
         {
-            *feed = Arc::default();
+            state.feeds.remove(conversation_id);
         }
     }
 
@@ -361,6 +366,27 @@ mod tests {
         drop(publisher);
         let seen: Vec<AgentEvent> = next.collect().await;
         assert_eq!(seen.iter().map(text).collect::<Vec<_>>(), ["two"]);
+    }
+
+    /// A resolution after a run ended, with no run following in this
+    /// process (`resume_on_resolve` off, other waits left, another process
+    /// resuming) and nobody watching, leaves nothing behind once the
+    /// finished runs move on: a process resolving millions of
+    /// conversations does not keep one feed for each.
+    #[tokio::test]
+    async fn a_resolution_that_no_run_follows_leaves_no_feed_behind() {
+        let feeds = Arc::new(Feeds::default());
+        drop(feeds.start("resolved"));
+        feeds.expect_run("resolved");
+        for index in 0..WATCH_FINISHED_RUNS {
+            drop(feeds.start(&format!("c{index}")));
+        }
+        let state = feeds.lock();
+        assert!(
+            !state.feeds.contains_key("resolved"),
+            "a feed nobody runs nor watches is kept"
+        );
+        assert_eq!(state.feeds.len(), WATCH_FINISHED_RUNS);
     }
 
     /// Memory is bounded: a watcher of a conversation that never runs

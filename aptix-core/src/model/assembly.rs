@@ -95,8 +95,8 @@ pub enum CallSeen {
 
 /// What each call counts against [`TurnLimits::turn_bytes`] besides its
 /// text: its share of the bookkeeping, so that many tiny calls are bounded
-/// as well as a few big ones.
-const CALL_OVERHEAD: usize = 64;
+/// as well as a few big ones. (A composed turn's calls count it too.)
+pub(crate) const CALL_OVERHEAD: usize = 64;
 
 /// Which limit a turn went past.
 #[derive(Debug, Clone, PartialEq, Eq)]

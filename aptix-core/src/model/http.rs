@@ -69,10 +69,7 @@ pub(crate) async fn post_sse(
     body: &Value,
     policy: &HttpPolicy,
 ) -> Result<impl Stream<Item = Result<SseEvent, ModelError>> + Send + use<>, ModelError> {
-    // Written once, with the meta fields of every schema in call order
-    // (`_tool` first, `_output` last): constrained decoders make the model
-    // write members in the order the schema lists them.
-    let body = serde_json::to_vec(&InCallOrder(body)).map_err(|error| {
+    let body = request_body(body).map_err(|error| {
         ModelError::Config(format!("the request body cannot be written: {error}"))
     })?;
     let mut attempt = 0;
@@ -171,4 +168,76 @@ fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
         .and_then(|value| value.to_str().ok())
         .and_then(|text| text.trim().parse::<u64>().ok())
         .map(Duration::from_secs)
+}
+
+/// The request body as sent, written once: the schemas (`tools` and
+/// `response_format`) with their meta fields in call order (`_tool` first,
+/// `_output` last), since constrained decoders make the model write members
+/// in the order the schema lists them; everything else as it is. The
+/// conversation is data: a past call's arguments holding a `required` list
+/// must reach the model as the model made it, not sorted as a schema's.
+fn request_body(body: &Value) -> Result<Vec<u8>, serde_json::Error> {
+    /// The body's members, the schemas among them in call order.
+    struct Body<'a>(&'a serde_json::Map<String, Value>);
+    impl serde::Serialize for Body<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = serializer.serialize_map(Some(self.0.len()))?;
+            for (key, value) in self.0 {
+                if key == "tools" || key == "response_format" {
+                    map.serialize_entry(key, &InCallOrder(value))?;
+                } else {
+                    map.serialize_entry(key, value)?;
+                }
+            }
+            map.end()
+        }
+    }
+    match body {
+        Value::Object(members) => serde_json::to_vec(&Body(members)),
+        other => serde_json::to_vec(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The conversation is data, not schema: a past call whose arguments
+    /// hold a `required` list goes back to the model as it was made (and
+    /// ran), while the tools' schemas beside it are in call order.
+    #[test]
+    fn only_the_schemas_of_a_request_are_written_in_call_order() {
+        let body = json!({
+            "messages": [{"role": "assistant", "content": [{
+                "type": "tool_use", "id": "t1", "name": "form",
+                "input": {"required": ["zip", "name"], "_tool": "x"}
+            }]}],
+            "tools": [{"name": "form", "input_schema": {
+                "properties": {"zip": {}, "_tool": {}},
+                "required": ["zip", "_tool"]
+            }}],
+            "response_format": {"json_schema": {"schema": {
+                "properties": {"_output": {}, "_tool": {}},
+                "required": ["_output", "_tool"]
+            }}}
+        });
+        let sent = String::from_utf8(request_body(&body).unwrap_or_default()).unwrap_or_default();
+        assert!(
+            sent.contains(r#""input":{"_tool":"x","required":["zip","name"]}"#),
+            "{sent}"
+        );
+        assert!(
+            sent.contains(r#""properties":{"_tool":{},"zip":{}},"required":["_tool","zip"]"#),
+            "{sent}"
+        );
+        assert!(
+            sent.contains(
+                r#""properties":{"_tool":{},"_output":{}},"required":["_tool","_output"]"#
+            ),
+            "{sent}"
+        );
+    }
 }

@@ -60,9 +60,10 @@ fn rank(key: &str) -> u8 {
 /// the model write members in the order the schema lists them. So the
 /// schema must be *sent* in call order: a model then names the tool and
 /// says why before it fills the parameters, and works out a latent result
-/// last. Aptix's HTTP adapters write every request body through this; use
-/// it to send [`crate::agent::composed_schema`] through a client of your
-/// own.
+/// last. Aptix's HTTP adapters write the schemas of every request (its
+/// tools and response format; not the conversation, which is data) through
+/// this; use it to send [`crate::agent::composed_schema`] through a client
+/// of your own.
 ///
 /// ```
 /// use aptix_core::schema::meta_fields::InCallOrder;
