@@ -129,6 +129,8 @@ pub struct DurableAgentBuilder {
     resume_on_resolve: bool,
     /// `None`: the default (on when `resume_on_resolve`); `Some(None)`: off.
     sweep_every: Option<Option<Duration>>,
+    /// What `watch` keeps: events per run, finished runs.
+    watch_limits: (usize, usize),
 }
 
 impl DurableAgentBuilder {
@@ -184,6 +186,17 @@ impl DurableAgentBuilder {
         self
     }
 
+    /// What [`DurableAgent::watch`] keeps in memory: the last `events` of
+    /// each run (default [`WATCH_BUFFER`]; a watcher further behind skips
+    /// the oldest it missed, never the `Done`), and the finished runs of at
+    /// most `finished_runs` conversations (default [`WATCH_FINISHED_RUNS`])
+    /// for watchers that come after a run ended. Both count events, whose
+    /// size the agent's turn limits bound. At least 1 each.
+    pub fn watch_limits(mut self, events: usize, finished_runs: usize) -> Self {
+        self.watch_limits = (events.max(1), finished_runs.max(1));
+        self
+    }
+
     /// Builds the durable agent, and starts its deadline worker when a
     /// Tokio runtime is running (otherwise the first `send`, `resolve`,
     /// `pending` or `ensure_started` starts it).
@@ -220,7 +233,7 @@ impl DurableAgentBuilder {
                 sweep_every,
                 worker_started: AtomicBool::new(false),
                 events,
-                feeds: Arc::default(),
+                feeds: Arc::new(watch::Feeds::new(self.watch_limits.0, self.watch_limits.1)),
                 clients,
                 runs: Runs::new(),
             }),
@@ -356,6 +369,7 @@ impl DurableAgent {
             lease: DEFAULT_LEASE,
             resume_on_resolve: true,
             sweep_every: None,
+            watch_limits: (WATCH_BUFFER, WATCH_FINISHED_RUNS),
         }
     }
 

@@ -30,9 +30,18 @@ pub const WATCH_BUFFER: usize = 1024;
 pub const WATCH_FINISHED_RUNS: usize = 256;
 
 /// The runs of every conversation this agent drives in the background.
-#[derive(Default)]
 pub(crate) struct Feeds {
     state: Mutex<FeedsState>,
+    /// Events kept per run ([`WATCH_BUFFER`] unless set).
+    buffer: usize,
+    /// Finished runs kept ([`WATCH_FINISHED_RUNS`] unless set).
+    finished_runs: usize,
+}
+
+impl Default for Feeds {
+    fn default() -> Self {
+        Feeds::new(WATCH_BUFFER, WATCH_FINISHED_RUNS)
+    }
 }
 
 #[derive(Default)]
@@ -64,6 +73,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Feeds {
+    /// Feeds keeping `buffer` events per run and the finished runs of
+    /// `finished_runs` conversations.
+    pub(crate) fn new(buffer: usize, finished_runs: usize) -> Self {
+        Feeds {
+            state: Mutex::default(),
+            buffer: buffer.max(1),
+            finished_runs: finished_runs.max(1),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, FeedsState> {
         lock(&self.state)
     }
@@ -145,7 +164,7 @@ impl Publisher {
     pub(crate) fn publish(&self, event: &AgentEvent) {
         {
             let mut state = lock(&self.feed.state);
-            if state.events.len() == WATCH_BUFFER {
+            if state.events.len() >= self.feeds.buffer {
                 state.events.pop_front();
                 state.first += 1;
             }
@@ -163,7 +182,7 @@ impl Drop for Publisher {
         state
             .finished
             .push_back((self.conversation_id.clone(), self.feed.clone()));
-        while state.finished.len() > WATCH_FINISHED_RUNS {
+        while state.finished.len() > self.feeds.finished_runs {
             let Some((conversation_id, feed)) = state.finished.pop_front() else {
                 break;
             };
@@ -312,6 +331,30 @@ mod tests {
             AgentEvent::TextDelta(text) => text,
             other => panic!("not a text delta: {other:?}"),
         }
+    }
+
+    /// The limits are knobs (`DurableAgentBuilder::watch_limits`): a
+    /// smaller buffer keeps fewer events, fewer finished runs fewer feeds.
+    #[tokio::test]
+    async fn smaller_watch_limits_keep_less() {
+        let feeds = Arc::new(Feeds::new(3, 2));
+        for conversation in ["a", "b", "c"] {
+            let publisher = feeds.start(conversation);
+            for index in 0..10 {
+                publisher.publish(&AgentEvent::TextDelta(format!("e{index}")));
+            }
+        }
+        assert_eq!(
+            feeds.lock().feeds.len(),
+            2,
+            "only the last two runs are kept"
+        );
+        let late = follow(feeds.clone(), "c");
+        let kept: Vec<AgentEvent> = late.collect().await;
+        assert_eq!(
+            kept.iter().map(text).collect::<Vec<_>>(),
+            ["e7", "e8", "e9"]
+        );
     }
 
     /// A watcher that comes late replays the run from its first kept
