@@ -2,6 +2,7 @@
 //! run, how long a model call may take, tools that block their thread, and
 //! tools the model cannot host.
 
+use crate::common::{done, results};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Catalog, Conversation, Dialect, DoneReason, DurableAgent, Input};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 
 static COUNTED: AtomicUsize = AtomicUsize::new(0);
 static QUICK_DONE: AtomicBool = AtomicBool::new(false);
@@ -81,28 +82,6 @@ fn catalog() -> Catalog {
         .tool::<StuckTool>()
         .build()
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    let dones: Vec<&DoneReason> = events
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::Done { reason, .. } => Some(reason),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(dones.len(), 1, "exactly one Done: {events:?}");
-    dones[0]
-}
-
-fn results(events: &[AgentEvent]) -> Vec<(String, Value)> {
-    events
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::ToolCallResult { id, envelope, .. } => Some((id.clone(), envelope.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 /// A model whose turn never ends: one call's arguments grow by 64 MiB, in

@@ -1,6 +1,7 @@
 //! The agent loop with a scripted model: ordering, concurrency, errors fed
 //! back, suspension and resumption, repair, and exactly one `Done`.
 
+use crate::common::{done, results};
 use crate::{get_location, hello_world};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,32 +80,6 @@ fn agent(turns: Vec<ScriptedTurn>) -> (Agent, std::sync::Arc<ScriptedModel>) {
 
 async fn run(agent: &Agent, conversation: &mut Conversation, input: Input) -> Vec<AgentEvent> {
     agent.run(conversation, input).collect().await
-}
-
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    let dones: Vec<&DoneReason> = events
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::Done { reason, .. } => Some(reason),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(dones.len(), 1, "exactly one Done: {events:?}");
-    assert!(
-        matches!(events.last(), Some(AgentEvent::Done { .. })),
-        "Done comes last"
-    );
-    dones[0]
-}
-
-fn results(events: &[AgentEvent]) -> Vec<(String, Value)> {
-    events
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::ToolCallResult { id, envelope, .. } => Some((id.clone(), envelope.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn text(events: &[AgentEvent]) -> String {
@@ -589,7 +564,7 @@ async fn declared_secrets_are_redacted_in_events_and_never_logged() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::common::capture_logs(subscriber);
 
     let (agent, model) = agent(vec![
         ScriptedTurn::new().tool_call(

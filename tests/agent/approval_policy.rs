@@ -4,6 +4,7 @@
 //! paths, `ApproveAlways` and argument-bound approvals are in
 //! `tests/durable/durable.rs`.)
 
+use crate::common::done;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -97,13 +98,6 @@ async fn run(agent: &Agent, conversation: &mut Conversation) -> Vec<AgentEvent> 
         .run(conversation, Input::User("Refund the customer.".into()))
         .collect()
         .await
-}
-
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    match events.last() {
-        Some(AgentEvent::Done { reason, .. }) => reason,
-        other => panic!("not Done: {other:?}"),
-    }
 }
 
 fn suspended(events: &[AgentEvent]) -> &[SuspendedCall] {

@@ -1,6 +1,7 @@
 //! Runs that do not depend on their reader: a dropped event stream neither
 //! aborts a running tool nor leaves half a turn in the conversation.
 
+use crate::common::done;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -101,23 +102,6 @@ fn one_call() -> Vec<ScriptedTurn> {
         ScriptedTurn::new().tool_call("call_1", "gated", r#"{"label":"sent"}"#),
         ScriptedTurn::new().text("Sent."),
     ]
-}
-
-/// The reason of the one `Done`, which comes last.
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    let dones: Vec<&DoneReason> = events
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::Done { reason, .. } => Some(reason),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(dones.len(), 1, "exactly one Done: {events:?}");
-    assert!(
-        matches!(events.last(), Some(AgentEvent::Done { .. })),
-        "Done comes last"
-    );
-    dones[0]
 }
 
 /// Reads `events` up to the start of a call, and returns what it read.

@@ -3,6 +3,7 @@
 //! smuggle a repeated member past the validator, and a stream shaped to
 //! make a slow reader's queue grow by events rather than bytes.
 
+use crate::common::done;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -56,18 +57,6 @@ async fn run_to_end(agent: &Agent, conversation: &mut Conversation) -> Vec<Agent
     .unwrap_or_else(|_| panic!("the run did not end"))
 }
 
-fn the_done(events: &[AgentEvent]) -> &DoneReason {
-    let dones: Vec<&DoneReason> = events
-        .iter()
-        .filter_map(|event| match event {
-            AgentEvent::Done { reason, .. } => Some(reason),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(dones.len(), 1, "exactly one Done: {events:?}");
-    dones[0]
-}
-
 /// A model that answers garbage forever costs `composed_retries + 1`
 /// model calls, then the run ends `ModelError(Protocol)`; nothing of the
 /// garbage is shown or kept.
@@ -95,7 +84,7 @@ async fn a_model_that_answers_garbage_forever_is_asked_a_bounded_number_of_times
     let events = run_to_end(&agent, &mut conversation).await;
     assert!(
         matches!(
-            the_done(&events),
+            done(&events),
             DoneReason::ModelError(aptix::model::ModelError::Protocol(_))
         ),
         "{events:?}"
@@ -143,7 +132,7 @@ async fn alternating_readable_and_garbage_answers_stays_within_max_iterations() 
     let mut conversation = Conversation::new("alternating");
     let events = run_to_end(&agent, &mut conversation).await;
     assert!(
-        matches!(the_done(&events), DoneReason::MaxIterations),
+        matches!(done(&events), DoneReason::MaxIterations),
         "{events:?}"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 5);
@@ -174,10 +163,7 @@ async fn the_echoed_answer_is_bounded_on_a_character_boundary_and_cannot_forge_t
         let agent = agent(model.clone(), CallMode::Composed, &runs);
         let mut conversation = Conversation::new("echo-cap");
         let events = run_to_end(&agent, &mut conversation).await;
-        assert!(
-            matches!(the_done(&events), DoneReason::Completed),
-            "{events:?}"
-        );
+        assert!(matches!(done(&events), DoneReason::Completed), "{events:?}");
         let requests = model.requests();
         assert_eq!(requests.len(), 2);
         let retry = &requests[1].messages;
@@ -227,7 +213,7 @@ async fn a_raw_control_character_smuggles_no_member_past_the_validator() {
         let mut conversation = Conversation::new("smuggle");
         let events = run_to_end(&agent, &mut conversation).await;
         assert!(
-            matches!(the_done(&events), DoneReason::Completed),
+            matches!(done(&events), DoneReason::Completed),
             "{arguments:?}: {events:?}"
         );
         assert_eq!(runs.load(Ordering::SeqCst), 0, "{arguments:?} ran");
@@ -295,7 +281,7 @@ async fn an_interleaved_stream_does_not_grow_a_slow_readers_queue_by_events() {
         arguments,
         format!("{{\"text\":\"{}\"}}", "a".repeat(PIECES))
     );
-    assert!(matches!(the_done(&events), DoneReason::Completed));
+    assert!(matches!(done(&events), DoneReason::Completed));
     assert!(matches!(events.last(), Some(AgentEvent::Done { .. })));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
@@ -333,7 +319,7 @@ async fn a_composed_call_is_held_to_the_argument_limit_reasoning_included() {
             .unwrap_or_else(|e| panic!("{e}"));
         let mut conversation = Conversation::new("composed-arguments");
         let events = run_to_end(&agent, &mut conversation).await;
-        match the_done(&events) {
+        match done(&events) {
             DoneReason::LimitExceeded(why) => {
                 assert!(why.contains("max_call_argument_bytes"), "{why}")
             }
@@ -380,7 +366,7 @@ async fn a_composed_answer_of_many_tiny_calls_is_held_to_the_turn_limit() {
         .unwrap_or_else(|e| panic!("{e}"));
     let mut conversation = Conversation::new("tiny-calls");
     let events = run_to_end(&agent, &mut conversation).await;
-    match the_done(&events) {
+    match done(&events) {
         DoneReason::LimitExceeded(why) => assert!(why.contains("max_turn_bytes"), "{why}"),
         other => panic!("{other:?}"),
     }

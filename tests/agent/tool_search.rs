@@ -3,6 +3,7 @@
 //! back from the transcript (so a store restores it), and a call of a tool
 //! not found yet never runs.
 
+use crate::common::done;
 use std::sync::Arc;
 
 use aptix::agent::AgentError;
@@ -169,13 +170,6 @@ fn tool_names(request: &ChatRequest) -> Vec<&str> {
 
 async fn run(agent: &Agent, conversation: &mut Conversation, input: Input) -> Vec<AgentEvent> {
     agent.run(conversation, input).collect().await
-}
-
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    match events.last() {
-        Some(AgentEvent::Done { reason, .. }) => reason,
-        other => panic!("the run did not end with Done: {other:?}"),
-    }
 }
 
 /// An agent over the test catalog, searching it as `search` says.

@@ -7,6 +7,7 @@
 //! its file for a restart) and `PostgresStore` when `APTIX_TEST_PG_URL` is
 //! set. Agents run no deadline worker of their own (see `durable.rs`).
 
+use crate::common::done;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -111,13 +112,6 @@ async fn send(agent: &DurableAgent, conversation: &str, text: &str) -> Vec<Agent
         .unwrap_or_else(|e| panic!("{e}"))
         .collect()
         .await
-}
-
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    match events.last() {
-        Some(AgentEvent::Done { reason, .. }) => reason,
-        other => panic!("the run did not end with Done: {other:?}"),
-    }
 }
 
 async fn pending(agent: &DurableAgent, conversation: &str) -> Vec<PendingCall> {

@@ -8,6 +8,7 @@
 //! Agents here run no deadline worker of their own: the tests share one
 //! PostgreSQL, and a worker sweeps (and resumes) every conversation in it.
 
+use crate::common::done;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,13 +96,6 @@ async fn send(agent: &DurableAgent, conversation: &str, text: &str) -> Vec<Agent
         .unwrap_or_else(|e| panic!("{e}"))
         .collect()
         .await
-}
-
-fn done(events: &[AgentEvent]) -> &DoneReason {
-    match events.last() {
-        Some(AgentEvent::Done { reason, .. }) => reason,
-        other => panic!("the run did not end with Done: {other:?}"),
-    }
 }
 
 /// Waits until the background run leaves the conversation idle.
