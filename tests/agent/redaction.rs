@@ -164,7 +164,7 @@ async fn run_logged(turns: Vec<ScriptedTurn>, conversation: &str) -> (Vec<AgentE
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::common::capture_logs(subscriber);
     let agent = agent(turns);
     let mut conversation = Conversation::new(conversation);
     let events: Vec<AgentEvent> = agent
@@ -382,7 +382,7 @@ async fn durable_runs_redact_suspensions_and_client_results() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::common::capture_logs(subscriber);
     let agent = DurableAgent::builder(
         Agent::builder()
             .model(ScriptedModel::new(vec![
@@ -646,7 +646,7 @@ async fn a_refused_client_result_does_not_quote_a_secret() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::common::capture_logs(subscriber);
     let agent = agent(vec![ScriptedTurn::new().tool_call(
         "s1",
         "client_sign_in",
@@ -863,7 +863,7 @@ async fn mcp_calls_log_no_declared_secret_at_any_level() {
             .with_env_filter(filter)
             .with_writer(move || writer.clone())
             .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = crate::common::capture_logs(subscriber);
         let server = aptix::mcp::McpServer::new(
             aptix::tools![UnlockTool, EnterPin]
                 .build()

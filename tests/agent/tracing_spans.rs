@@ -119,7 +119,7 @@ pub async fn weigh(args: WeighArgs) -> Result<u32, ToolError> {
 async fn a_run_opens_nested_spans_for_itself_its_model_calls_and_its_tool_calls() {
     let recorder = Recorder::default();
     let subscriber = tracing_subscriber::registry().with(recorder.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::common::capture_logs(subscriber);
 
     let model = Arc::new(ScriptedModel::new(vec![
         ScriptedTurn::new().tool_call("w1", "weigh", r#"{"item":"apple"}"#),

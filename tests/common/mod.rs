@@ -1,16 +1,19 @@
 //! Set-up shared by every integration test binary (each
 //! `tests/<area>/main.rs` includes it): the stores a test runs on
-//! (`stores.rs`, with `on_every_store!`), fresh ids, a test's name in its
+//! (`stores.rs`, with `on_every_store!`), what a run's events say
+//! (`events.rs`: its one `Done`, its results), fresh ids, a test's name in its
 //! binary (for a test that runs its binary again), and log lines captured
 //! to search for secrets.
 
 #![allow(dead_code, unused_imports, unused_macros)]
 
+mod events;
 mod stores;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub(crate) use events::{done, results};
 pub(crate) use stores::{Backend, StoreAt, TempDb, on_every_store, pg_url, store};
 
 /// Makes ring the process's rustls provider (the library does the same
@@ -89,4 +92,29 @@ impl Captured {
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .unwrap_or_default()
     }
+}
+
+/// Makes `subscriber` this thread's default until the guard drops, for a
+/// test that searches the log lines a run writes.
+///
+/// A test binary runs many tests at once, most without a subscriber, and
+/// `tracing` caches per call site whether anyone wants its events: a call
+/// site first reached while no dispatcher wanted it can be cached as
+/// "never" in a race with this test registering its own, and then its
+/// line is missing (seen under load: "agent run finished" absent). A global
+/// subscriber that wants everything (a bare registry, which writes
+/// nothing) keeps any call site from reading "never", and the interest
+/// cache is rebuilt once it is there.
+pub(crate) fn capture_logs<S>(subscriber: S) -> tracing::subscriber::DefaultGuard
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        // Another global subscriber already there serves as well.
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    });
+    let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    guard
 }

@@ -761,7 +761,7 @@ async fn a_url_key_reaches_no_log_line() {
         ))
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::common::capture_logs(subscriber);
     let catalog = echo_catalog();
     let hosted = aptix::mcp::McpServer::new(catalog)
         .bind_http("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))

@@ -781,7 +781,7 @@ async fn debug_and_logs_never_show_the_key() -> TestResult {
     ])
     .await?;
     {
-        let _guard = tracing_subscriber::util::SubscriberInitExt::set_default(subscriber);
+        let _guard = crate::common::capture_logs(subscriber);
         let model = model_for(&server).with_api_key(key);
         turn(&model, &ask("Hi", Vec::new())).await.1?;
     }
