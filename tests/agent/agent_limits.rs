@@ -350,6 +350,19 @@ async fn lifting_the_executor_limit_lifts_the_outside_limit_too() {
 /// `timeout` result, not left `executing` for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_tool_stopped_in_a_durable_run_leaves_no_executing_row() {
+    stop_a_blocking_tool_in_a_durable_run().await;
+}
+
+/// The same on a runtime whose only worker the tool blocks: the durable
+/// run's loop is polled by the test's own thread, and no worker is left to
+/// drive the runtime's timers, so the limit must be kept by a clock of its
+/// own (the agent's watchdog thread), not by `tokio::time` alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_blocking_tool_is_stopped_when_it_blocks_the_only_worker() {
+    stop_a_blocking_tool_in_a_durable_run().await;
+}
+
+async fn stop_a_blocking_tool_in_a_durable_run() {
     use aptix::store::{CallState, MemoryStore, Store};
     let store = std::sync::Arc::new(MemoryStore::new());
     let agent = DurableAgent::builder(

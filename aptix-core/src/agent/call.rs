@@ -11,6 +11,7 @@ use tracing::instrument::WithSubscriber;
 
 use super::members::Members;
 use super::steer::Before;
+use super::watchdog;
 use super::{Agent, Journal};
 use crate::catalog::Catalog;
 use crate::content::Content;
@@ -579,9 +580,9 @@ pub(super) enum Phase {
 ///
 /// The deadline is taken from when the task says it started running, and
 /// the phase is read again at least every [`PHASE_CHECK`] while the task
-/// decides: a tool that blocks its worker right after it entered
-/// `Running` may keep that worker from waking this wait, but not the
-/// timer, so the limit is kept either way.
+/// decides. The deadline is kept twice: by the runtime's timer, and by the
+/// watchdog thread (`watchdog.rs`), since a tool that blocks its worker
+/// may leave no worker driving the runtime's timer.
 async fn wait_in_phases(
     task: &mut tokio::task::JoinHandle<Executed>,
     phase: &mut watch::Receiver<Phase>,
@@ -599,6 +600,14 @@ async fn wait_in_phases(
             Phase::Deciding => None,
         };
         let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + PHASE_CHECK);
+        // The runtime's timer, and the watchdog's for a deadline: a tool
+        // that blocks its worker may leave nobody to drive the runtime's.
+        let watchdog = async {
+            match deadline {
+                Some(deadline) => watchdog::at(deadline.into_std()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             joined = &mut *task => return Ok(joined),
@@ -614,6 +623,7 @@ async fn wait_in_phases(
                     return Err(());
                 }
             }
+            () = watchdog => return Err(()),
         }
     }
 }

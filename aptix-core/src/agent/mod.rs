@@ -30,6 +30,7 @@
 //! | `live_feed.rs` | progress and partial results of running calls |
 //! | `summary.rs` | the `RunSummary` on `Done` |
 //! | `retention.rs` | old tool results stubbed in requests (`retention`, `context_budget`) |
+//! | `watchdog.rs` | a clock outside the runtime for calls' time limits |
 
 mod approval;
 mod builder;
@@ -51,6 +52,7 @@ mod step;
 mod summary;
 mod turn;
 mod turn_calls;
+mod watchdog;
 
 pub(crate) use approval::arguments_hash;
 pub use approval::{ApprovalCall, ApprovalDecision, ApprovalPolicy};
