@@ -918,3 +918,78 @@ async fn thinking_in_a_turn_without_tools_is_kept() -> TestResult {
     );
     Ok(())
 }
+
+/// Thinking turned on by the adapter (`with_thinking`): every request asks
+/// for it (a fixed budget with the interleaved-thinking beta and
+/// `max_tokens` raised above the budget; adaptive with its effort and no
+/// beta), a forced tool choice and a temperature, which Anthropic refuses
+/// with thinking, are left as `auto` and out; and the thinking the model
+/// wrote before its call goes back before the tool's result, as the
+/// keep-and-resend path promised.
+#[tokio::test]
+async fn thinking_turned_on_is_asked_for_and_its_blocks_go_back() -> TestResult {
+    use aptix_core::model::anthropic::{Effort, INTERLEAVED_THINKING_BETA, Thinking};
+    for (thinking, expected, beta) in [
+        (
+            Thinking::Budget(8000),
+            json!({ "type": "enabled", "budget_tokens": 8000 }),
+            Some(INTERLEAVED_THINKING_BETA),
+        ),
+        (
+            Thinking::Adaptive {
+                effort: Some(Effort::Medium),
+            },
+            json!({ "type": "adaptive" }),
+            None,
+        ),
+    ] {
+        let server = MockAnthropicServer::start([
+            AnthropicTurn::new()
+                .thinking(&THINKING, SIGNATURE)
+                .tool_use("toolu_w", "get_weather", &["{\"city\":\"Paris\"}"])
+                .into_response(),
+            AnthropicTurn::new().text("Sunny.").into_response(),
+        ])
+        .await?;
+        let agent = aptix::Agent::builder()
+            .model(model_for(&server).with_thinking(thinking))
+            .catalog(aptix::tools![GetWeatherTool].build()?)
+            .tool_choice(aptix::model::ToolChoice::Required)
+            .temperature(0.3)
+            .max_iterations(4)
+            .build()?;
+        let mut conversation = aptix::Conversation::new("thinking-on");
+        let events: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(agent.run(
+            &mut conversation,
+            aptix::Input::User("Weather in Paris?".into()),
+        ))
+        .await;
+        assert!(
+            matches!(events.last(), Some(aptix::AgentEvent::Done { .. })),
+            "{events:?}"
+        );
+        let requests = server.requests();
+        assert!(requests.len() >= 2, "{events:?}");
+        for request in &requests {
+            assert_eq!(request.body["thinking"], expected, "{thinking:?}");
+            assert_eq!(request.header("anthropic-beta"), beta, "{thinking:?}");
+            assert_eq!(request.body["tool_choice"]["type"], "auto");
+            assert_eq!(request.body.get("temperature"), None);
+        }
+        match thinking {
+            Thinking::Budget(budget) => {
+                assert!(requests[0].body["max_tokens"].as_u64() > Some(u64::from(budget)));
+                assert_eq!(requests[0].body.get("output_config"), None);
+            }
+            _ => assert_eq!(
+                requests[0].body["output_config"],
+                json!({ "effort": "medium" })
+            ),
+        }
+        assert_eq!(
+            requests[1].body["messages"][1]["content"][0],
+            json!({ "type": "thinking", "thinking": THINKING.concat(), "signature": SIGNATURE }),
+        );
+    }
+    Ok(())
+}

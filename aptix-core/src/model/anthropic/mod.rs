@@ -58,6 +58,60 @@ pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
 /// The `max_tokens` sent when neither the request nor the adapter sets one
 /// (Anthropic requires the field).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// The `anthropic-beta` a request with a fixed thinking budget carries, so
+/// that the model may think again between tool calls (adaptive thinking
+/// interleaves without it).
+pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+/// The smallest thinking budget Anthropic accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// Whether and how the model thinks before it answers
+/// ([`Anthropic::with_thinking`]). Its thinking blocks are kept in the
+/// transcript and sent back unchanged before the tool results they led
+/// to, as Anthropic requires across tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Thinking {
+    /// `thinking: {type: "adaptive"}`: the model decides when and how much
+    /// to think, at an optional effort (`output_config.effort`). Claude
+    /// 4.6 and later; the only mode Claude Opus 4.7 and later accept.
+    Adaptive {
+        /// How hard to think; `None` leaves it to the model.
+        effort: Option<Effort>,
+    },
+    /// `thinking: {type: "enabled", budget_tokens}`: a fixed budget (at
+    /// least [`MIN_THINKING_BUDGET`]), for Claude 4.5 and earlier (deprecated
+    /// on 4.6, refused by 4.7 and later). Requests carry the interleaved
+    /// thinking beta, and `max_tokens` is raised above the budget when it
+    /// is not.
+    Budget(u32),
+}
+
+/// The effort of adaptive thinking (`output_config.effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Effort {
+    /// Little thinking; skips it for simple requests.
+    Low,
+    /// Some thinking.
+    Medium,
+    /// Deep thinking (Anthropic's default).
+    High,
+    /// No limit (the models that offer it).
+    Max,
+}
+
+impl Effort {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+            Effort::Max => "max",
+        }
+    }
+}
 
 /// A [`ChatModel`] backed by the Anthropic Messages API.
 #[derive(Clone)]
@@ -67,6 +121,7 @@ pub struct Anthropic {
     base_url: String,
     policy: HttpPolicy,
     max_tokens: u32,
+    thinking: Option<Thinking>,
     /// Built on first use with the policy's connect timeout, then shared so
     /// that requests reuse connections.
     client: OnceLock<reqwest::Client>,
@@ -79,6 +134,7 @@ impl std::fmt::Debug for Anthropic {
             .field("api_key", &"[redacted]")
             .field("base_url", &self.base_url)
             .field("max_tokens", &self.max_tokens)
+            .field("thinking", &self.thinking)
             .field("policy", &self.policy)
             .finish()
     }
@@ -93,6 +149,7 @@ impl Anthropic {
             base_url: DEFAULT_BASE_URL.to_owned(),
             policy: HttpPolicy::default(),
             max_tokens: DEFAULT_MAX_TOKENS,
+            thinking: None,
             client: OnceLock::new(),
         }
     }
@@ -139,6 +196,19 @@ impl Anthropic {
         self
     }
 
+    /// Turns the model's thinking on ([`Thinking`]). With thinking on,
+    /// Anthropic accepts no `temperature` and only the `auto` and `none`
+    /// tool choices: a request's temperature is left out, and a required
+    /// or named tool choice is sent as `auto` (the agent still holds the
+    /// turn's calls to the step's choice); each is logged at WARN.
+    pub fn with_thinking(mut self, thinking: Thinking) -> Self {
+        self.thinking = Some(match thinking {
+            Thinking::Budget(budget) => Thinking::Budget(budget.max(MIN_THINKING_BUDGET)),
+            adaptive => adaptive,
+        });
+        self
+    }
+
     /// The model name sent with every request.
     pub fn model(&self) -> &str {
         &self.model
@@ -159,7 +229,20 @@ impl Anthropic {
         Ok(client)
     }
 
-    async fn connect(&self, body: Value, beta: bool) -> Result<SseStream, ModelError> {
+    /// The `anthropic-beta` header of a request, if it needs one:
+    /// deferred tools (`search`) and a fixed thinking budget each add theirs.
+    pub(crate) fn betas(&self, search: bool) -> Option<String> {
+        let mut betas = Vec::new();
+        if search {
+            betas.push(TOOL_SEARCH_BETA);
+        }
+        if matches!(self.thinking, Some(Thinking::Budget(_))) {
+            betas.push(INTERLEAVED_THINKING_BETA);
+        }
+        (!betas.is_empty()).then(|| betas.join(","))
+    }
+
+    async fn connect(&self, body: Value, beta: Option<String>) -> Result<SseStream, ModelError> {
         let url = self.endpoint();
         reqwest::Url::parse(&url)
             .map_err(|error| ModelError::Config(format!("bad base URL `{url}`: {error}")))?;
@@ -169,8 +252,8 @@ impl Anthropic {
             ("anthropic-version", ANTHROPIC_VERSION.to_owned()),
             ("accept", "text/event-stream".to_owned()),
         ];
-        if beta {
-            headers.push(("anthropic-beta", TOOL_SEARCH_BETA.to_owned()));
+        if let Some(beta) = beta {
+            headers.push(("anthropic-beta", beta));
         }
         let events = http::post_sse(&client, &url, &headers, &body, &self.policy).await?;
         Ok(Box::pin(events))
@@ -202,7 +285,7 @@ impl ChatModel for Anthropic {
         let start = Phase::Connect {
             adapter: self,
             body,
-            beta: request.deferred_tools.is_some(),
+            beta: self.betas(request.deferred_tools.is_some()),
         };
         Box::pin(futures_util::stream::unfold(start, move |phase| {
             next(phase).instrument(span.clone())

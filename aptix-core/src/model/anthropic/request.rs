@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::Anthropic;
+use super::{Anthropic, DEFAULT_MAX_TOKENS, Thinking};
 use crate::content::Content;
 use crate::model::attachments::{Attachment, classify, is_blank_text, left_out};
 use crate::model::{ChatRequest, Message, NativeToolSearch, ThinkingBlock, ToolChoice, ToolSpec};
@@ -17,10 +17,27 @@ impl Anthropic {
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model.clone()));
-        body.insert(
-            "max_tokens".into(),
-            json!(request.max_tokens.unwrap_or(self.max_tokens)),
-        );
+        let mut max_tokens = request.max_tokens.unwrap_or(self.max_tokens);
+        match self.thinking {
+            Some(Thinking::Adaptive { effort }) => {
+                body.insert("thinking".into(), json!({ "type": "adaptive" }));
+                if let Some(effort) = effort {
+                    body.insert("output_config".into(), json!({ "effort": effort.as_str() }));
+                }
+            }
+            Some(Thinking::Budget(budget)) => {
+                body.insert(
+                    "thinking".into(),
+                    json!({ "type": "enabled", "budget_tokens": budget }),
+                );
+                // The budget is part of `max_tokens`, which must exceed it.
+                if max_tokens <= budget {
+                    max_tokens = budget.saturating_add(DEFAULT_MAX_TOKENS);
+                }
+            }
+            None => {}
+        }
+        body.insert("max_tokens".into(), json!(max_tokens));
         body.insert("stream".into(), Value::Bool(true));
         let system: Vec<&str> = request
             .messages
@@ -55,13 +72,30 @@ impl Anthropic {
                 }));
             }
             body.insert("tools".into(), Value::Array(tools));
+            let choice = match (&request.tool_choice, self.thinking) {
+                // Thinking takes only `auto` and `none`.
+                (ToolChoice::Required | ToolChoice::Tool(_), Some(_)) => {
+                    tracing::warn!(
+                        choice = ?request.tool_choice,
+                        "with thinking on, Anthropic takes only the auto and none tool choices: sent as auto"
+                    );
+                    &ToolChoice::Auto
+                }
+                (choice, _) => choice,
+            };
             body.insert(
                 "tool_choice".into(),
-                tool_choice(&request.tool_choice, request.parallel_tool_calls),
+                tool_choice(choice, request.parallel_tool_calls),
             );
         }
-        if let Some(temperature) = request.temperature.and_then(temperature) {
-            body.insert("temperature".into(), temperature);
+        match request.temperature.and_then(temperature) {
+            Some(_) if self.thinking.is_some() => {
+                tracing::warn!("with thinking on, Anthropic takes no temperature: left out")
+            }
+            Some(temperature) => {
+                body.insert("temperature".into(), temperature);
+            }
+            None => {}
         }
         Value::Object(body)
     }

@@ -21,7 +21,7 @@ pub(super) enum Phase<'a> {
     Connect {
         adapter: &'a Anthropic,
         body: Value,
-        beta: bool,
+        beta: Option<String>,
     },
     Reading {
         events: SseStream,
