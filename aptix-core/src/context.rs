@@ -183,6 +183,15 @@ impl ToolContext {
         self
     }
 
+    /// This context with `reason` as the call's reason, when there is
+    /// one (borrowed unchanged otherwise).
+    pub(crate) fn reasoned(&self, reason: Option<&str>) -> std::borrow::Cow<'_, Self> {
+        match reason {
+            Some(reason) => std::borrow::Cow::Owned(self.clone().with_reasoning(reason)),
+            None => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
     /// The context of one call of the tool `tool`, with the call's id:
     /// what the executor hands the tool.
     pub(crate) fn for_call(&self, id: &Arc<str>, tool: ToolName) -> Self {

@@ -213,14 +213,7 @@ impl Agent {
         journal: Option<Arc<dyn Journal>>,
         transcript: Option<Arc<[Message]>>,
     ) -> Executed {
-        let with_reason;
-        let context = match reasoning {
-            Some(reason) => {
-                with_reason = context.clone().with_reasoning(reason);
-                &with_reason
-            }
-            None => context,
-        };
+        let context = &*context.reasoned(reasoning.as_deref());
         let ids = |id: &str| EnvelopeIds {
             tool_call_id: id.into(),
             conversation_id: Some(conversation_id.into()),

@@ -13,9 +13,7 @@ use futures_util::StreamExt;
 
 use super::run::{Scope, StepRequest};
 use super::{Agent, AgentEvent, DoneReason, call_ids, composed};
-use crate::model::assembly::{
-    AssembledTurn, CALL_OVERHEAD, CallSeen, TurnAssembler, TurnLimitExceeded,
-};
+use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler};
 use crate::model::{ChatRequest, ModelError, Usage};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
@@ -93,25 +91,12 @@ impl Agent {
             };
             // The assembler bounds a native turn's calls as they stream;
             // a composed turn's come whole, out of the answer, and are held
-            // to the same limits: each call's arguments (`_reasoningForCall`
-            // and `_output` included, as natively), and the turn counting
-            // each call's bookkeeping (`{}` is three bytes of answer).
-            let limits = inner.settings.limits;
-            let mut held = parsed.message.len();
-            for call in &parsed.calls {
-                held = held.saturating_add(
-                    CALL_OVERHEAD + call.id.len() + call.name.len() + call.arguments.len(),
-                );
-                let exceeded = if call.arguments.len() > limits.argument_bytes {
-                    TurnLimitExceeded::ArgumentBytes {
-                        limit: limits.argument_bytes,
-                        tool: call.name.clone(),
-                    }
-                } else if held > limits.turn_bytes {
-                    TurnLimitExceeded::TurnBytes(limits.turn_bytes)
-                } else {
-                    continue;
-                };
+            // to the same limits.
+            if let Err(exceeded) = inner
+                .settings
+                .limits
+                .check_whole(&parsed.message, &parsed.calls)
+            {
                 model_span
                     .in_scope(|| tracing::warn!(%exceeded, "the model turn went past a limit"));
                 return ControlFlow::Break(DoneReason::LimitExceeded(exceeded.to_string()));

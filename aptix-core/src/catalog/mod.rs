@@ -318,58 +318,6 @@ impl Catalog {
     }
 }
 
-impl ToolEntry {
-    /// Everything of the tool a reviewer must see change, as one JSON
-    /// document: the canonical definition (name, description, usage,
-    /// executor, approval, parameters, output, and the activity,
-    /// progressive and retention when set), whether it is latent, and what
-    /// MCP clients are shown or act on (title, annotations), what decides
-    /// which values events show (redaction), and the time limits a caller
-    /// runs into. [`Catalog::fingerprint`] hashes it;
-    /// `aptix_testkit::assert_schema_snapshot!` snapshots it, so switching
-    /// a tool from `requires_approval` to `auto` is a reviewed diff.
-    pub fn contract(&self) -> Value {
-        let definition = self.definition();
-        let mut document = definition.canonical_json();
-        if let Value::Object(members) = &mut document {
-            // Whether `_output` is asked for changes what the model is offered;
-            // written only when it is, so that other fingerprints stay as they were.
-            if self.is_latent() {
-                members.insert("latent".to_owned(), Value::Bool(true));
-            }
-            let millis = |limit: Option<std::time::Duration>| {
-                limit.map_or(Value::Null, |limit| {
-                    Value::from(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
-                })
-            };
-            members.insert(
-                "title".to_owned(),
-                definition.title().map_or(Value::Null, Value::from),
-            );
-            members.insert(
-                "annotations".to_owned(),
-                serde_json::to_value(definition.annotations()).unwrap_or(Value::Null),
-            );
-            // `Redaction` is not serializable; its `Debug` text names the
-            // policy and every pointer, the same in every process.
-            members.insert(
-                "redaction".to_owned(),
-                Value::String(format!("{:?}", definition.redaction())),
-            );
-            members.insert("timeout_ms".to_owned(), millis(definition.timeout()));
-            members.insert(
-                "suspend_timeout_ms".to_owned(),
-                millis(definition.suspend_timeout()),
-            );
-            members.insert(
-                "idempotent".to_owned(),
-                Value::Bool(definition.idempotent()),
-            );
-        }
-        document
-    }
-}
-
 fn fingerprint(entries: &[ToolEntry]) -> String {
     let canonical: Vec<Value> = entries.iter().map(ToolEntry::contract).collect();
     // serde_json's maps are sorted by key (no `preserve_order`), so this text

@@ -16,9 +16,8 @@
 use tokio::sync::Mutex;
 
 use super::lease::Lease;
-use crate::agent::{requested, split_reasoning};
 use crate::store::{Applied, Batch, CallRecord, ConversationStatus, StoreError, Write};
-use crate::transcript::{Conversation, Message};
+use crate::transcript::Conversation;
 
 /// The parked transcript of one run, and the lease it is saved under.
 pub(crate) struct Checkpoint {
@@ -30,11 +29,6 @@ pub(crate) struct Checkpoint {
     /// must stop at its next checkpoint, as it did when the save itself
     /// came first.
     failure: std::sync::OnceLock<String>,
-    /// The reasons the model gave for the calls of the last turn parked
-    /// (`_reasoningForCall`, which the loop takes out of the arguments
-    /// before a call is recorded), by the call as the model made it
-    /// ([`requested`]): what the ledger keeps with each call's rows.
-    reasons: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 /// What a ledger write carrying a parked transcript came to.
@@ -52,19 +46,7 @@ impl Checkpoint {
             lease,
             parked: Mutex::new(None),
             failure: std::sync::OnceLock::new(),
-            reasons: std::sync::Mutex::new(Vec::new()),
         }
-    }
-
-    /// Why the model made the call it made as `requested` in the last turn
-    /// parked, when it said so.
-    pub(crate) fn reason_for(&self, requested: &str) -> Option<String> {
-        self.reasons
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .find(|(call, _)| call == requested)
-            .map(|(_, reason)| reason.clone())
     }
 
     /// Parks `conversation` as it stands, replacing what was parked. An
@@ -75,11 +57,6 @@ impl Checkpoint {
             return Err(failure.clone());
         }
         *self.parked.lock().await = Some(conversation.clone());
-        let reasons = turn_reasons(conversation);
-        *self
-            .reasons
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = reasons;
         Ok(())
     }
 
@@ -124,25 +101,4 @@ impl Checkpoint {
             Err(error) => Err(error),
         })
     }
-}
-
-/// The reasons given for the calls of the last assistant turn of
-/// `conversation` that made calls, by the call as the model made it.
-fn turn_reasons(conversation: &Conversation) -> Vec<(String, String)> {
-    let calls = conversation
-        .messages
-        .iter()
-        .rev()
-        .find_map(|message| match message {
-            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(tool_calls),
-            _ => None,
-        });
-    calls
-        .into_iter()
-        .flatten()
-        .filter_map(|call| {
-            let (_, reason) = split_reasoning(&call.arguments)?;
-            Some((requested(&call.name, &call.arguments), reason?))
-        })
-        .collect()
 }

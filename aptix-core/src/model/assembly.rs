@@ -96,7 +96,7 @@ pub enum CallSeen {
 /// What each call counts against [`TurnLimits::turn_bytes`] besides its
 /// text: its share of the bookkeeping, so that many tiny calls are bounded
 /// as well as a few big ones. (A composed turn's calls count it too.)
-pub(crate) const CALL_OVERHEAD: usize = 64;
+const CALL_OVERHEAD: usize = 64;
 
 /// Which limit a turn went past.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +137,35 @@ pub struct TurnLimits {
     pub turn_bytes: usize,
     /// The most bytes of arguments of one call.
     pub argument_bytes: usize,
+}
+
+impl TurnLimits {
+    /// Holds a turn that came whole rather than streamed (a composed
+    /// answer, its calls read out of the text) to the limits the assembler
+    /// keeps as a stream arrives: each call's arguments, and the turn, with
+    /// each call counting its id, name, arguments and the same overhead.
+    pub(crate) fn check_whole(
+        &self,
+        text: &str,
+        calls: &[AssembledCall],
+    ) -> Result<(), TurnLimitExceeded> {
+        let mut held = text.len();
+        for call in calls {
+            if call.arguments.len() > self.argument_bytes {
+                return Err(TurnLimitExceeded::ArgumentBytes {
+                    limit: self.argument_bytes,
+                    tool: call.name.clone(),
+                });
+            }
+            held = held.saturating_add(
+                CALL_OVERHEAD + call.id.len() + call.name.len() + call.arguments.len(),
+            );
+            if held > self.turn_bytes {
+                return Err(TurnLimitExceeded::TurnBytes(self.turn_bytes));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for TurnLimits {

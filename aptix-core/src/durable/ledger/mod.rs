@@ -209,10 +209,11 @@ impl Ledger {
         checkpoint: &Checkpoint,
         gate: Gate,
     ) -> Result<CallResult, StoreError> {
-        let reasoning = checkpoint.reason_for(requested);
+        // The loop put the call's reason on its context when it took it
+        // out of the arguments.
         let made = Made {
             requested: Some(requested),
-            reasoning: reasoning.as_deref(),
+            reasoning: context.reasoning(),
         };
         self.execute_recorded_as(call, context, gate, Some(checkpoint), made)
             .await

@@ -180,14 +180,7 @@ impl Ledger {
         // The tool sees the reason as the live run's call did
         // (`ToolContext::reasoning`), whichever path runs it here: after an
         // approval, after a crash, or never recorded.
-        let with_reason;
-        let context = match reasoning.as_deref() {
-            Some(reason) => {
-                with_reason = context.clone().with_reasoning(reason);
-                &with_reason
-            }
-            None => context,
-        };
+        let context = &*context.reasoned(reasoning.as_deref());
         let ids = || ids_for(conversation, &call.id);
         let error = |code: ErrorCode, message: String| {
             CallResult::Finished(ResultText::from_envelope(Envelope::error(
