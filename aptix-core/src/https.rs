@@ -18,7 +18,7 @@ pub(crate) fn install_provider() {
 }
 
 /// A reqwest client builder whose TLS has a crypto provider.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub(crate) fn client_builder() -> reqwest::ClientBuilder {
     install_provider();
     reqwest::Client::builder()

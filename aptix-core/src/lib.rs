@@ -46,7 +46,12 @@ pub mod envelope;
 pub mod error;
 pub mod executor;
 mod generator;
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "mcp-client"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "mcp-client"
+))]
 mod https;
 pub mod live;
 #[cfg(feature = "mcp")]

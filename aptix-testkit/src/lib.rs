@@ -34,6 +34,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod conformance;
 pub mod fake_activity;
 pub mod faulty_store;
 pub mod hostile_mcp;

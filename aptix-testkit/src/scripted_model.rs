@@ -132,10 +132,7 @@ impl ScriptedTurn {
 
     /// Reports this usage with the finish.
     pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
-        self.usage = Some(Usage {
-            input_tokens,
-            output_tokens,
-        });
+        self.usage = Some(Usage::new(input_tokens, output_tokens));
         self
     }
 

@@ -60,6 +60,7 @@ fn weather_tool() -> ToolSpec {
             "required": ["city"],
         }),
         dialect: Dialect::Anthropic,
+        hosted: false,
     }
 }
 
@@ -129,13 +130,7 @@ async fn text_only() -> TestResult {
     assert_eq!(turn.text, "Hello, world!");
     assert!(turn.tool_calls.is_empty());
     assert_eq!(turn.finish_reason, FinishReason::Stop);
-    assert_eq!(
-        turn.usage,
-        Some(Usage {
-            input_tokens: 12,
-            output_tokens: 7
-        })
-    );
+    assert_eq!(turn.usage, Some(Usage::new(12, 7)));
     Ok(())
 }
 
@@ -505,13 +500,7 @@ async fn pings_unknown_events_and_trailing_bytes_are_ignored_and_thinking_is_kep
     assert_eq!(turn.tool_calls[0].name, "get_current_time");
     assert_eq!(turn.tool_calls[0].arguments, "{}");
     assert_eq!(turn.tool_calls[0].status, CallStatus::Complete);
-    assert_eq!(
-        turn.usage,
-        Some(Usage {
-            input_tokens: 25,
-            output_tokens: 9
-        })
-    );
+    assert_eq!(turn.usage, Some(Usage::new(25, 9)));
     Ok(())
 }
 

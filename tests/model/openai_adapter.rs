@@ -152,13 +152,7 @@ async fn text_only() -> TestResult {
     assert_eq!(turn.text, "Hello, wörld");
     assert!(turn.tool_calls.is_empty());
     assert_eq!(turn.finish_reason, FinishReason::Stop);
-    assert_eq!(
-        turn.usage,
-        Some(Usage {
-            input_tokens: 9,
-            output_tokens: 3
-        })
-    );
+    assert_eq!(turn.usage, Some(Usage::new(9, 3)));
     // The role chunk's empty content is not a text delta.
     assert_eq!(events.len(), 4);
     assert_eq!(finishes(&events), 1);
@@ -560,13 +554,7 @@ async fn no_done_but_a_finish_reason_still_finishes() -> TestResult {
     let turn = turn?;
     assert_eq!(turn.text, "Bye");
     assert_eq!(turn.finish_reason, FinishReason::Stop);
-    assert_eq!(
-        turn.usage,
-        Some(Usage {
-            input_tokens: 4,
-            output_tokens: 1
-        })
-    );
+    assert_eq!(turn.usage, Some(Usage::new(4, 1)));
     Ok(())
 }
 

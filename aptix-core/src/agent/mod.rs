@@ -241,6 +241,14 @@ pub struct ToolKind {
 pub enum AgentEvent {
     /// More answer text.
     TextDelta(String),
+    /// More of the model's reasoning, as it streams: Anthropic's thinking,
+    /// a Responses reasoning summary, a Gemini thought, an OpenAI-compatible
+    /// server's `reasoning_content`. For people only: it is kept with the
+    /// turn and sent back to the provider as the provider requires
+    /// ([`ThinkingBlock`](crate::transcript::ThinkingBlock)), never logged;
+    /// thinking the provider redacted or encrypted has no text and is never
+    /// shown.
+    ReasoningDelta(String),
     /// A call's tool name arrived while the model still streams its
     /// arguments: show the call as it forms. Native tool calls only (a
     /// composed answer is read whole).

@@ -187,6 +187,9 @@ impl Agent {
                     {
                         out.emit(AgentEvent::TextDelta(text.clone())).await;
                     }
+                    if let Some(shown) = self.shown(&event) {
+                        out.emit(shown).await;
+                    }
                     let streams_a_call = inner.composed.is_none()
                         && matches!(event, crate::model::ModelEvent::ToolCallDelta(_));
                     let pushed = if streams_a_call {
@@ -218,6 +221,54 @@ impl Agent {
         match assembler.finish() {
             Ok(turn) => ControlFlow::Continue(turn),
             Err(error) => ControlFlow::Break(DoneReason::ModelError(error)),
+        }
+    }
+
+    /// What a person is shown of a model event besides its text and its
+    /// calls forming: reasoning as it streams (never a redacted or encrypted
+    /// block: those have no text), and the tools the provider ran, as the
+    /// calls and results of `executor = provider` tools. Reasoning is shown,
+    /// never logged.
+    fn shown(&self, event: &crate::model::ModelEvent) -> Option<AgentEvent> {
+        use crate::model::{HostedToolEvent, ModelEvent, ThinkingDelta};
+        match event {
+            ModelEvent::ThinkingDelta(
+                ThinkingDelta::Text { text, .. }
+                | ThinkingDelta::Reasoning { text, .. }
+                | ThinkingDelta::Preview { text },
+            ) if !text.is_empty() => Some(AgentEvent::ReasoningDelta(text.clone())),
+            ModelEvent::Hosted(HostedToolEvent::Called { id, name, input }) => {
+                Some(AgentEvent::ToolCallStart {
+                    id: id.clone(),
+                    reasoning: None,
+                    kind: self.kind_of(name),
+                    name: name.clone(),
+                    arguments: input.clone(),
+                })
+            }
+            ModelEvent::Hosted(HostedToolEvent::Finished {
+                id,
+                name,
+                output,
+                is_error,
+            }) => Some(AgentEvent::ToolCallResult {
+                id: id.clone(),
+                kind: self.kind_of(name),
+                name: name.clone(),
+                envelope: if *is_error {
+                    serde_json::json!({
+                        "ok": false,
+                        "error": {
+                            "code": "failed",
+                            "message": "the provider reports that its tool failed",
+                            "details": output,
+                        },
+                    })
+                } else {
+                    serde_json::json!({ "ok": true, "result": output })
+                },
+            }),
+            _ => None,
         }
     }
 

@@ -182,6 +182,10 @@ async fn turn(
                 write!(stdout, "{text}")?;
                 stdout.flush()?;
             }
+            // Reasoning is for people, so the chat shows it, one piece a line.
+            AgentEvent::ReasoningDelta(text) => {
+                writeln!(stdout, "  thinking: {}", text.trim())?;
+            }
             AgentEvent::ToolCallStart {
                 id,
                 name,

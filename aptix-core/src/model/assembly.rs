@@ -242,6 +242,9 @@ impl TurnAssembler {
             ModelEvent::ServerBlock(block) => self
                 .count(CALL_OVERHEAD + block.to_string().len())
                 .map(|()| self.server_blocks.push(block)),
+            // Shown only; what goes back is in its `ServerBlock`s. Counted,
+            // so a stream of them is bounded like any other.
+            ModelEvent::Hosted(hosted) => self.count(CALL_OVERHEAD + hosted_bytes(&hosted)),
             ModelEvent::Finish { reason, usage } => {
                 self.finish = Some((reason, usage));
                 Ok(())
@@ -277,6 +280,30 @@ impl TurnAssembler {
                 self.count(CALL_OVERHEAD + data.len())?;
                 self.thinking.push(ThinkingBlock::RedactedThinking { data });
                 self.open_thinking.insert(index, self.thinking.len() - 1);
+                return Ok(());
+            }
+            ThinkingDelta::Block { index, block } => {
+                self.count(CALL_OVERHEAD + block_bytes(&block))?;
+                self.thinking.push(block);
+                self.open_thinking.insert(index, self.thinking.len() - 1);
+                return Ok(());
+            }
+            // Shown, not kept: its block comes whole later. Counted all the
+            // same, so that an endless preview is bounded.
+            ThinkingDelta::Preview { text } => return self.count(text.len()),
+            ThinkingDelta::Reasoning { index, text } => {
+                let open = self.open_thinking.get(&index).copied().filter(|&position| {
+                    matches!(self.thinking[position], ThinkingBlock::Reasoning { .. })
+                });
+                let overhead = if open.is_some() { 0 } else { CALL_OVERHEAD };
+                self.count(overhead + text.len())?;
+                match open.map(|position| &mut self.thinking[position]) {
+                    Some(ThinkingBlock::Reasoning { text: held }) => held.push_str(&text),
+                    _ => {
+                        self.thinking.push(ThinkingBlock::Reasoning { text });
+                        self.open_thinking.insert(index, self.thinking.len() - 1);
+                    }
+                }
                 return Ok(());
             }
             ThinkingDelta::Text { index, text } => (index, text, false),
@@ -446,6 +473,34 @@ impl TurnAssembler {
             finish_reason,
             usage,
         })
+    }
+}
+
+/// What a whole block holds, for [`TurnLimits::turn_bytes`].
+fn block_bytes(block: &ThinkingBlock) -> usize {
+    match block {
+        ThinkingBlock::Thinking {
+            thinking,
+            signature,
+        } => thinking.len() + signature.len(),
+        ThinkingBlock::RedactedThinking { data } => data.len(),
+        ThinkingBlock::Reasoning { text } => text.len(),
+        ThinkingBlock::OpenaiReasoning { item } => item.to_string().len(),
+        ThinkingBlock::Gemini { part, tool_call_id } => {
+            part.to_string().len() + tool_call_id.as_ref().map_or(0, String::len)
+        }
+    }
+}
+
+/// What a hosted tool's event holds, for [`TurnLimits::turn_bytes`].
+fn hosted_bytes(hosted: &super::HostedToolEvent) -> usize {
+    match hosted {
+        super::HostedToolEvent::Called { id, name, input } => {
+            id.len() + name.len() + input.to_string().len()
+        }
+        super::HostedToolEvent::Finished {
+            id, name, output, ..
+        } => id.len() + name.len() + output.to_string().len(),
     }
 }
 
@@ -669,5 +724,49 @@ mod tests {
             ModelEvent::TextDelta("late".into()),
         ]);
         assert!(matches!(result, Err(ModelError::Protocol(_))));
+    }
+
+    #[test]
+    fn reasoning_text_and_whole_blocks_are_kept_in_order_and_previews_are_not()
+    -> Result<(), ModelError> {
+        let mut assembler = TurnAssembler::new();
+        for event in [
+            thinking(ThinkingDelta::Reasoning {
+                index: 0,
+                text: "Let me ".into(),
+            }),
+            thinking(ThinkingDelta::Reasoning {
+                index: 0,
+                text: "think.".into(),
+            }),
+            thinking(ThinkingDelta::Preview {
+                text: "shown only".into(),
+            }),
+            thinking(ThinkingDelta::Block {
+                index: 1,
+                block: ThinkingBlock::OpenaiReasoning {
+                    item: serde_json::json!({ "type": "reasoning", "id": "rs_1" }),
+                },
+            }),
+            ModelEvent::Finish {
+                reason: FinishReason::Stop,
+                usage: None,
+            },
+        ] {
+            assembler.push(event)?;
+        }
+        let turn = assembler.finish()?;
+        assert_eq!(
+            turn.thinking,
+            [
+                ThinkingBlock::Reasoning {
+                    text: "Let me think.".into()
+                },
+                ThinkingBlock::OpenaiReasoning {
+                    item: serde_json::json!({ "type": "reasoning", "id": "rs_1" }),
+                },
+            ]
+        );
+        Ok(())
     }
 }

@@ -9,14 +9,18 @@
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
 pub(crate) mod assembly;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod attachments;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "gemini")]
+pub mod gemini;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub(crate) mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
+#[cfg(feature = "openai")]
+pub mod responses;
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub use http::{ERROR_BODY_LIMIT, HttpPolicy};
 
 /// What an adapter of one's own builds on: the tool-call assembler every
@@ -67,6 +71,63 @@ pub enum ThinkingDelta {
         /// The encrypted thinking.
         data: String,
     },
+    /// More reasoning text from an OpenAI-compatible server; opens a
+    /// [`ThinkingBlock::Reasoning`] at `index` if none is open there.
+    Reasoning {
+        /// Which block of the turn this belongs to.
+        index: usize,
+        /// The next piece of the text.
+        text: String,
+    },
+    /// Reasoning text to show while it streams, whose block arrives whole
+    /// later in a [`ThinkingDelta::Block`] (a Responses reasoning summary, a
+    /// Gemini thought): shown as
+    /// [`AgentEvent::ReasoningDelta`](crate::agent::AgentEvent::ReasoningDelta),
+    /// never kept.
+    Preview {
+        /// The next piece of the text.
+        text: String,
+    },
+    /// A whole block, as the provider sent it (a Responses reasoning item,
+    /// a Gemini part with a thought signature), kept at `index` in the
+    /// turn's order of blocks.
+    Block {
+        /// Which block of the turn this is.
+        index: usize,
+        /// The block.
+        block: ThinkingBlock,
+    },
+}
+
+/// A tool the provider ran itself during a turn (a hosted web search, code
+/// execution), for whoever shows the run: the agent reports it as
+/// [`AgentEvent::ToolCallStart`](crate::agent::AgentEvent::ToolCallStart) and
+/// [`AgentEvent::ToolCallResult`](crate::agent::AgentEvent::ToolCallResult)
+/// of an `executor = provider` tool. What goes back to the provider with
+/// the turn is its [`ModelEvent::ServerBlock`]s, not this.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostedToolEvent {
+    /// The model called the hosted tool.
+    Called {
+        /// The provider's id for the call.
+        id: String,
+        /// The tool's name, as the agent's catalog knows it.
+        name: String,
+        /// What the model asked for (the query, the code), as the provider
+        /// wrote it.
+        input: Value,
+    },
+    /// The provider's tool finished.
+    Finished {
+        /// The call's id, as in [`HostedToolEvent::Called`].
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// What it found or produced, as the provider wrote it.
+        output: Value,
+        /// Whether the provider reports it failed.
+        is_error: bool,
+    },
 }
 
 /// Which tools the model may or must call.
@@ -98,6 +159,10 @@ pub struct ToolSpec {
     pub parameters: Value,
     /// The dialect `parameters` is written in.
     pub dialect: Dialect,
+    /// Whether the provider runs it (`executor = provider`): an adapter
+    /// sends it in its provider's hosted-tool form (by name, see
+    /// [`ChatModel::hosts_tool`]) rather than as a function to call.
+    pub hosted: bool,
 }
 
 impl ToolSpec {
@@ -140,6 +205,7 @@ impl ToolSpec {
             description: definition.offered_description(),
             parameters,
             dialect,
+            hosted: definition.route().step == crate::meta::ServerStep::PassThrough,
         })
     }
 }
@@ -255,12 +321,34 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Tokens written.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache
+    /// (Anthropic's `cache_read_input_tokens`, OpenAI's `cached_tokens`,
+    /// Gemini's `cachedContentTokenCount`): billed at a fraction.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the provider's prompt cache
+    /// (Anthropic's `cache_creation_input_tokens`).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Tokens read and written, nothing from a cache.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
+    }
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
 }
 
@@ -291,6 +379,8 @@ pub enum ModelEvent {
     /// with its input, or a server tool's result), as the provider wrote
     /// it: kept with the turn and sent back to that provider only.
     ServerBlock(Value),
+    /// A tool the provider ran, for display; see [`HostedToolEvent`].
+    Hosted(HostedToolEvent),
     /// The end of the turn. Always the last event of a complete stream.
     Finish {
         /// Why the model stopped.

@@ -166,27 +166,98 @@ impl Message {
     }
 }
 
-/// One block of a model's extended thinking, kept as the provider sent it.
+/// One block of a model's reasoning, kept as the provider sent it, so that
+/// it can go back to that provider with the turn.
 ///
-/// Serialized exactly as Anthropic's content block (`{"type":"thinking",
-/// "thinking":…,"signature":…}` or `{"type":"redacted_thinking","data":…}`),
-/// which is also how it is stored with the conversation. The signature and
-/// the redacted data are opaque: they are only ever sent back.
+/// Reasoning models expect their reasoning handed back after a tool call:
+/// Anthropic rejects a tool-using turn whose thinking is missing or altered,
+/// the Responses API reasons on from its encrypted items, Gemini from its
+/// thought signatures, and DeepSeek-style servers from `reasoning_content`.
+/// Each provider's blocks are a variant of their own, tagged by `type` and
+/// stored with the conversation in that form; an adapter sends back only
+/// its own provider's kinds and leaves the others out, so a transcript
+/// moved to another provider stays valid. Signatures, encrypted content and
+/// redacted data are opaque: they are only ever sent back.
+///
+/// The Anthropic kinds are serialized exactly as Anthropic's content blocks
+/// (`{"type":"thinking","thinking":…,"signature":…}`,
+/// `{"type":"redacted_thinking","data":…}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ThinkingBlock {
-    /// Thinking the model shows.
+    /// Anthropic thinking the model shows.
     Thinking {
         /// The thinking text.
         thinking: String,
         /// The provider's signature over the text.
         signature: String,
     },
-    /// Thinking the provider encrypted.
+    /// Anthropic thinking the provider encrypted.
     RedactedThinking {
         /// The encrypted thinking.
         data: String,
     },
+    /// An OpenAI-compatible server's reasoning text (`reasoning_content`
+    /// from DeepSeek, vLLM and llama.cpp; `reasoning` from Ollama and
+    /// OpenRouter), sent back by the Chat Completions adapter only.
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+    },
+    /// A Responses API reasoning item exactly as it arrived (`id`,
+    /// `summary`, `encrypted_content`), sent back as an input item by the
+    /// Responses adapter only.
+    OpenaiReasoning {
+        /// The item.
+        item: serde_json::Value,
+    },
+    /// A Gemini part that carries thought or a thought signature, exactly
+    /// as it arrived (`{"text":…,"thought":true}`, or any part with a
+    /// `thoughtSignature`), sent back by the Gemini adapter only. A
+    /// signature that came on a function call is kept with its call's id in
+    /// `tool_call_id`, so it goes back on that call's part.
+    Gemini {
+        /// The part.
+        part: serde_json::Value,
+        /// The call whose part carried it, when it came on a function call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+    },
+}
+
+impl ThinkingBlock {
+    /// The reasoning text a person may be shown, if the block has any: the
+    /// thinking, the reasoning text, a Responses item's summary, a Gemini
+    /// thought. `None` for redacted or encrypted-only blocks.
+    pub fn shown_text(&self) -> Option<String> {
+        let text = match self {
+            ThinkingBlock::Thinking { thinking, .. } => thinking.clone(),
+            ThinkingBlock::Reasoning { text } => text.clone(),
+            ThinkingBlock::RedactedThinking { .. } => return None,
+            ThinkingBlock::OpenaiReasoning { item } => item
+                .get("summary")
+                .and_then(serde_json::Value::as_array)
+                .map(|parts| {
+                    parts
+                        .iter()
+                        .filter_map(|part| part.get("text").and_then(serde_json::Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join("\n\n")
+                })
+                .unwrap_or_default(),
+            ThinkingBlock::Gemini { part, .. } => {
+                if part.get("thought").and_then(serde_json::Value::as_bool) != Some(true) {
+                    return None;
+                }
+                part.get("text")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+        };
+        (!text.is_empty()).then_some(text)
+    }
 }
 
 /// A tool call as it stands in the transcript.
@@ -268,6 +339,48 @@ mod tests {
             })
         );
         assert_eq!(serde_json::from_value::<Message>(value)?, message);
+        Ok(())
+    }
+
+    #[test]
+    fn each_providers_reasoning_round_trips_in_its_own_form() -> Result<(), serde_json::Error> {
+        let blocks = vec![
+            ThinkingBlock::Reasoning {
+                text: "think".into(),
+            },
+            ThinkingBlock::OpenaiReasoning {
+                item: json!({ "type": "reasoning", "id": "rs_1", "summary": [{ "type": "summary_text", "text": "S" }], "encrypted_content": "gAAA" }),
+            },
+            ThinkingBlock::Gemini {
+                part: json!({ "text": "T", "thought": true }),
+                tool_call_id: None,
+            },
+            ThinkingBlock::Gemini {
+                part: json!({ "thoughtSignature": "c2ln" }),
+                tool_call_id: Some("call_1".into()),
+            },
+        ];
+        let value = serde_json::to_value(&blocks)?;
+        assert_eq!(
+            value,
+            json!([
+                { "type": "reasoning", "text": "think" },
+                { "type": "openai_reasoning", "item": { "type": "reasoning", "id": "rs_1", "summary": [{ "type": "summary_text", "text": "S" }], "encrypted_content": "gAAA" } },
+                { "type": "gemini", "part": { "text": "T", "thought": true } },
+                { "type": "gemini", "part": { "thoughtSignature": "c2ln" }, "tool_call_id": "call_1" },
+            ])
+        );
+        assert_eq!(serde_json::from_value::<Vec<ThinkingBlock>>(value)?, blocks);
+        let shown: Vec<_> = blocks.iter().map(ThinkingBlock::shown_text).collect();
+        assert_eq!(
+            shown,
+            [
+                Some("think".into()),
+                Some("S".into()),
+                Some("T".into()),
+                None
+            ]
+        );
         Ok(())
     }
 }

@@ -185,7 +185,7 @@ pub(super) fn messages(transcript: &[Message]) -> Vec<Value> {
                 // tool_use blocks. Then what its servers ran (a tool
                 // search and the tools it found, whose `tool_reference`s
                 // load them), before the calls of the tools found.
-                let mut blocks: Vec<Value> = thinking.iter().map(thinking_block).collect();
+                let mut blocks: Vec<Value> = thinking.iter().filter_map(thinking_block).collect();
                 blocks.extend(server_blocks.iter().cloned());
                 if !content.is_empty() {
                     blocks.push(json!({ "type": "text", "text": content }));
@@ -269,15 +269,19 @@ fn attachment_block(content: &Content) -> Value {
     }
 }
 
-fn thinking_block(block: &ThinkingBlock) -> Value {
+/// Anthropic's own blocks go back as they came; another provider's
+/// reasoning (a transcript moved between providers) is left out: Anthropic
+/// could not read it and rejects what it did not sign.
+fn thinking_block(block: &ThinkingBlock) -> Option<Value> {
     match block {
         ThinkingBlock::Thinking {
             thinking,
             signature,
-        } => json!({ "type": "thinking", "thinking": thinking, "signature": signature }),
+        } => Some(json!({ "type": "thinking", "thinking": thinking, "signature": signature })),
         ThinkingBlock::RedactedThinking { data } => {
-            json!({ "type": "redacted_thinking", "data": data })
+            Some(json!({ "type": "redacted_thinking", "data": data }))
         }
+        _ => None,
     }
 }
 

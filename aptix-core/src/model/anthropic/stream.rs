@@ -301,9 +301,11 @@ impl Decoder {
                     .as_deref()
                     .ok_or_else(|| protocol("message_stop before any stop_reason"))?;
                 let usage =
-                    (self.input_tokens.is_some() || self.output_tokens.is_some()).then(|| Usage {
-                        input_tokens: self.input_tokens.unwrap_or(0),
-                        output_tokens: self.output_tokens.unwrap_or(0),
+                    (self.input_tokens.is_some() || self.output_tokens.is_some()).then(|| {
+                        Usage::new(
+                            self.input_tokens.unwrap_or(0),
+                            self.output_tokens.unwrap_or(0),
+                        )
                     });
                 out.push_back(ModelEvent::Finish {
                     reason: finish_reason(reason),

@@ -144,10 +144,7 @@ fn cached_input_counts_as_read() {
         results[2],
         Ok(vec![ModelEvent::Finish {
             reason: FinishReason::Stop,
-            usage: Some(Usage {
-                input_tokens: 113,
-                output_tokens: 4
-            }),
+            usage: Some(Usage::new(113, 4)),
         }])
     );
 }

@@ -139,10 +139,10 @@ impl ChunkDecoder {
         }
         if let Some(usage) = chunk.get("usage").and_then(Value::as_object) {
             let tokens = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Some(Usage {
-                input_tokens: tokens("prompt_tokens"),
-                output_tokens: tokens("completion_tokens"),
-            });
+            self.usage = Some(Usage::new(
+                tokens("prompt_tokens"),
+                tokens("completion_tokens"),
+            ));
         }
         Step::more(events)
     }

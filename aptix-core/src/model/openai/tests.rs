@@ -126,10 +126,7 @@ fn text_then_finish_with_usage_at_done() {
             Ok(ModelEvent::TextDelta("Hi".into())),
             Ok(ModelEvent::Finish {
                 reason: FinishReason::Stop,
-                usage: Some(Usage {
-                    input_tokens: 3,
-                    output_tokens: 1
-                }),
+                usage: Some(Usage::new(3, 1)),
             }),
         ]
     );
@@ -244,6 +241,7 @@ fn assistant_content_is_never_null_and_tools_are_wrapped() {
             description: "d".into(),
             parameters: json!({"type":"object"}),
             dialect: model.dialect(),
+            hosted: false,
         }],
     ));
     assert_eq!(body["messages"][0]["content"], json!(""));
