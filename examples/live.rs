@@ -242,6 +242,11 @@ impl<'w> Renderer<'w> {
                 self.end_bar()?;
                 write!(self.out, "{text}")?;
             }
+            // The model's reasoning, dimmed: for people, never logged.
+            AgentEvent::ReasoningDelta(text) => {
+                self.end_bar()?;
+                write!(self.out, "\x1b[2m{text}\x1b[0m")?;
+            }
             AgentEvent::ToolCallOpened { name, kind, .. } => {
                 self.end_bar()?;
                 let kind = kind.as_ref().map_or("unknown tool".to_owned(), |kind| {

@@ -119,6 +119,16 @@ impl ScriptedTurn {
         self
     }
 
+    /// One model event, exactly as given: reasoning
+    /// ([`ModelEvent::ThinkingDelta`]), a tool the provider ran
+    /// ([`ModelEvent::Hosted`], [`ModelEvent::ServerBlock`]), or any shape an
+    /// adapter may send. A tool-call delta belongs in
+    /// [`ScriptedTurn::tool_call_delta`], which counts the turn's calls.
+    pub fn event(mut self, event: ModelEvent) -> Self {
+        self.events.push(Ok(event));
+        self
+    }
+
     /// Ends the turn with `reason` (by default: `ToolCalls` when the turn
     /// has calls, `Stop` otherwise).
     pub fn finish(mut self, reason: FinishReason) -> Self {

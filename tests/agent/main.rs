@@ -24,6 +24,7 @@ pub mod elicitation;
 pub mod hooks;
 pub mod hostile_composed;
 pub mod progressive;
+pub mod provider_events;
 pub mod redaction;
 pub mod retention;
 pub mod retries;

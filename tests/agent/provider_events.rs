@@ -1,0 +1,244 @@
+//! What a run shows of what the provider did on its own side: the model's
+//! reasoning as it streams (kept with the turn, never logged), and the
+//! tools the provider ran, as calls and results of `executor = provider`
+//! tools, their blocks kept for the provider.
+
+use std::sync::Arc;
+
+use aptix::model::{HostedToolEvent, ModelEvent, ThinkingDelta};
+use aptix::prelude::*;
+use aptix::transcript::{Message, ThinkingBlock};
+use aptix::{
+    Agent, AgentEvent, Conversation, Input, agent::ToolKind, meta::Approval, meta::ExecutorKind,
+};
+use aptix_testkit::{ScriptedModel, ScriptedTurn};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use crate::common::{Captured, capture_logs};
+
+/// Arguments of `hosted_search`, which the provider runs.
+#[agent_tool(name = "hosted_search", usage = "Call to search the web.", executor = provider)]
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WebSearch {
+    /// The query.
+    pub query: String,
+}
+
+/// Arguments of `recall`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Recall {
+    /// What to recall.
+    pub query: String,
+}
+
+/// Recalls something.
+#[agent_tool(name = "recall", usage = "Call to recall something.")]
+async fn recall(args: Recall) -> Result<String, ToolError> {
+    Ok(format!("found {}", args.query))
+}
+
+const SECRET_THOUGHT: &str = "the user's PIN is 4921";
+
+fn thinking(delta: ThinkingDelta) -> ModelEvent {
+    ModelEvent::ThinkingDelta(delta)
+}
+
+#[tokio::test]
+async fn reasoning_is_shown_as_it_streams_kept_with_the_turn_and_never_logged() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let _logs = capture_logs(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .event(thinking(ThinkingDelta::Text {
+                index: 0,
+                text: "First, ".into(),
+            }))
+            .event(thinking(ThinkingDelta::Text {
+                index: 0,
+                text: SECRET_THOUGHT.into(),
+            }))
+            .event(thinking(ThinkingDelta::Signature {
+                index: 0,
+                signature: "sig==".into(),
+            }))
+            .event(thinking(ThinkingDelta::Redacted {
+                index: 1,
+                data: "encrypted".into(),
+            }))
+            .event(thinking(ThinkingDelta::Reasoning {
+                index: 2,
+                text: "then look it up".into(),
+            }))
+            .tool_call("call_1", "recall", r#"{"query":"x"}"#),
+        ScriptedTurn::new()
+            .event(thinking(ThinkingDelta::Preview {
+                text: "a summary".into(),
+            }))
+            .event(thinking(ThinkingDelta::Block {
+                index: 0,
+                block: ThinkingBlock::OpenaiReasoning {
+                    item: json!({ "type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA" }),
+                },
+            }))
+            .text("Done."),
+    ]));
+    let agent = Agent::builder()
+        .shared_model(model.clone())
+        .catalog(
+            aptix::tools![RecallTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-reasoning");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Go.".into()))
+        .collect()
+        .await;
+    let shown: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ReasoningDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        ["First, ", SECRET_THOUGHT, "then look it up", "a summary"],
+        "every piece of reasoning with text is shown, in order; nothing of the redacted block"
+    );
+    let reasoned = events
+        .iter()
+        .position(|event| matches!(event, AgentEvent::ReasoningDelta(_)));
+    let called = events
+        .iter()
+        .position(|event| matches!(event, AgentEvent::ToolCallStart { .. }));
+    assert!(
+        reasoned < called,
+        "reasoning comes before the call it led to"
+    );
+
+    // Kept with the turn, in order, and sent with the next request.
+    let kept = vec![
+        ThinkingBlock::Thinking {
+            thinking: format!("First, {SECRET_THOUGHT}"),
+            signature: "sig==".into(),
+        },
+        ThinkingBlock::RedactedThinking {
+            data: "encrypted".into(),
+        },
+        ThinkingBlock::Reasoning {
+            text: "then look it up".into(),
+        },
+    ];
+    let Some(Message::Assistant { thinking, .. }) = conversation.messages.get(1) else {
+        panic!("the first turn is kept: {:?}", conversation.messages)
+    };
+    assert_eq!(thinking, &kept);
+    let requests = model.requests();
+    assert!(
+        requests[1].messages.iter().any(
+            |message| matches!(message, Message::Assistant { thinking, .. } if thinking == &kept)
+        ),
+        "the second request carries the first turn's reasoning"
+    );
+    let Some(Message::Assistant { thinking, .. }) = conversation.messages.last() else {
+        panic!("the last turn is kept")
+    };
+    assert_eq!(
+        thinking,
+        &[ThinkingBlock::OpenaiReasoning {
+            item: json!({ "type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA" }),
+        }],
+        "a whole block is kept, a preview is not"
+    );
+    let logs = captured.text();
+    assert!(!logs.is_empty(), "the run logged something");
+    assert!(
+        !logs.contains(SECRET_THOUGHT),
+        "reasoning never reaches the logs: {logs}"
+    );
+}
+
+const PROVIDER: Option<ToolKind> = Some(ToolKind {
+    executor: ExecutorKind::Provider,
+    approval: Approval::Auto,
+});
+
+#[tokio::test]
+async fn a_tool_the_provider_ran_is_shown_as_a_call_and_a_result_and_its_blocks_are_kept() {
+    let call_block = json!({ "type": "server_tool_use", "id": "srvtoolu_1", "name": "hosted_search", "input": { "query": "rust" } });
+    let result_block = json!({ "type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{ "type": "web_search_result", "url": "https://www.rust-lang.org" }] });
+    let model = Arc::new(
+        ScriptedModel::new([ScriptedTurn::new()
+            .event(ModelEvent::Hosted(HostedToolEvent::Called {
+                id: "srvtoolu_1".into(),
+                name: "hosted_search".into(),
+                input: json!({ "query": "rust" }),
+            }))
+            .event(ModelEvent::ServerBlock(call_block.clone()))
+            .event(ModelEvent::Hosted(HostedToolEvent::Finished {
+                id: "srvtoolu_1".into(),
+                name: "hosted_search".into(),
+                output: json!([{ "url": "https://www.rust-lang.org" }]),
+                is_error: false,
+            }))
+            .event(ModelEvent::ServerBlock(result_block.clone()))
+            .text("Rust's site is www.rust-lang.org.")])
+        .hosting(["hosted_search"]),
+    );
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(
+            aptix::Catalog::builder()
+                .tool::<WebSearch>()
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("a model that hosts web_search takes the tool: {e}"));
+    let mut conversation = Conversation::new("conv-hosted");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Find Rust's site.".into()))
+        .collect()
+        .await;
+    let start = events.iter().position(|event| {
+        matches!(event, AgentEvent::ToolCallStart { id, name, kind, arguments, .. }
+            if id == "srvtoolu_1" && name == "hosted_search" && *kind == PROVIDER
+                && *arguments == json!({ "query": "rust" }))
+    });
+    let result = events.iter().position(|event| {
+        matches!(event, AgentEvent::ToolCallResult { id, kind, envelope, .. }
+            if id == "srvtoolu_1" && *kind == PROVIDER
+                && *envelope == json!({ "ok": true, "result": [{ "url": "https://www.rust-lang.org" }] }))
+    });
+    assert!(
+        matches!((start, result), (Some(start), Some(result)) if start < result),
+        "the provider's call and its result are shown, in order: {events:?}"
+    );
+    let Some(Message::Assistant {
+        server_blocks,
+        tool_calls,
+        ..
+    }) = conversation.messages.last()
+    else {
+        panic!("the turn is kept")
+    };
+    assert_eq!(server_blocks, &[call_block, result_block]);
+    assert!(tool_calls.is_empty(), "nothing was dispatched here");
+    assert!(
+        !conversation
+            .messages
+            .iter()
+            .any(|message| matches!(message, Message::Tool { .. })),
+        "a provider's tool gets no result message from the agent"
+    );
+}
