@@ -140,6 +140,12 @@ impl ScriptedTurn {
         self
     }
 
+    /// Reports `usage` with the finish, cache counts and all.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
     /// Reports this usage with the finish.
     pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
         self.usage = Some(Usage::new(input_tokens, output_tokens));

@@ -234,11 +234,62 @@ async fn a_tool_the_provider_ran_is_shown_as_a_call_and_a_result_and_its_blocks_
     };
     assert_eq!(server_blocks, &[call_block, result_block]);
     assert!(tool_calls.is_empty(), "nothing was dispatched here");
+    let Some(AgentEvent::Done { summary, .. }) = events.last() else {
+        panic!("the run ends with Done")
+    };
+    assert_eq!(
+        summary
+            .tools
+            .get("hosted_search")
+            .map(|stats| (stats.calls, stats.failed)),
+        Some((1, 0)),
+        "the summary counts the provider's call with the agent's"
+    );
     assert!(
         !conversation
             .messages
             .iter()
             .any(|message| matches!(message, Message::Tool { .. })),
         "a provider's tool gets no result message from the agent"
+    );
+}
+
+#[tokio::test]
+async fn the_tokens_a_providers_cache_saved_are_summed_on_done() {
+    let cached = |read, written| aptix::model::Usage {
+        cache_read_tokens: read,
+        cache_write_tokens: written,
+        ..aptix::model::Usage::new(1_000, 10)
+    };
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("call_1", "recall", r#"{"query":"x"}"#)
+            .with_usage(cached(0, 900)),
+        ScriptedTurn::new().text("Done.").with_usage(cached(900, 0)),
+    ]));
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(
+            aptix::tools![RecallTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-cache");
+    let events: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Go.".into()))
+        .collect()
+        .await;
+    let Some(AgentEvent::Done { usage, .. }) = events.last() else {
+        panic!("the run ends with Done")
+    };
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens
+        ),
+        (2_000, 900, 900)
     );
 }

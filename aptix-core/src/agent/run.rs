@@ -108,7 +108,7 @@ impl Agent {
                 tally.last_offered =
                     Some((request.narrowed.clone(), request.chat.tool_choice.clone()));
                 let turn = match self
-                    .model_turn(&request, conversation, &scope, &mut tally.usage)
+                    .model_turn(&request, conversation, &scope, &mut tally)
                     .await
                 {
                     ControlFlow::Continue(turn) => turn,

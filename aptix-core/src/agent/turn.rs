@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use super::run::{Scope, StepRequest};
+use super::run::{Scope, StepRequest, Tally};
+use super::summary::{CallOutcome, RunSummary};
 use super::{Agent, AgentEvent, DoneReason, call_ids, composed};
 use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler};
-use crate::model::{ChatRequest, ModelError, Usage};
+use crate::model::{ChatRequest, HostedToolEvent, ModelError};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
 impl Agent {
@@ -28,7 +29,7 @@ impl Agent {
         request: &StepRequest,
         conversation: &mut Conversation,
         scope: &Scope,
-        usage: &mut Usage,
+        tally: &mut Tally,
     ) -> ControlFlow<DoneReason, AssembledTurn> {
         let inner = &*self.inner;
         let out = &scope.out;
@@ -40,7 +41,9 @@ impl Agent {
             tools_fingerprint = request.narrowed.as_ref().unwrap_or(catalog).fingerprint(),
         );
         let model_started = Instant::now();
-        let mut turn = self.stream_turn(&request.chat, &model_span, scope).await?;
+        let mut turn = self
+            .stream_turn(&request.chat, &model_span, scope, &mut tally.summary)
+            .await?;
         model_span.in_scope(|| {
             tracing::info!(
                 elapsed_ms = model_started.elapsed().as_millis() as u64,
@@ -50,7 +53,7 @@ impl Agent {
             )
         });
         if let Some(turn_usage) = turn.usage {
-            *usage += turn_usage;
+            tally.usage += turn_usage;
         }
         if inner.composed.is_some() {
             let number = conversation
@@ -82,9 +85,11 @@ impl Agent {
                         retry
                             .messages
                             .extend(composed::correction(&turn.text, &problem));
-                        turn = self.stream_turn(retry, &model_span, scope).await?;
+                        turn = self
+                            .stream_turn(retry, &model_span, scope, &mut tally.summary)
+                            .await?;
                         if let Some(turn_usage) = turn.usage {
-                            *usage += turn_usage;
+                            tally.usage += turn_usage;
                         }
                     }
                 }
@@ -142,6 +147,7 @@ impl Agent {
         request: &ChatRequest,
         model_span: &tracing::Span,
         scope: &Scope,
+        summary: &mut RunSummary,
     ) -> ControlFlow<DoneReason, AssembledTurn> {
         let inner = &*self.inner;
         let out = &scope.out;
@@ -153,6 +159,9 @@ impl Agent {
         // reuse an id): whether their arguments may be shown.
         let mut seen = Vec::new();
         let mut shown: Vec<bool> = Vec::new();
+        // The provider's own calls of this turn, by id, since they started:
+        // the summary counts them with the agent's.
+        let mut hosted = HostedCalls::default();
         loop {
             // Cancellation first, then the deadline, then the model.
             let next = tokio::select! {
@@ -187,6 +196,9 @@ impl Agent {
                     {
                         out.emit(AgentEvent::TextDelta(text.clone())).await;
                     }
+                    if let crate::model::ModelEvent::Hosted(event) = &event {
+                        hosted.saw(event, summary);
+                    }
                     if let Some(shown) = self.shown(&event) {
                         out.emit(shown).await;
                     }
@@ -218,6 +230,7 @@ impl Agent {
             }
         }
         drop(events);
+        hosted.unfinished(summary);
         match assembler.finish() {
             Ok(turn) => ControlFlow::Continue(turn),
             Err(error) => ControlFlow::Break(DoneReason::ModelError(error)),
@@ -297,6 +310,49 @@ impl Agent {
                 .copied()
                 .unwrap_or(false)
                 .then_some(AgentEvent::ToolCallDelta { id, text }),
+        }
+    }
+}
+
+/// The calls a provider ran during one turn, counted in the run's summary
+/// like the agent's own: each from its start to its result.
+#[derive(Default)]
+struct HostedCalls {
+    started: Vec<(String, String, Instant)>,
+}
+
+impl HostedCalls {
+    fn saw(&mut self, event: &HostedToolEvent, summary: &mut RunSummary) {
+        match event {
+            HostedToolEvent::Called { id, name, .. } => {
+                // Bounded like the turn: the assembler counts each event.
+                self.started
+                    .push((id.clone(), name.clone(), Instant::now()));
+            }
+            HostedToolEvent::Finished {
+                id, name, is_error, ..
+            } => {
+                let started = self
+                    .started
+                    .iter()
+                    .position(|(started, _, _)| started == id)
+                    .map(|at| self.started.swap_remove(at));
+                let took = started.map_or(Duration::ZERO, |(_, _, at)| at.elapsed());
+                let outcome = if *is_error {
+                    CallOutcome::Failed
+                } else {
+                    CallOutcome::Ok
+                };
+                summary.record_call(name, took, outcome);
+            }
+        }
+    }
+
+    /// Calls the provider started and never reported on: they happened,
+    /// and count, without an outcome of their own.
+    fn unfinished(self, summary: &mut RunSummary) {
+        for (_, name, at) in self.started {
+            summary.record_call(&name, at.elapsed(), CallOutcome::Ok);
         }
     }
 }
