@@ -16,6 +16,11 @@ use crate::model::{
     FinishReason, HostedToolEvent, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage,
 };
 
+/// The most bytes of a server block's streamed input held until the block
+/// stops. The assembler bounds the turn once the block arrives whole; this
+/// bounds it before, at the assembler's default turn size.
+pub(super) const SERVER_INPUT_BYTES: usize = 8 * 1024 * 1024;
+
 pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
 
 /// Where one model call's stream stands.
@@ -241,6 +246,11 @@ impl Decoder {
                             return Ok(());
                         }
                         if let Some((_, input)) = self.server_blocks.get_mut(&index) {
+                            if input.len().saturating_add(partial.len()) > SERVER_INPUT_BYTES {
+                                return Err(protocol(&format!(
+                                    "a server tool's input is over {SERVER_INPUT_BYTES} bytes"
+                                )));
+                            }
                             input.push_str(partial);
                             return Ok(());
                         }

@@ -444,3 +444,37 @@ fn only_anthropic_thinking_goes_back() {
         ])
     );
 }
+
+/// A server block's input is held until its block stops, out of the
+/// assembler's sight: a server that streams it without end is stopped at
+/// [`SERVER_INPUT_BYTES`](super::stream::SERVER_INPUT_BYTES), not held.
+#[test]
+fn a_server_blocks_endless_input_is_bounded() {
+    let mut decoder = Decoder::default();
+    let mut out = VecDeque::new();
+    let start = SseEvent {
+        event: "content_block_start".into(),
+        data: r#"{"index":0,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#.into(),
+    };
+    assert_eq!(decoder.decode(&start, &mut out), Ok(()));
+    let piece = "x".repeat(64 * 1024);
+    let delta = SseEvent {
+        event: "content_block_delta".into(),
+        data: json!({ "index": 0, "delta": { "type": "input_json_delta", "partial_json": piece } })
+            .to_string(),
+    };
+    let mut failed = None;
+    for sent in 0..(super::stream::SERVER_INPUT_BYTES / piece.len() + 2) {
+        if let Err(error) = decoder.decode(&delta, &mut out) {
+            failed = Some((sent, error));
+            break;
+        }
+    }
+    match failed {
+        Some((sent, ModelError::Protocol(message))) => {
+            assert_eq!(sent, super::stream::SERVER_INPUT_BYTES / piece.len());
+            assert!(message.contains("server tool's input"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

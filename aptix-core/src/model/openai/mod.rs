@@ -46,10 +46,10 @@
 //! A server that cannot stream tool calls (llama.cpp's server before it
 //! streamed them, llama-cpp-python's `chatml-function-calling` format,
 //! Ollama models without tool support, vLLM without
-//! `--enable-auto-tool-choice`) says so in one of two ways: an error status
-//! whose body speaks of tools (`Cannot use tools with stream`, `Automatic
-//! streaming tool choice is not supported`, `... does not support tools`),
-//! a stream that writes the call as text and ends without a
+//! `--enable-auto-tool-choice`) shows it in one of three ways: an error
+//! status whose body says tools are not supported there (`Cannot use tools
+//! with stream`, `Automatic streaming tool choice is not supported`, `...
+//! does not support tools`; a refused schema is not that), a stream that writes the call as text and ends without a
 //! `finish_reason`, or a stream that ends before its first chunk. Each ends
 //! the turn with an error that names the cause and the fix: offer the tools as one structured-output schema, with
 //! `AgentBuilder::call_mode(CallMode::Composed)`, or

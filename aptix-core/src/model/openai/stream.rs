@@ -23,19 +23,20 @@ const NATIVE_CALLS_FIX: &str = "offer the tools as one structured-output schema 
     (`OPENAI_NATIVE_TOOL_CALLS=false`) with `CallMode::Auto`";
 
 /// An error status answering a request that offered tools, whose body
-/// speaks of tools, is the server saying it cannot do tool calls here
-/// (llama.cpp's `Cannot use tools with stream`, llama-cpp-python's
-/// `Automatic streaming tool choice is not supported`, Ollama's `... does
-/// not support tools`, vLLM's `"auto" tool choice requires
-/// --enable-auto-tool-choice ...`): a [`ModelError::Config`] naming the
-/// cause and the fix. Any other error is passed on as it is.
+/// says tools or tool calls are not supported there (llama.cpp's `Cannot
+/// use tools with stream`, llama-cpp-python's `Automatic streaming tool
+/// choice is not supported`, Ollama's `... does not support tools`, vLLM's
+/// `"auto" tool choice requires --enable-auto-tool-choice ...`), is the
+/// server saying it cannot do tool calls here: a [`ModelError::Config`]
+/// naming the cause and the fix. Any other error is passed on as it is,
+/// a refused schema (`Invalid schema for function ...`) among them.
 pub(super) fn explain_refusal(error: ModelError, tools_offered: bool) -> ModelError {
     match error {
         ModelError::Http { status, body }
             if tools_offered
                 && (400..600).contains(&status)
                 && !matches!(status, 401 | 403 | 404 | 408 | 429)
-                && body.to_ascii_lowercase().contains("tool") =>
+                && refuses_tool_calls(&body) =>
         {
             ModelError::Config(format!(
                 "the server refused the tools of a streamed request ({status}: {}): it cannot \
@@ -351,6 +352,17 @@ impl ChunkDecoder {
             usage: self.usage.take(),
         }
     }
+}
+
+/// Whether an error body says the server does not do tool calls (as
+/// opposed to refusing one tool's schema).
+fn refuses_tool_calls(body: &str) -> bool {
+    let body = body.to_ascii_lowercase();
+    body.contains("tool")
+        && !body.contains("schema")
+        && ["stream", "not support", "unsupported", "tool choice", "tool_choice"]
+            .iter()
+            .any(|phrase| body.contains(phrase))
 }
 
 /// Whether the start of a turn's text looks like a tool call written out:

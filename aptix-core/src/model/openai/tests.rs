@@ -651,6 +651,8 @@ fn an_error_status_about_tools_after_a_tools_request_names_the_fix() {
         r#"{"error":{"code":500,"message":"Cannot use tools with stream","type":"server_error"}}"#,
         "Automatic streaming tool choice is not supported",
         r#"{"error":{"message":"registry.ollama.ai/library/gemma:2b does not support tools"}}"#,
+        r#"{"object":"error","message":"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set","type":"BadRequestError","code":400}"#,
+        "tools not supported",
     ] {
         let error = super::stream::explain_refusal(
             ModelError::Http {
@@ -670,6 +672,13 @@ fn an_error_status_about_tools_after_a_tools_request_names_the_fix() {
     // Not about tools, no tools offered, or a rate limit: as it was.
     for (status, body, offered) in [
         (500, "out of memory", true),
+        // A schema the server refused is not a server without tool calls.
+        (
+            400,
+            r#"{"error":{"message":"Invalid schema for function 'lookup': 'minLength' is not supported in strict mode.","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
+            true,
+        ),
+        (400, r#"{"error":{"message":"Invalid type for 'tools[0]'","param":"tools[0]"}}"#, true),
         (500, "tools not supported", false),
         (429, "too many tool requests", true),
     ] {
