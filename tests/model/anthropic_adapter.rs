@@ -1194,3 +1194,92 @@ async fn other_providers_reasoning_is_never_sent() -> TestResult {
     }
     Ok(())
 }
+
+/// The conformance suite's Anthropic wire against the real adapter: the
+/// turns it scripts run, and the requests the adapter sends read back into
+/// neutral form, with the reasoning token and the hosted tool's blocks
+/// where the suite will look for them.
+#[tokio::test]
+async fn the_conformance_wire_reads_what_the_adapter_sends() -> TestResult {
+    use aptix_testkit::conformance::{
+        AnthropicWire, ProviderWire, WireCall, WireHosted, WireMessage, WireReasoning, WireTurn,
+    };
+    let wire = AnthropicWire;
+    let server = MockAnthropicServer::start([
+        wire.turn(&WireTurn {
+            reasoning: Some(WireReasoning {
+                text: vec!["Search, then ask.".into()],
+                token: SIGNATURE.into(),
+            }),
+            hosted: Some(WireHosted {
+                id: "srvtoolu_9".into(),
+                input: json!({ "query": "Paris" }),
+                output: json!([{ "type": "web_search_result", "url": "https://example.com", "title": "P" }]),
+            }),
+            text: vec!["Checking.".into()],
+            calls: vec![WireCall {
+                id: "toolu_9".into(),
+                name: "get_weather".into(),
+                arguments: vec!["{\"city\":".into(), "\"Paris\"}".into()],
+            }],
+            cut_at_limit: false,
+            usage: (10, 5),
+        }),
+        wire.turn(&WireTurn {
+            text: vec!["Sunny.".into()],
+            usage: (20, 2),
+            ..WireTurn::default()
+        }),
+    ])
+    .await?;
+    let agent = aptix::Agent::builder()
+        .model(model_for(&server))
+        .catalog(aptix::tools![GetWeatherTool, WebSearch].build()?)
+        .max_iterations(4)
+        .build()?;
+    let mut conversation = aptix::Conversation::new("conformance");
+    let events: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(agent.run(
+        &mut conversation,
+        aptix::Input::User("Weather in Paris?".into()),
+    ))
+    .await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(aptix::AgentEvent::Done {
+                reason: aptix::DoneReason::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = wire.read_request(&requests[0].body)?;
+    assert_eq!(first.tools, ["get_weather"]);
+    assert_eq!(first.hosted_tools, [wire.hosted_tool().unwrap_or_default()]);
+    let second = wire.read_request(&requests[1].body)?;
+    assert_eq!(second.messages.len(), 3, "{:?}", second.messages);
+    assert_eq!(
+        second.messages[0],
+        WireMessage::User("Weather in Paris?".into())
+    );
+    assert_eq!(
+        second.messages[1],
+        WireMessage::Assistant {
+            text: "Checking.".into(),
+            calls: vec![(
+                "toolu_9".into(),
+                "get_weather".into(),
+                json!({ "city": "Paris" })
+            )],
+            reasoning: vec![SIGNATURE.into()],
+            hosted: true,
+        }
+    );
+    assert!(matches!(
+        &second.messages[2],
+        WireMessage::ToolResult { id, content } if id == "toolu_9" && content.contains("Sunny in Paris")
+    ));
+    Ok(())
+}
