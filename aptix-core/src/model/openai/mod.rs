@@ -107,7 +107,8 @@ pub struct OpenAiChat {
     strict: bool,
     structured_output: StructuredOutput,
     native_tools: bool,
-    reasoning_echo: ReasoningEcho,
+    /// `None`: the default rule, see [`OpenAiChat::reasoning_echo`].
+    reasoning_echo: Option<ReasoningEcho>,
     reasoning_field: ReasoningField,
     extra_body: Map<String, Value>,
     /// Built on first use (building one loads the TLS roots), then shared.
@@ -170,7 +171,9 @@ pub enum StructuredOutput {
 /// Conversation"). Its older `deepseek-reasoner`, which called no tools,
 /// refused `reasoning_content` in any input message: the default sends it
 /// exactly where DeepSeek requires it, which is also where Kimi's thinking
-/// models and llama.cpp's templates use it, and nowhere else.
+/// models and llama.cpp's templates use it, and nowhere else. OpenAI's own
+/// endpoint takes no reasoning field at all: there the default is
+/// [`ReasoningEcho::Never`] ([`OpenAiChat::reasoning_echo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ReasoningEcho {
@@ -218,7 +221,7 @@ impl OpenAiChat {
             strict: true,
             structured_output: StructuredOutput::JsonSchema,
             native_tools: true,
-            reasoning_echo: ReasoningEcho::default(),
+            reasoning_echo: None,
             reasoning_field: ReasoningField::default(),
             extra_body: Map::new(),
             client: OnceLock::new(),
@@ -350,10 +353,30 @@ impl OpenAiChat {
 
     /// Which past assistant messages carry their reasoning
     /// ([`ThinkingBlock::Reasoning`](crate::transcript::ThinkingBlock::Reasoning))
-    /// back; default [`ReasoningEcho::ToolTurns`], what DeepSeek requires.
+    /// back; default [`ReasoningEcho::ToolTurns`], what DeepSeek requires,
+    /// except on OpenAI's own endpoint (see [`OpenAiChat::reasoning_echo`]).
     pub fn with_reasoning_echo(mut self, echo: ReasoningEcho) -> Self {
-        self.reasoning_echo = echo;
+        self.reasoning_echo = Some(echo);
         self
+    }
+
+    /// Which past assistant messages carry their reasoning back: the one
+    /// set with [`OpenAiChat::with_reasoning_echo`], or by default
+    /// [`ReasoningEcho::ToolTurns`], except [`ReasoningEcho::Never`] on
+    /// OpenAI's own endpoint (`api.openai.com`), whose messages have no
+    /// such field and which refuses fields it does not know: a transcript
+    /// brought from a DeepSeek-style server must not break there.
+    pub fn reasoning_echo(&self) -> ReasoningEcho {
+        self.reasoning_echo.unwrap_or_else(|| {
+            let host = reqwest::Url::parse(&self.base_url)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned));
+            if host.as_deref() == Some("api.openai.com") {
+                ReasoningEcho::Never
+            } else {
+                ReasoningEcho::ToolTurns
+            }
+        })
     }
 
     /// The field reasoning goes back in; default

@@ -25,7 +25,7 @@ impl OpenAiChat {
             "messages".into(),
             Value::Array(messages_json(
                 &request.messages,
-                self.reasoning_echo,
+                self.reasoning_echo(),
                 self.reasoning_field,
             )),
         );

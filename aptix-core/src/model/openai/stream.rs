@@ -360,9 +360,15 @@ fn refuses_tool_calls(body: &str) -> bool {
     let body = body.to_ascii_lowercase();
     body.contains("tool")
         && !body.contains("schema")
-        && ["stream", "not support", "unsupported", "tool choice", "tool_choice"]
-            .iter()
-            .any(|phrase| body.contains(phrase))
+        && [
+            "stream",
+            "not support",
+            "unsupported",
+            "tool choice",
+            "tool_choice",
+        ]
+        .iter()
+        .any(|phrase| body.contains(phrase))
 }
 
 /// Whether the start of a turn's text looks like a tool call written out:

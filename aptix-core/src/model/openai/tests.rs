@@ -678,7 +678,11 @@ fn an_error_status_about_tools_after_a_tools_request_names_the_fix() {
             r#"{"error":{"message":"Invalid schema for function 'lookup': 'minLength' is not supported in strict mode.","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
             true,
         ),
-        (400, r#"{"error":{"message":"Invalid type for 'tools[0]'","param":"tools[0]"}}"#, true),
+        (
+            400,
+            r#"{"error":{"message":"Invalid type for 'tools[0]'","param":"tools[0]"}}"#,
+            true,
+        ),
         (500, "tools not supported", false),
         (429, "too many tool requests", true),
     ] {
@@ -691,4 +695,23 @@ fn an_error_status_about_tools_after_a_tools_request_names_the_fix() {
             error
         );
     }
+}
+
+/// OpenAI's own endpoint has no reasoning field in messages and refuses
+/// unknown ones: a transcript brought from a DeepSeek-style server sends
+/// none there unless asked, and does everywhere else.
+#[test]
+fn openai_itself_gets_no_reasoning_unless_asked() {
+    let request = request(two_user_turns(), Vec::new());
+    let on_openai = OpenAiChat::new("gpt-4o-mini").request_body(&request);
+    assert!(!on_openai.to_string().contains("reasoning_content"));
+    let asked = OpenAiChat::new("gpt-4o-mini")
+        .with_reasoning_echo(ReasoningEcho::ToolTurns)
+        .request_body(&request);
+    assert_eq!(asked["messages"][3]["reasoning_content"], "call it");
+    let deepseek = OpenAiChat::new("deepseek-chat")
+        .with_base_url("https://api.deepseek.com")
+        .request_body(&request);
+    assert_eq!(deepseek["messages"][3]["reasoning_content"], "call it");
+    assert_eq!(deepseek["messages"][1].get("reasoning_content"), None);
 }
