@@ -256,7 +256,8 @@ impl Anthropic {
     /// matches each tool's schema. Strict mode takes a subset of JSON
     /// Schema (every object `additionalProperties: false`; no numeric or
     /// string-length constraints): a tool whose schema is outside it is
-    /// refused by the API with a 400.
+    /// refused by the API with a 400. `strict` is a field of the generally
+    /// available tool type: no beta header is sent.
     pub fn with_strict(mut self, strict: bool) -> Self {
         self.strict = strict;
         self
