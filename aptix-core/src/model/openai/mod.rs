@@ -461,7 +461,7 @@ impl ChatModel for OpenAiChat {
             .and_then(|client| Ok((client, self.endpoint()?, self.headers()?)));
         let body = self.request_body(request);
         let policy = &self.policy;
-        let tools_offered = !request.tools.is_empty();
+        let tools_offered = request.tools.iter().any(|spec| !spec.hosted);
         let opened = async move {
             let (client, url, headers) = prepared?;
             tracing::debug!(

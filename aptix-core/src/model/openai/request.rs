@@ -31,8 +31,23 @@ impl OpenAiChat {
         );
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({ "include_usage": true }));
-        if !request.tools.is_empty() {
-            let tools: Vec<ChatTool<'_>> = request.tools.iter().map(ChatTool::from).collect();
+        // Chat Completions hosts no tool: a provider's tool offered as a
+        // function would be called and never run.
+        let tools: Vec<ChatTool<'_>> = request
+            .tools
+            .iter()
+            .filter(|spec| {
+                if spec.hosted {
+                    tracing::warn!(
+                        tool = %spec.name,
+                        "Chat Completions hosts no provider tool: left out of the request"
+                    );
+                }
+                !spec.hosted
+            })
+            .map(ChatTool::from)
+            .collect();
+        if !tools.is_empty() {
             // Plain structs of strings and JSON values: serializing them
             // cannot fail.
             body.insert("tools".into(), json!(tools));

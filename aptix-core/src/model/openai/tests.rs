@@ -715,3 +715,39 @@ fn openai_itself_gets_no_reasoning_unless_asked() {
     assert_eq!(deepseek["messages"][3]["reasoning_content"], "call it");
     assert_eq!(deepseek["messages"][1].get("reasoning_content"), None);
 }
+
+/// Chat Completions hosts no tool: an `executor = provider` tool in a
+/// request (an agent refuses to build with one; a request built by hand
+/// may hold one) is left out, never offered as a function nobody runs.
+#[test]
+fn a_provider_tool_is_never_offered_as_a_function() {
+    let spec = |name: &str, hosted: bool| ToolSpec {
+        name: name.into(),
+        description: "d".into(),
+        parameters: json!({ "type": "object", "properties": {} }),
+        dialect: crate::schema::Dialect::OpenAiCompatible,
+        hosted,
+    };
+    let model = OpenAiChat::new("m");
+    assert!(!model.hosts_tool("web_search"));
+    let body = model.request_body(&request(
+        vec![Message::user("q")],
+        vec![spec("web_search", true), spec("lookup", false)],
+    ));
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|tool| tool["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, ["lookup"]);
+    let only_hosted = model.request_body(&request(
+        vec![Message::user("q")],
+        vec![spec("web_search", true)],
+    ));
+    assert_eq!(only_hosted.get("tools"), None);
+    assert_eq!(only_hosted.get("tool_choice"), None);
+}
