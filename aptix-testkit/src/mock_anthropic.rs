@@ -62,6 +62,8 @@ pub struct AnthropicTurn {
     stop_reason: Option<String>,
     input_tokens: u64,
     output_tokens: u64,
+    cache_read: u64,
+    cache_write: u64,
     ping: bool,
 }
 
@@ -81,6 +83,8 @@ impl AnthropicTurn {
             stop_reason: None,
             input_tokens: 25,
             output_tokens: 1,
+            cache_read: 0,
+            cache_write: 0,
             ping: true,
         }
     }
@@ -166,6 +170,39 @@ impl AnthropicTurn {
         }))
     }
 
+    /// A web search's result block for the `server_tool_use` with id
+    /// `tool_use_id`: one `web_search_result` per `(url, title)`, as
+    /// Anthropic sends it whole in `content_block_start` (the encrypted
+    /// content a real one carries is a fixed placeholder here).
+    pub fn web_search_result(self, tool_use_id: &str, results: &[(&str, &str)]) -> Self {
+        let results: Vec<Value> = results
+            .iter()
+            .map(|(url, title)| {
+                serde_json::json!({
+                    "type": "web_search_result",
+                    "title": title,
+                    "url": url,
+                    "encrypted_content": "EqgfCioIARgBIiQ3YTAw",
+                    "page_age": null,
+                })
+            })
+            .collect();
+        self.server_result(serde_json::json!({
+            "type": "web_search_tool_result",
+            "tool_use_id": tool_use_id,
+            "content": results,
+        }))
+    }
+
+    /// The prompt cache's tokens in `message_start`'s usage:
+    /// `cache_read_input_tokens` and `cache_creation_input_tokens` (0
+    /// unless set).
+    pub fn cache_usage(mut self, read: u64, written: u64) -> Self {
+        self.cache_read = read;
+        self.cache_write = written;
+        self
+    }
+
     /// The `stop_reason` of `message_delta`. By default `tool_use` when the
     /// turn has a tool_use block, `end_turn` otherwise.
     pub fn stop(mut self, reason: &str) -> Self {
@@ -208,10 +245,12 @@ impl AnthropicTurn {
         let mut frames = vec![frame(
             "message_start",
             &format!(
-                r#"{{"type":"message_start","message":{{"id":{},"type":"message","role":"assistant","model":{},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{{"input_tokens":{},"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}}}}"#,
+                r#"{{"type":"message_start","message":{{"id":{},"type":"message","role":"assistant","model":{},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{{"input_tokens":{},"cache_creation_input_tokens":{},"cache_read_input_tokens":{},"output_tokens":1}}}}}}"#,
                 string(&self.id),
                 string(&self.model),
                 self.input_tokens,
+                self.cache_write,
+                self.cache_read,
             ),
         )];
         for (index, block) in self.blocks.iter().enumerate() {

@@ -34,6 +34,7 @@ const CREATED: u64 = 1_700_000_000;
 #[derive(Debug, Clone)]
 enum Item {
     Text(String),
+    Reasoning(String),
     Call {
         id: String,
         name: String,
@@ -56,6 +57,7 @@ pub struct OpenAiTurn {
     finish: Option<String>,
     send_finish: bool,
     usage: Option<(u64, u64)>,
+    cached_tokens: u64,
     error: Option<String>,
     done: bool,
     ascii: bool,
@@ -71,6 +73,7 @@ impl Default for OpenAiTurn {
             finish: None,
             send_finish: true,
             usage: None,
+            cached_tokens: 0,
             error: None,
             done: true,
             ascii: false,
@@ -101,6 +104,19 @@ impl OpenAiTurn {
     /// More text, in one chunk.
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
         self.items.push(Item::Text(text.into()));
+        self
+    }
+
+    /// Reasoning in `pieces`, one chunk each, as DeepSeek, vLLM and
+    /// llama.cpp stream it: `{"content":null,"reasoning_content":"…"}`
+    /// deltas, in order with the text and calls (reasoning comes first in
+    /// a real turn).
+    pub fn reasoning(mut self, pieces: &[&str]) -> Self {
+        self.items.extend(
+            pieces
+                .iter()
+                .map(|piece| Item::Reasoning((*piece).to_owned())),
+        );
         self
     }
 
@@ -151,6 +167,13 @@ impl OpenAiTurn {
         self
     }
 
+    /// Of the usage chunk's `prompt_tokens`, those read from the prompt
+    /// cache (`prompt_tokens_details.cached_tokens`; 0 unless set).
+    pub fn cached_tokens(mut self, cached: u64) -> Self {
+        self.cached_tokens = cached;
+        self
+    }
+
     /// Ends the stream with an `{"error": {...}}` chunk after the text and
     /// calls, as OpenAI does when it fails mid-answer: no finish, no usage,
     /// no `[DONE]`.
@@ -189,6 +212,13 @@ impl OpenAiTurn {
             match &self.items[position] {
                 Item::Text(text) => {
                     deltas.push(format!("{{\"content\":{}}}", self.string(text)));
+                    position += 1;
+                }
+                Item::Reasoning(text) => {
+                    deltas.push(format!(
+                        "{{\"content\":null,\"reasoning_content\":{}}}",
+                        self.string(text)
+                    ));
                     position += 1;
                 }
                 Item::Data(payload) => {
@@ -287,10 +317,11 @@ impl OpenAiTurn {
             }
             if let Some((prompt, completion)) = self.usage {
                 chunks.push(format!(
-                    "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{CREATED},\"model\":{},\"system_fingerprint\":\"fp_aptix\",\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":0,\"audio_tokens\":0}},\"completion_tokens_details\":{{\"reasoning_tokens\":0,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}}}}",
+                    "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{CREATED},\"model\":{},\"system_fingerprint\":\"fp_aptix\",\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{},\"audio_tokens\":0}},\"completion_tokens_details\":{{\"reasoning_tokens\":0,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}}}}",
                     self.string(&self.id),
                     self.string(&self.model),
-                    prompt + completion
+                    prompt + completion,
+                    self.cached_tokens
                 ));
             }
             if self.done {
@@ -531,6 +562,33 @@ mod tests {
         assert_eq!(chunks[5]["choices"][0]["finish_reason"], "tool_calls");
         assert!(events.concat().contains("\\u00e9"));
         assert!(events.concat().is_ascii());
+    }
+
+    #[test]
+    fn reasoning_streams_as_reasoning_content_and_cached_tokens_in_the_usage() {
+        let events = OpenAiTurn::new()
+            .reasoning(&["Think", "ing."])
+            .with_text("Hi")
+            .usage(10, 2)
+            .cached_tokens(8)
+            .sse_events();
+        let data: Vec<serde_json::Value> = events
+            .iter()
+            .filter_map(|event| event.strip_prefix("data: "))
+            .filter(|data| !data.starts_with("[DONE]"))
+            .map(|data| serde_json::from_str(data.trim_end()).unwrap_or_default())
+            .collect();
+        assert_eq!(data[0]["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(
+            data[1]["choices"][0]["delta"],
+            serde_json::json!({ "content": null, "reasoning_content": "Think" })
+        );
+        assert_eq!(data[2]["choices"][0]["delta"]["reasoning_content"], "ing.");
+        assert_eq!(data[3]["choices"][0]["delta"]["content"], "Hi");
+        assert_eq!(
+            data[5]["usage"]["prompt_tokens_details"]["cached_tokens"],
+            8
+        );
     }
 
     #[test]

@@ -982,3 +982,304 @@ async fn thinking_turned_on_is_asked_for_and_its_blocks_go_back() -> TestResult 
     }
     Ok(())
 }
+
+/// Anthropic's web search, run by its servers.
+#[aptix::prelude::agent_tool(
+    name = "web_search",
+    usage = "Call to search the web for current facts.",
+    executor = provider
+)]
+#[derive(Debug, aptix::prelude::Deserialize, aptix::prelude::JsonSchema)]
+pub struct WebSearch {
+    /// The query.
+    pub query: String,
+}
+
+/// An agent with the provider's `web_search` and the weather tool builds
+/// on Anthropic and runs: the request offers the search in its server-tool
+/// form (never as a custom tool, bytes asserted), the search is shown as a
+/// call and a result of `web_search`, and its blocks go back with the turn,
+/// before the call they led to. With strict tools and prompt caching on,
+/// the custom tool is strict, the breakpoints are where the guide says,
+/// and the cache's tokens reach the run's usage.
+#[tokio::test]
+async fn a_provider_web_search_builds_runs_and_its_blocks_go_back() -> TestResult {
+    let server = MockAnthropicServer::start([
+        AnthropicTurn::new()
+            .server_tool_use(
+                "srvtoolu_1",
+                "web_search",
+                &["{\"query\":", "\"Paris weather\"}"],
+            )
+            .web_search_result("srvtoolu_1", &[("https://example.com/paris", "Paris")])
+            .text("Let me check the tool too.")
+            .tool_use("toolu_w", "get_weather", &["{\"city\":\"Paris\"}"])
+            .cache_usage(0, 1200)
+            .into_response(),
+        AnthropicTurn::new()
+            .text("Sunny.")
+            .cache_usage(1200, 40)
+            .into_response(),
+    ])
+    .await?;
+    let model = model_for(&server).with_strict(true).with_prompt_cache(true);
+    assert!(model.hosts_tool("web_search"));
+    let agent = aptix::Agent::builder()
+        .model(model)
+        .catalog(aptix::tools![GetWeatherTool, WebSearch].build()?)
+        .max_iterations(4)
+        .build()?;
+    let mut conversation = aptix::Conversation::new("hosted");
+    conversation.messages.push(Message::system("Be brief."));
+    let events: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(agent.run(
+        &mut conversation,
+        aptix::Input::User("Weather in Paris?".into()),
+    ))
+    .await;
+    match events.last() {
+        Some(aptix::AgentEvent::Done { reason, usage, .. }) => {
+            assert!(matches!(reason, aptix::DoneReason::Completed), "{events:?}");
+            assert_eq!(usage.cache_write_tokens, 1240);
+            assert_eq!(usage.cache_read_tokens, 1200);
+        }
+        other => panic!("{other:?}"),
+    }
+    let started = events.iter().find_map(|event| match event {
+        aptix::AgentEvent::ToolCallStart {
+            id,
+            name,
+            arguments,
+            ..
+        } if name == "web_search" => Some((id.clone(), arguments.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        started,
+        Some(("srvtoolu_1".to_owned(), json!({ "query": "Paris weather" })))
+    );
+    let finished = events.iter().find_map(|event| match event {
+        aptix::AgentEvent::ToolCallResult {
+            id, name, envelope, ..
+        } if name == "web_search" => Some((id.clone(), envelope.clone())),
+        _ => None,
+    });
+    let Some((id, envelope)) = finished else {
+        panic!("no web_search result in {events:?}");
+    };
+    assert_eq!(id, "srvtoolu_1");
+    assert_eq!(envelope["ok"], true);
+    assert_eq!(envelope["result"][0]["url"], "https://example.com/paris");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        // The hosted form, last of the tools with the breakpoint; the
+        // custom tool strict; no custom tool named web_search.
+        // serde_json writes members in key order.
+        assert!(
+            request.raw_body.contains(
+                r#"{"cache_control":{"type":"ephemeral"},"name":"web_search","type":"web_search_20250305"}]"#
+            ),
+            "{}",
+            request.raw_body
+        );
+        assert!(
+            request
+                .raw_body
+                .contains(r#""name":"get_weather","strict":true}"#),
+            "{}",
+            request.raw_body
+        );
+        let tools = request.body["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(tools.len(), 2, "{tools:?}");
+        let custom: Vec<&Value> = tools
+            .iter()
+            .filter(|tool| tool.get("input_schema").is_some())
+            .collect();
+        assert_eq!(custom.len(), 1);
+        assert_eq!(custom[0]["name"], "get_weather");
+        assert_eq!(custom[0]["strict"], true);
+        assert_eq!(tools[1]["cache_control"], json!({ "type": "ephemeral" }));
+        assert_eq!(
+            request.body["system"],
+            json!([{ "type": "text", "text": "Be brief.", "cache_control": { "type": "ephemeral" } }])
+        );
+        let messages = request.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last_block = messages
+            .last()
+            .and_then(|message| message["content"].as_array())
+            .and_then(|blocks| blocks.last())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(last_block["cache_control"], json!({ "type": "ephemeral" }));
+    }
+    let content = &requests[1].body["messages"][1]["content"];
+    assert_eq!(
+        content[0],
+        json!({
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": { "query": "Paris weather" },
+        })
+    );
+    assert_eq!(content[1]["type"], "web_search_tool_result");
+    assert_eq!(content[1]["tool_use_id"], "srvtoolu_1");
+    assert_eq!(
+        content[1]["content"][0]["encrypted_content"],
+        "EqgfCioIARgBIiQ3YTAw"
+    );
+    assert_eq!(
+        content[2],
+        json!({ "type": "text", "text": "Let me check the tool too." })
+    );
+    assert_eq!(content[3]["type"], "tool_use");
+    Ok(())
+}
+
+/// A transcript moved from other providers: only Anthropic's own thinking
+/// goes back, whatever else the assistant turn holds.
+#[tokio::test]
+async fn other_providers_reasoning_is_never_sent() -> TestResult {
+    let server =
+        MockAnthropicServer::start([AnthropicTurn::new().text("Fine.").into_response()]).await?;
+    let model = model_for(&server);
+    let assistant = Message::Assistant {
+        content: "Earlier.".into(),
+        tool_calls: Vec::new(),
+        thinking: vec![
+            ThinkingBlock::Reasoning {
+                text: "deepseek's".into(),
+            },
+            ThinkingBlock::OpenaiReasoning {
+                item: json!({ "type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA" }),
+            },
+            ThinkingBlock::Gemini {
+                part: json!({ "text": "gemini's", "thought": true }),
+                tool_call_id: None,
+            },
+            ThinkingBlock::Thinking {
+                thinking: "claude's".into(),
+                signature: SIGNATURE.into(),
+            },
+        ],
+        server_blocks: Vec::new(),
+        runnable: None,
+    };
+    let items = collect(
+        &model,
+        &request(
+            vec![Message::user("Hi"), assistant, Message::user("And now?")],
+            Vec::new(),
+        ),
+    )
+    .await;
+    assert!(matches!(items.last(), Some(Ok(ModelEvent::Finish { .. }))));
+    let requests = server.requests();
+    assert!(
+        requests[0].raw_body.contains(&format!(
+            r#""content":[{{"signature":"{SIGNATURE}","thinking":"claude's","type":"thinking"}},{{"text":"Earlier.","type":"text"}}]"#
+        )),
+        "{}",
+        requests[0].raw_body
+    );
+    for foreign in ["deepseek's", "rs_1", "gemini's"] {
+        assert!(!requests[0].raw_body.contains(foreign), "{foreign}");
+    }
+    Ok(())
+}
+
+/// The conformance suite's Anthropic wire against the real adapter: the
+/// turns it scripts run, and the requests the adapter sends read back into
+/// neutral form, with the reasoning token and the hosted tool's blocks
+/// where the suite will look for them.
+#[tokio::test]
+async fn the_conformance_wire_reads_what_the_adapter_sends() -> TestResult {
+    use aptix_testkit::conformance::{
+        AnthropicWire, ProviderWire, WireCall, WireHosted, WireMessage, WireReasoning, WireTurn,
+    };
+    let wire = AnthropicWire;
+    let server = MockAnthropicServer::start([
+        wire.turn(&WireTurn {
+            reasoning: Some(WireReasoning {
+                text: vec!["Search, then ask.".into()],
+                token: SIGNATURE.into(),
+            }),
+            hosted: Some(WireHosted {
+                id: "srvtoolu_9".into(),
+                input: json!({ "query": "Paris" }),
+                output: json!([{ "type": "web_search_result", "url": "https://example.com", "title": "P" }]),
+            }),
+            text: vec!["Checking.".into()],
+            calls: vec![WireCall {
+                id: "toolu_9".into(),
+                name: "get_weather".into(),
+                arguments: vec!["{\"city\":".into(), "\"Paris\"}".into()],
+            }],
+            cut_at_limit: false,
+            usage: (10, 5),
+        }),
+        wire.turn(&WireTurn {
+            text: vec!["Sunny.".into()],
+            usage: (20, 2),
+            ..WireTurn::default()
+        }),
+    ])
+    .await?;
+    let agent = aptix::Agent::builder()
+        .model(model_for(&server))
+        .catalog(aptix::tools![GetWeatherTool, WebSearch].build()?)
+        .max_iterations(4)
+        .build()?;
+    let mut conversation = aptix::Conversation::new("conformance");
+    let events: Vec<aptix::AgentEvent> = futures_util::StreamExt::collect(agent.run(
+        &mut conversation,
+        aptix::Input::User("Weather in Paris?".into()),
+    ))
+    .await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(aptix::AgentEvent::Done {
+                reason: aptix::DoneReason::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = wire.read_request(&requests[0].body)?;
+    assert_eq!(first.tools, ["get_weather"]);
+    assert_eq!(first.hosted_tools, [wire.hosted_tool().unwrap_or_default()]);
+    let second = wire.read_request(&requests[1].body)?;
+    assert_eq!(second.messages.len(), 3, "{:?}", second.messages);
+    assert_eq!(
+        second.messages[0],
+        WireMessage::User("Weather in Paris?".into())
+    );
+    assert_eq!(
+        second.messages[1],
+        WireMessage::Assistant {
+            text: "Checking.".into(),
+            calls: vec![(
+                "toolu_9".into(),
+                "get_weather".into(),
+                json!({ "city": "Paris" })
+            )],
+            reasoning: vec![SIGNATURE.into()],
+            hosted: true,
+        }
+    );
+    assert!(matches!(
+        &second.messages[2],
+        WireMessage::ToolResult { id, content } if id == "toolu_9" && content.contains("Sunny in Paris")
+    ));
+    Ok(())
+}

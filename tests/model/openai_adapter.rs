@@ -1000,3 +1000,224 @@ fn a_model_without_strict_mode_reports_the_openai_compatible_dialect() {
         Dialect::OpenAiStrict
     );
 }
+
+/// An agent on `model` with the weather tool.
+fn weather_agent(model: OpenAiChat) -> Result<aptix::Agent, Box<dyn Error>> {
+    Ok(aptix::Agent::builder()
+        .model(model)
+        .catalog(aptix::tools![LookupWeatherTool].build()?)
+        .max_iterations(4)
+        .build()?)
+}
+
+async fn run(
+    agent: &aptix::Agent,
+    conversation: &mut aptix::Conversation,
+    input: &str,
+) -> Vec<aptix::AgentEvent> {
+    futures_util::StreamExt::collect(agent.run(conversation, aptix::Input::User(input.into())))
+        .await
+}
+
+/// A DeepSeek-style server: reasoning streams as `reasoning_content`, is
+/// shown as it streams, kept with the turn, and goes back on the
+/// assistant message that called the tool, byte for byte, in the next
+/// request; the cached prompt tokens reach the run's usage.
+#[tokio::test]
+async fn reasoning_content_is_shown_kept_and_sent_back_after_a_tool_call() -> TestResult {
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::new()
+            .reasoning(&["The user wants ", "the \"weather\" — ask."])
+            .tool_call("call_1", "lookup_weather", &["{\"city\":\"Paris\"}"])
+            .usage(30, 9)
+            .cached_tokens(16)
+            .into_response(),
+        OpenAiTurn::new()
+            .reasoning(&["It is sunny."])
+            .with_text("Sunny in Paris.")
+            .usage(50, 4)
+            .cached_tokens(30)
+            .into_response(),
+        OpenAiTurn::text("Hello again.")
+            .usage(60, 3)
+            .into_response(),
+    ])
+    .await?;
+    let agent = weather_agent(model_for(&server).with_strict(false))?;
+    let mut conversation = aptix::Conversation::new("reasoning");
+    let events = run(&agent, &mut conversation, "Weather in Paris?").await;
+    let shown: String = events
+        .iter()
+        .filter_map(|event| match event {
+            aptix::AgentEvent::ReasoningDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, "The user wants the \"weather\" — ask.It is sunny.");
+    match events.last() {
+        Some(aptix::AgentEvent::Done { reason, usage, .. }) => {
+            assert!(matches!(reason, aptix::DoneReason::Completed), "{reason:?}");
+            assert_eq!(usage.cache_read_tokens, 46);
+            assert_eq!(usage.input_tokens, 80);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A second user turn: the first turn's reasoning still goes back
+    // (DeepSeek requires it in every later request).
+    let _ = run(&agent, &mut conversation, "Thanks!").await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        // serde_json writes members in key order.
+        requests[1].raw_body.contains(concat!(
+            r#"{"content":"","reasoning_content":"The user wants the \"weather\" — ask.","role":"assistant","#,
+            r#""tool_calls":[{"function":{"arguments":"{\"city\":\"Paris\"}","name":"lookup_weather"},"id":"call_1","type":"function"}]}"#
+        )),
+        "{}",
+        requests[1].raw_body
+    );
+    let third = &requests[2].body["messages"];
+    assert_eq!(
+        third[1]["reasoning_content"],
+        "The user wants the \"weather\" — ask."
+    );
+    assert_eq!(third[3]["content"], "Sunny in Paris.");
+    assert_eq!(third[3]["reasoning_content"], "It is sunny.");
+    assert_eq!(third[4], json!({ "role": "user", "content": "Thanks!" }));
+    Ok(())
+}
+
+/// Ollama's field name, asked for with `with_reasoning_field`.
+#[tokio::test]
+async fn reasoning_goes_back_in_the_field_the_server_reads() -> TestResult {
+    use aptix_core::model::openai::{ReasoningEcho, ReasoningField};
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::new()
+            .raw_data(r#"{"id":"x","object":"chat.completion.chunk","created":1,"model":"qwen3","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":"Hmm."},"finish_reason":null}]}"#)
+            .with_text("Hi.")
+            .into_response(),
+        OpenAiTurn::text("Again.").into_response(),
+    ])
+    .await?;
+    let agent = weather_agent(
+        model_for(&server)
+            .with_strict(false)
+            .with_reasoning_field(ReasoningField::Reasoning)
+            .with_reasoning_echo(ReasoningEcho::Always),
+    )?;
+    let mut conversation = aptix::Conversation::new("ollama");
+    let _ = run(&agent, &mut conversation, "Hi").await;
+    let _ = run(&agent, &mut conversation, "Once more").await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]
+            .raw_body
+            .contains(r#"{"content":"Hi.","reasoning":"Hmm.","role":"assistant"}"#),
+        "{}",
+        requests[1].raw_body
+    );
+    Ok(())
+}
+
+/// A server that cannot stream tool calls writes the call as text and
+/// ends with `[DONE]` and no finish_reason: the run ends with an error
+/// that names the cause and the fix, not with the text as an answer.
+#[tokio::test]
+async fn a_server_that_writes_the_call_as_text_ends_the_run_naming_the_fix() -> TestResult {
+    let server = MockOpenAiServer::start([OpenAiTurn::text_pieces(&[
+        "{\"name\": \"lookup_weather\", ",
+        "\"arguments\": {\"city\": \"Paris\"}}",
+    ])
+    .without_finish()
+    .into_response()])
+    .await?;
+    let agent = weather_agent(model_for(&server).with_strict(false))?;
+    let mut conversation = aptix::Conversation::new("no-native-calls");
+    let events = run(&agent, &mut conversation, "Weather in Paris?").await;
+    match events.last() {
+        Some(aptix::AgentEvent::Done {
+            reason: aptix::DoneReason::ModelError(ModelError::Protocol(message)),
+            ..
+        }) => {
+            assert!(
+                message.contains("cannot stream native tool calls"),
+                "{message}"
+            );
+            assert!(message.contains("CallMode::Composed"), "{message}");
+            assert!(
+                message.contains("with_native_tool_calls(false)"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    Ok(())
+}
+
+/// A server that answers an error status about tools to `stream: true`
+/// with `tools` (llama.cpp's server before it streamed calls): the error
+/// names the cause and the fix.
+#[tokio::test]
+async fn a_server_that_refuses_streamed_tools_ends_the_run_naming_the_fix() -> TestResult {
+    let refusal = || {
+        aptix_testkit::mock_server::ScriptedResponse::error(
+            500,
+            json!({ "error": { "code": 500, "message": "Cannot use tools with stream", "type": "server_error" } }),
+        )
+    };
+    let server = MockOpenAiServer::start((0..4).map(|_| refusal())).await?;
+    let agent = weather_agent(model_for(&server).with_strict(false))?;
+    let mut conversation = aptix::Conversation::new("refused");
+    let events = run(&agent, &mut conversation, "Weather in Paris?").await;
+    match events.last() {
+        Some(aptix::AgentEvent::Done {
+            reason: aptix::DoneReason::ModelError(ModelError::Config(message)),
+            ..
+        }) => {
+            assert!(
+                message.contains("Cannot use tools with stream"),
+                "{message}"
+            );
+            assert!(message.contains("CallMode::Composed"), "{message}");
+            assert!(
+                message.contains("OPENAI_NATIVE_TOOL_CALLS=false"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    Ok(())
+}
+
+/// `OPENAI_NATIVE_TOOL_CALLS=false`: an agent in `CallMode::Auto` offers
+/// the tools as one structured-output schema, so the same server answers.
+#[tokio::test]
+async fn native_tool_calls_off_makes_auto_mode_composed() -> TestResult {
+    let server = MockOpenAiServer::start([
+        OpenAiTurn::text(r#"{"message":"Hello.","calls":[]}"#).into_response()
+    ])
+    .await?;
+    let base_url = server.base_url();
+    let model = OpenAiChat::from_vars(|name| match name {
+        "OPENAI_BASE_URL" => Some(base_url.clone()),
+        "OPENAI_NATIVE_TOOL_CALLS" => Some("false".into()),
+        _ => None,
+    })?
+    .with_strict(false)
+    .with_policy(fast_policy());
+    assert!(!model.calls_tools_natively());
+    let agent = aptix::Agent::builder()
+        .model(model)
+        .catalog(aptix::tools![LookupWeatherTool].build()?)
+        .call_mode(aptix::agent::CallMode::Auto)
+        .max_iterations(2)
+        .build()?;
+    let mut conversation = aptix::Conversation::new("auto");
+    let _ = run(&agent, &mut conversation, "Hi").await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body.get("tools"), None);
+    assert_eq!(requests[0].body["response_format"]["type"], "json_schema");
+    Ok(())
+}

@@ -21,7 +21,8 @@
 //! | `content_block_start` (thinking) | `ThinkingDelta::Text` with its initial text (and `Signature`, if any) |
 //! | `content_block_start` (redacted_thinking) | `ThinkingDelta::Redacted { index, data }` |
 //! | `content_block_delta` (thinking_delta / signature_delta) | `ThinkingDelta::Text` / `Signature` |
-//! | `content_block_stop` | `"{}"` for a tool_use block that got no input at all |
+//! | `content_block_start` (server_tool_use, `*_tool_result`) | kept whole until its stop |
+//! | `content_block_stop` | `"{}"` for a tool_use block that got no input at all; a server block whole as `ServerBlock` (with its streamed input), then, for a hosted tool's call or result, `Hosted(Called / Finished)` |
 //! | `message_delta` | remembers `stop_reason` and `usage.output_tokens` |
 //! | `message_stop` | the one `Finish { reason, usage }`; reading stops here |
 //! | `ping`, unknown events | nothing |
@@ -29,6 +30,30 @@
 //!
 //! A stream that ends (cleanly or not) before `message_stop` yields an
 //! error, never a `Finish`: a half-received turn must not look finished.
+//!
+//! Usage: `input_tokens` of the `Finish` counts every token read, the
+//! prompt cache's reads (`cache_read_input_tokens`, also
+//! `Usage::cache_read_tokens`) and writes (`cache_creation_input_tokens`,
+//! also `Usage::cache_write_tokens`) included.
+//!
+//! # Hosted tools
+//!
+//! A tool declared `executor = provider` is run by Anthropic's servers
+//! ([`ChatModel::hosts_tool`] is true for these names), sent in its
+//! server-tool form and never as a custom tool:
+//!
+//! | catalog name | sent as | beta |
+//! | --- | --- | --- |
+//! | `web_search` | `{"type":"web_search_20250305","name":"web_search"}` | none |
+//! | `web_fetch` | `{"type":"web_fetch_20250910","name":"web_fetch"}` | [`WEB_FETCH_BETA`] |
+//! | `code_execution` | `{"type":"code_execution_20250825","name":"code_execution"}` | [`CODE_EXECUTION_BETA`] |
+//!
+//! [`Anthropic::hosted_tool`] adds a name or replaces what is sent for one
+//! (`max_uses`, `allowed_domains`, a newer version). The turn's
+//! `server_tool_use` and `*_tool_result` blocks are kept whole and go back
+//! with the turn; a hosted tool's call and result are also emitted as
+//! [`ModelEvent::Hosted`](super::ModelEvent::Hosted) for display (never
+//! the tool search's, which is Aptix's own business).
 //!
 //! [`ModelEvent`]: super::ModelEvent
 //! [`ToolCallDelta`]: super::ToolCallDelta
@@ -64,6 +89,12 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 /// The smallest thinking budget Anthropic accepts.
 pub const MIN_THINKING_BUDGET: u32 = 1024;
+/// The `anthropic-beta` a request offering `code_execution_20250825`
+/// carries (the SDK lists the tool as generally available; the beta is
+/// still accepted and was required before).
+pub const CODE_EXECUTION_BETA: &str = "code-execution-2025-08-25";
+/// The `anthropic-beta` a request offering `web_fetch_20250910` carries.
+pub const WEB_FETCH_BETA: &str = "web-fetch-2025-09-10";
 
 /// Whether and how the model thinks before it answers
 /// ([`Anthropic::with_thinking`]). Its thinking blocks are kept in the
@@ -122,6 +153,11 @@ pub struct Anthropic {
     policy: HttpPolicy,
     max_tokens: u32,
     thinking: Option<Thinking>,
+    strict: bool,
+    prompt_cache: bool,
+    /// Hosted tools added or replaced with [`Anthropic::hosted_tool`], by
+    /// catalog name.
+    hosted: std::collections::BTreeMap<String, Value>,
     /// Built on first use with the policy's connect timeout, then shared so
     /// that requests reuse connections.
     client: OnceLock<reqwest::Client>,
@@ -135,6 +171,9 @@ impl std::fmt::Debug for Anthropic {
             .field("base_url", &self.base_url)
             .field("max_tokens", &self.max_tokens)
             .field("thinking", &self.thinking)
+            .field("strict", &self.strict)
+            .field("prompt_cache", &self.prompt_cache)
+            .field("hosted", &self.hosted)
             .field("policy", &self.policy)
             .finish()
     }
@@ -150,6 +189,9 @@ impl Anthropic {
             policy: HttpPolicy::default(),
             max_tokens: DEFAULT_MAX_TOKENS,
             thinking: None,
+            strict: false,
+            prompt_cache: false,
+            hosted: std::collections::BTreeMap::new(),
             client: OnceLock::new(),
         }
     }
@@ -209,6 +251,57 @@ impl Anthropic {
         self
     }
 
+    /// Strict tool use (default off): custom tools are sent with
+    /// `strict: true`, and Anthropic then guarantees the model's input
+    /// matches each tool's schema. Strict mode takes a subset of JSON
+    /// Schema (every object `additionalProperties: false`; no numeric or
+    /// string-length constraints): a tool whose schema is outside it is
+    /// refused by the API with a 400. `strict` is a field of the generally
+    /// available tool type: no beta header is sent.
+    pub fn with_strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Prompt caching (default off): `cache_control: {"type":"ephemeral"}`
+    /// on the last tool, on the system prompt, and on the last block of the
+    /// last message, three of the four breakpoints Anthropic allows. Each
+    /// request then reads the tools, the instructions and the conversation
+    /// so far from the cache written by the one before (five minutes'
+    /// lifetime), and the run's [`Usage`](super::Usage) shows the tokens
+    /// read (`cache_read_tokens`) and written (`cache_write_tokens`).
+    /// Prompts shorter than the model's minimum (1024 tokens for most) are
+    /// not cached, without error.
+    pub fn with_prompt_cache(mut self, cache: bool) -> Self {
+        self.prompt_cache = cache;
+        self
+    }
+
+    /// Sends `wire` for the `executor = provider` tool named `name`,
+    /// instead of the built-in form (see the module documentation) or for a
+    /// name there is none for: a server tool's JSON exactly as the Messages
+    /// API takes it in `tools`, such as
+    /// `{"type":"web_search_20250305","name":"web_search","max_uses":3}`.
+    /// Its `name` is what the model's `server_tool_use` blocks will carry.
+    pub fn hosted_tool(mut self, name: impl Into<String>, wire: Value) -> Self {
+        self.hosted.insert(name.into(), wire);
+        self
+    }
+
+    /// What is sent for the hosted tool `name`, if Anthropic runs it.
+    pub(crate) fn hosted_wire(&self, name: &str) -> Option<Value> {
+        if let Some(wire) = self.hosted.get(name) {
+            return Some(wire.clone());
+        }
+        let (kind, wire_name) = match name {
+            "web_search" => ("web_search_20250305", "web_search"),
+            "web_fetch" => ("web_fetch_20250910", "web_fetch"),
+            "code_execution" => ("code_execution_20250825", "code_execution"),
+            _ => return None,
+        };
+        Some(serde_json::json!({ "type": kind, "name": wire_name }))
+    }
+
     /// The model name sent with every request.
     pub fn model(&self) -> &str {
         &self.model
@@ -230,16 +323,68 @@ impl Anthropic {
     }
 
     /// The `anthropic-beta` header of a request, if it needs one:
-    /// deferred tools (`search`) and a fixed thinking budget each add theirs.
-    pub(crate) fn betas(&self, search: bool) -> Option<String> {
+    /// deferred tools, a fixed thinking budget, and the hosted tools that
+    /// have one each add theirs.
+    pub(crate) fn betas(&self, request: &ChatRequest) -> Option<String> {
         let mut betas = Vec::new();
-        if search {
+        if request.deferred_tools.is_some() {
             betas.push(TOOL_SEARCH_BETA);
         }
         if matches!(self.thinking, Some(Thinking::Budget(_))) {
             betas.push(INTERLEAVED_THINKING_BETA);
         }
+        let deferred = request.deferred_tools.iter().flat_map(|d| d.tools.iter());
+        for spec in request.tools.iter().chain(deferred) {
+            let kind = spec
+                .hosted
+                .then(|| self.hosted_wire(&spec.name))
+                .flatten()
+                .and_then(|wire| wire.get("type").and_then(Value::as_str).map(str::to_owned));
+            let beta = match kind.as_deref() {
+                Some("code_execution_20250825") => CODE_EXECUTION_BETA,
+                Some("web_fetch_20250910") => WEB_FETCH_BETA,
+                _ => continue,
+            };
+            if !betas.contains(&beta) {
+                betas.push(beta);
+            }
+        }
         (!betas.is_empty()).then(|| betas.join(","))
+    }
+
+    /// For the stream: the catalog name of each hosted tool offered, by
+    /// the name its `server_tool_use` blocks carry. Code execution's
+    /// current version runs as `bash_code_execution` and
+    /// `text_editor_code_execution`.
+    pub(crate) fn hosted_names(
+        &self,
+        request: &ChatRequest,
+    ) -> std::collections::HashMap<String, String> {
+        let mut names = std::collections::HashMap::new();
+        let deferred = request.deferred_tools.iter().flat_map(|d| d.tools.iter());
+        for spec in request
+            .tools
+            .iter()
+            .chain(deferred)
+            .filter(|spec| spec.hosted)
+        {
+            let Some(wire) = self.hosted_wire(&spec.name) else {
+                continue;
+            };
+            if let Some(wire_name) = wire.get("name").and_then(Value::as_str) {
+                names.insert(wire_name.to_owned(), spec.name.clone());
+            }
+            if wire
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind.starts_with("code_execution_"))
+            {
+                for runner in ["bash_code_execution", "text_editor_code_execution"] {
+                    names.insert(runner.to_owned(), spec.name.clone());
+                }
+            }
+        }
+        names
     }
 
     async fn connect(&self, body: Value, beta: Option<String>) -> Result<SseStream, ModelError> {
@@ -273,6 +418,10 @@ impl ChatModel for Anthropic {
         true
     }
 
+    fn hosts_tool(&self, name: &str) -> bool {
+        self.hosted_wire(name).is_some()
+    }
+
     fn stream<'a>(&'a self, request: &'a ChatRequest) -> ModelStream<'a> {
         let span = tracing::debug_span!("anthropic.messages", model = %self.model);
         let body = self.request_body(request);
@@ -285,7 +434,8 @@ impl ChatModel for Anthropic {
         let start = Phase::Connect {
             adapter: self,
             body,
-            beta: self.betas(request.deferred_tools.is_some()),
+            beta: self.betas(request),
+            hosted: self.hosted_names(request),
         };
         Box::pin(futures_util::stream::unfold(start, move |phase| {
             next(phase).instrument(span.clone())

@@ -49,9 +49,18 @@ impl Anthropic {
             .collect();
         let system = system.join("\n\n");
         if !system.is_empty() {
-            body.insert("system".into(), Value::String(system));
+            let system = if self.prompt_cache {
+                json!([{ "type": "text", "text": system, "cache_control": ephemeral() }])
+            } else {
+                Value::String(system)
+            };
+            body.insert("system".into(), system);
         }
-        body.insert("messages".into(), Value::Array(messages(&request.messages)));
+        let mut messages = messages(&request.messages);
+        if self.prompt_cache {
+            mark_last_block(&mut messages);
+        }
+        body.insert("messages".into(), Value::Array(messages));
         let deferred = request.deferred_tools.as_ref();
         if !request.tools.is_empty() || deferred.is_some() {
             // The search tool first, never deferred (Anthropic refuses a
@@ -62,14 +71,30 @@ impl Anthropic {
                 .map(|deferred| search_tool(deferred.search))
                 .into_iter()
                 .collect();
-            tools.extend(request.tools.iter().map(|spec| json!(Tool::from(spec))));
+            tools.extend(
+                request
+                    .tools
+                    .iter()
+                    .filter_map(|spec| self.tool(spec, false)),
+            );
             if let Some(deferred) = deferred {
-                tools.extend(deferred.tools.iter().map(|spec| {
-                    json!(Tool {
-                        defer_loading: true,
-                        ..Tool::from(spec)
-                    })
-                }));
+                tools.extend(
+                    deferred
+                        .tools
+                        .iter()
+                        .filter_map(|spec| self.tool(spec, true)),
+                );
+            }
+            if self.prompt_cache {
+                // The last tool always loaded: the cached prefix is the
+                // same in every request of the run.
+                if let Some(Value::Object(last)) = tools
+                    .iter_mut()
+                    .rev()
+                    .find(|tool| tool.get("defer_loading") != Some(&Value::Bool(true)))
+                {
+                    last.insert("cache_control".into(), ephemeral());
+                }
             }
             body.insert("tools".into(), Value::Array(tools));
             let choice = match (&request.tool_choice, self.thinking) {
@@ -101,25 +126,76 @@ impl Anthropic {
     }
 }
 
-/// A tool in a Messages API request.
+impl Anthropic {
+    /// `spec` as an entry of `tools`: a hosted tool in its server-tool form
+    /// ([`Anthropic::hosted_wire`]), never as a custom tool (the model
+    /// would call it and nobody would run it), and left out with a warning
+    /// if Anthropic does not host it (an agent refuses to build with one);
+    /// any other as a custom tool, strict when [`Anthropic::with_strict`]
+    /// says so.
+    fn tool(&self, spec: &ToolSpec, deferred: bool) -> Option<Value> {
+        if spec.hosted {
+            let Some(mut wire) = self.hosted_wire(&spec.name) else {
+                tracing::warn!(
+                    tool = %spec.name,
+                    "Anthropic does not host this provider tool: left out of the request"
+                );
+                return None;
+            };
+            if deferred && let Value::Object(object) = &mut wire {
+                object.insert("defer_loading".into(), Value::Bool(true));
+            }
+            return Some(wire);
+        }
+        // Plain structs of strings and JSON values: serializing them cannot
+        // fail.
+        Some(json!(Tool {
+            name: &spec.name,
+            description: &spec.description,
+            input_schema: &spec.parameters,
+            strict: self.strict,
+            defer_loading: deferred,
+        }))
+    }
+}
+
+/// A custom tool in a Messages API request.
 #[derive(Debug, Serialize)]
 struct Tool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    /// Strict tool use: the model's input is guaranteed to match the schema.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    strict: bool,
     /// Loaded into the model's context only once the tool search finds it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     defer_loading: bool,
 }
 
-impl<'a> From<&'a ToolSpec> for Tool<'a> {
-    fn from(spec: &'a ToolSpec) -> Self {
-        Tool {
-            name: &spec.name,
-            description: &spec.description,
-            input_schema: &spec.parameters,
-            defer_loading: false,
-        }
+/// A prompt-cache breakpoint: everything up to and including the block it
+/// is on is cached for five minutes.
+fn ephemeral() -> Value {
+    json!({ "type": "ephemeral" })
+}
+
+/// Puts a cache breakpoint on the last block of the last message, so that
+/// the next request reads the conversation so far from the cache. Thinking
+/// blocks take none: a message ending in one gets none.
+fn mark_last_block(messages: &mut [Value]) {
+    let Some(Value::Array(blocks)) = messages
+        .last_mut()
+        .and_then(|message| message.get_mut("content"))
+    else {
+        return;
+    };
+    if let Some(Value::Object(block)) = blocks.last_mut()
+        && !matches!(
+            block.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    {
+        block.insert("cache_control".into(), ephemeral());
     }
 }
 

@@ -12,7 +12,14 @@ use serde_json::Value;
 
 use super::Anthropic;
 use crate::model::http::SseEvent;
-use crate::model::{FinishReason, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage};
+use crate::model::{
+    FinishReason, HostedToolEvent, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage,
+};
+
+/// The most bytes of a server block's streamed input held until the block
+/// stops. The assembler bounds the turn once the block arrives whole; this
+/// bounds it before, at the assembler's default turn size.
+pub(super) const SERVER_INPUT_BYTES: usize = 8 * 1024 * 1024;
 
 pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
 
@@ -22,6 +29,8 @@ pub(super) enum Phase<'a> {
         adapter: &'a Anthropic,
         body: Value,
         beta: Option<String>,
+        /// Catalog names of the hosted tools offered, by wire name.
+        hosted: HashMap<String, String>,
     },
     Reading {
         events: SseStream,
@@ -41,10 +50,11 @@ pub(super) async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
                 adapter,
                 body,
                 beta,
+                hosted,
             } => match adapter.connect(body, beta).await {
                 Ok(events) => Phase::Reading {
                     events,
-                    decoder: Decoder::default(),
+                    decoder: Decoder::new(hosted),
                     pending: VecDeque::new(),
                 },
                 Err(error) => return fail(error),
@@ -98,6 +108,8 @@ fn fail<'a>(error: ModelError) -> Option<(Item, Phase<'a>)> {
 pub(super) struct Decoder {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
     stop_reason: Option<String>,
     /// Open `tool_use` blocks by index, and whether any input text has been
     /// emitted for them.
@@ -105,9 +117,24 @@ pub(super) struct Decoder {
     /// Open blocks the provider runs itself, by index, with the input
     /// streamed for them so far.
     server_blocks: HashMap<usize, (Value, String)>,
+    /// The catalog name of each hosted tool offered, by the name its
+    /// `server_tool_use` blocks carry.
+    hosted_names: HashMap<String, String>,
+    /// The hosted calls of this turn, by id, with their catalog name: their
+    /// results are shown under that name.
+    hosted_calls: HashMap<String, String>,
 }
 
 impl Decoder {
+    /// A decoder that shows the calls of the hosted tools `hosted_names`
+    /// (catalog names by wire name).
+    pub(super) fn new(hosted_names: HashMap<String, String>) -> Self {
+        Decoder {
+            hosted_names,
+            ..Decoder::default()
+        }
+    }
+
     pub(super) fn decode(
         &mut self,
         event: &SseEvent,
@@ -219,6 +246,11 @@ impl Decoder {
                             return Ok(());
                         }
                         if let Some((_, input)) = self.server_blocks.get_mut(&index) {
+                            if input.len().saturating_add(partial.len()) > SERVER_INPUT_BYTES {
+                                return Err(protocol(&format!(
+                                    "a server tool's input is over {SERVER_INPUT_BYTES} bytes"
+                                )));
+                            }
                             input.push_str(partial);
                             return Ok(());
                         }
@@ -268,7 +300,9 @@ impl Decoder {
                             object.insert("input".into(), input);
                         }
                     }
+                    let hosted = self.hosted_event(&block);
                     out.push_back(ModelEvent::ServerBlock(block));
+                    out.extend(hosted.map(ModelEvent::Hosted));
                     return Ok(());
                 }
                 // A tool without parameters streams no input at all, though
@@ -301,8 +335,10 @@ impl Decoder {
                     .as_deref()
                     .ok_or_else(|| protocol("message_stop before any stop_reason"))?;
                 let usage =
-                    (self.input_tokens.is_some() || self.output_tokens.is_some()).then(|| {
-                        Usage::new(
+                    (self.input_tokens.is_some() || self.output_tokens.is_some()).then(|| Usage {
+                        cache_read_tokens: self.cache_read_tokens,
+                        cache_write_tokens: self.cache_write_tokens,
+                        ..Usage::new(
                             self.input_tokens.unwrap_or(0),
                             self.output_tokens.unwrap_or(0),
                         )
@@ -336,14 +372,54 @@ impl Decoder {
     fn read_usage(&mut self, usage: &Value) {
         let count = |name: &str| usage.get(name).and_then(Value::as_u64);
         if let Some(input) = count("input_tokens") {
-            let cached = count("cache_creation_input_tokens")
-                .unwrap_or(0)
-                .saturating_add(count("cache_read_input_tokens").unwrap_or(0));
-            self.input_tokens = Some(input.saturating_add(cached));
+            let written = count("cache_creation_input_tokens").unwrap_or(0);
+            let read = count("cache_read_input_tokens").unwrap_or(0);
+            self.cache_write_tokens = written;
+            self.cache_read_tokens = read;
+            self.input_tokens = Some(input.saturating_add(written).saturating_add(read));
         }
         if let Some(output) = count("output_tokens") {
             self.output_tokens = Some(output);
         }
+    }
+}
+
+impl Decoder {
+    /// What a person is shown of a whole server block: a hosted tool's
+    /// call (a `server_tool_use` whose name is a hosted tool offered), or
+    /// the result of one of this turn's hosted calls, whose `content` is
+    /// the output and an error when its type ends in `_error`
+    /// (`web_search_tool_result_error`, ...). The tool search's blocks are
+    /// not hosted tools of the catalog: nothing.
+    fn hosted_event(&mut self, block: &Value) -> Option<HostedToolEvent> {
+        let kind = block.get("type").and_then(Value::as_str)?;
+        if kind == "server_tool_use" {
+            let wire_name = block.get("name").and_then(Value::as_str)?;
+            let name = self.hosted_names.get(wire_name)?.clone();
+            let id = string_at(block, "id")?;
+            self.hosted_calls.insert(id.clone(), name.clone());
+            return Some(HostedToolEvent::Called {
+                id,
+                name,
+                input: block.get("input").cloned().unwrap_or(Value::Null),
+            });
+        }
+        if !kind.ends_with("_tool_result") {
+            return None;
+        }
+        let id = string_at(block, "tool_use_id")?;
+        let name = self.hosted_calls.get(&id)?.clone();
+        let output = block.get("content").cloned().unwrap_or(Value::Null);
+        let is_error = output
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|kind| kind.ends_with("_error"));
+        Some(HostedToolEvent::Finished {
+            id,
+            name,
+            output,
+            is_error,
+        })
     }
 }
 

@@ -26,6 +26,38 @@
 //!   `finish_reason` was seen, [`ModelError::Incomplete`] otherwise.
 //! * the connection breaks: [`ModelError::Transport`], never a `Finish`.
 //!
+//! What each piece of a chunk becomes:
+//!
+//! | wire | becomes |
+//! | --- | --- |
+//! | `delta.content` | `TextDelta` |
+//! | `delta.reasoning_content` (DeepSeek, vLLM, llama.cpp, Kimi) or `delta.reasoning` (Ollama, OpenRouter, newer vLLM) | `ThinkingDelta::Reasoning { index: 0, text }`, kept as [`ThinkingBlock::Reasoning`] |
+//! | `delta.tool_calls[]` (or the older `delta.function_call`) | `ToolCallDelta` per `index` |
+//! | `choices[0].finish_reason` | remembered for the `Finish` |
+//! | `usage` (`prompt_tokens`, `completion_tokens`, `prompt_tokens_details.cached_tokens` or DeepSeek's `prompt_cache_hit_tokens`) | the `Finish`'s [`Usage`](super::Usage), cached tokens as `cache_read_tokens` |
+//! | `error` | [`ModelError::Protocol`] with the provider's message |
+//! | `[DONE]` | the `Finish` |
+//!
+//! Reasoning goes back as the servers require it ([`ReasoningEcho`]): by
+//! default, on the assistant messages of every user turn in which the model
+//! called a tool, in the field [`ReasoningField`] names. Other providers'
+//! [`ThinkingBlock`] kinds are never sent.
+//!
+//! A server that cannot stream tool calls (llama.cpp's server before it
+//! streamed them, llama-cpp-python's `chatml-function-calling` format,
+//! Ollama models without tool support, vLLM without
+//! `--enable-auto-tool-choice`) shows it in one of three ways: an error
+//! status whose body says tools are not supported there (`Cannot use tools
+//! with stream`, `Automatic streaming tool choice is not supported`, `...
+//! does not support tools`; a refused schema is not that), a stream that writes the call as text and ends without a
+//! `finish_reason`, or a stream that ends before its first chunk. Each ends
+//! the turn with an error that names the cause and the fix: offer the tools as one structured-output schema, with
+//! `AgentBuilder::call_mode(CallMode::Composed)`, or
+//! [`OpenAiChat::with_native_tool_calls`]`(false)` (`OPENAI_NATIVE_TOOL_CALLS=false`)
+//! and `CallMode::Auto`.
+//!
+//! [`ThinkingBlock`]: crate::transcript::ThinkingBlock
+//! [`ThinkingBlock::Reasoning`]: crate::transcript::ThinkingBlock::Reasoning
 //! [`ModelEvent`]: super::ModelEvent
 //! [`ModelEvent::Finish`]: super::ModelEvent::Finish
 
@@ -75,6 +107,9 @@ pub struct OpenAiChat {
     strict: bool,
     structured_output: StructuredOutput,
     native_tools: bool,
+    /// `None`: the default rule, see [`OpenAiChat::reasoning_echo`].
+    reasoning_echo: Option<ReasoningEcho>,
+    reasoning_field: ReasoningField,
     extra_body: Map<String, Value>,
     /// Built on first use (building one loads the TLS roots), then shared.
     client: OnceLock<Result<reqwest::Client, ModelError>>,
@@ -94,6 +129,9 @@ impl fmt::Debug for OpenAiChat {
             )
             .field("policy", &self.policy)
             .field("strict", &self.strict)
+            .field("native_tools", &self.native_tools)
+            .field("reasoning_echo", &self.reasoning_echo)
+            .field("reasoning_field", &self.reasoning_field)
             .field("extra_body", &self.extra_body)
             .finish()
     }
@@ -122,6 +160,55 @@ pub enum StructuredOutput {
     JsonObjectSchema,
 }
 
+/// Which past assistant messages carry their reasoning back
+/// ([`OpenAiChat::with_reasoning_echo`]).
+///
+/// Servers disagree. DeepSeek's thinking mode requires the
+/// `reasoning_content` of every assistant message of a user turn in which
+/// the model called a tool, in that request and every later one, and
+/// answers 400 without it; it ignores the reasoning of turns without tool
+/// calls (its guide "Thinking Mode", sections "Tool Calls" and "Multi-turn
+/// Conversation"). Its older `deepseek-reasoner`, which called no tools,
+/// refused `reasoning_content` in any input message: the default sends it
+/// exactly where DeepSeek requires it, which is also where Kimi's thinking
+/// models and llama.cpp's templates use it, and nowhere else. OpenAI's own
+/// endpoint takes no reasoning field at all: there the default is
+/// [`ReasoningEcho::Never`] ([`OpenAiChat::reasoning_echo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReasoningEcho {
+    /// On every assistant message of a user turn (the messages between two
+    /// user messages) in which the model called a tool: DeepSeek's rule.
+    #[default]
+    ToolTurns,
+    /// On every assistant message that has reasoning.
+    Always,
+    /// Never: for servers that refuse the field.
+    Never,
+}
+
+/// The field of an assistant message that carries its reasoning back
+/// ([`OpenAiChat::with_reasoning_field`]). Either is read from the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReasoningField {
+    /// `reasoning_content`: DeepSeek, llama.cpp, vLLM, Kimi.
+    #[default]
+    ReasoningContent,
+    /// `reasoning`: Ollama, OpenRouter.
+    Reasoning,
+}
+
+impl ReasoningField {
+    /// The field's name on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReasoningField::ReasoningContent => "reasoning_content",
+            ReasoningField::Reasoning => "reasoning",
+        }
+    }
+}
+
 impl OpenAiChat {
     /// `model` on OpenAI's endpoint, without an API key (add one with
     /// [`OpenAiChat::with_api_key`]), strict tools, the default [`HttpPolicy`].
@@ -134,6 +221,8 @@ impl OpenAiChat {
             strict: true,
             structured_output: StructuredOutput::JsonSchema,
             native_tools: true,
+            reasoning_echo: None,
+            reasoning_field: ReasoningField::default(),
             extra_body: Map::new(),
             client: OnceLock::new(),
         }
@@ -147,7 +236,13 @@ impl OpenAiChat {
     ///   servers need none;
     /// * `OPENAI_MODEL`: the model (default [`DEFAULT_MODEL`]);
     /// * `OPENAI_STRUCTURED_OUTPUT`: `json_schema` (default) or
-    ///   `json_object`, see [`StructuredOutput`].
+    ///   `json_object`, see [`StructuredOutput`];
+    /// * `OPENAI_NATIVE_TOOL_CALLS`: `true` (default) or `false`, see
+    ///   [`OpenAiChat::with_native_tool_calls`]: `false` for a server that
+    ///   cannot stream tool calls, so that an agent in `CallMode::Auto`
+    ///   offers the tools as structured output instead;
+    /// * `OPENAI_REASONING_FIELD`: `reasoning_content` (default) or
+    ///   `reasoning`, see [`ReasoningField`].
     ///
     /// Empty variables count as unset. Fails with [`ModelError::Config`] if
     /// the base URL is not an `http` or `https` URL.
@@ -182,6 +277,27 @@ impl OpenAiChat {
             Some(other) => {
                 return Err(ModelError::Config(format!(
                     "OPENAI_STRUCTURED_OUTPUT is `{other}`; use `json_schema` or `json_object`"
+                )));
+            }
+        }
+        match var("OPENAI_NATIVE_TOOL_CALLS")
+            .map(|value| value.to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("true" | "1" | "yes") => {}
+            Some("false" | "0" | "no") => model = model.with_native_tool_calls(false),
+            Some(other) => {
+                return Err(ModelError::Config(format!(
+                    "OPENAI_NATIVE_TOOL_CALLS is `{other}`; use `true` or `false`"
+                )));
+            }
+        }
+        match var("OPENAI_REASONING_FIELD").as_deref() {
+            None | Some("reasoning_content") => {}
+            Some("reasoning") => model = model.with_reasoning_field(ReasoningField::Reasoning),
+            Some(other) => {
+                return Err(ModelError::Config(format!(
+                    "OPENAI_REASONING_FIELD is `{other}`; use `reasoning_content` or `reasoning`"
                 )));
             }
         }
@@ -227,9 +343,46 @@ impl OpenAiChat {
 
     /// Declares whether the model calls tools natively (default yes). A
     /// model that does not is offered tools composed into one
-    /// structured-output schema by an agent in `CallMode::Auto`.
+    /// structured-output schema by an agent in `CallMode::Auto`. Say `false`
+    /// for a server that cannot stream tool calls (see the module
+    /// documentation for how one shows it).
     pub fn with_native_tool_calls(mut self, native: bool) -> Self {
         self.native_tools = native;
+        self
+    }
+
+    /// Which past assistant messages carry their reasoning
+    /// ([`ThinkingBlock::Reasoning`](crate::transcript::ThinkingBlock::Reasoning))
+    /// back; default [`ReasoningEcho::ToolTurns`], what DeepSeek requires,
+    /// except on OpenAI's own endpoint (see [`OpenAiChat::reasoning_echo`]).
+    pub fn with_reasoning_echo(mut self, echo: ReasoningEcho) -> Self {
+        self.reasoning_echo = Some(echo);
+        self
+    }
+
+    /// Which past assistant messages carry their reasoning back: the one
+    /// set with [`OpenAiChat::with_reasoning_echo`], or by default
+    /// [`ReasoningEcho::ToolTurns`], except [`ReasoningEcho::Never`] on
+    /// OpenAI's own endpoint (`api.openai.com`), whose messages have no
+    /// such field and which refuses fields it does not know: a transcript
+    /// brought from a DeepSeek-style server must not break there.
+    pub fn reasoning_echo(&self) -> ReasoningEcho {
+        self.reasoning_echo.unwrap_or_else(|| {
+            let host = reqwest::Url::parse(&self.base_url)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned));
+            if host.as_deref() == Some("api.openai.com") {
+                ReasoningEcho::Never
+            } else {
+                ReasoningEcho::ToolTurns
+            }
+        })
+    }
+
+    /// The field reasoning goes back in; default
+    /// [`ReasoningField::ReasoningContent`].
+    pub fn with_reasoning_field(mut self, field: ReasoningField) -> Self {
+        self.reasoning_field = field;
         self
     }
 
@@ -308,6 +461,7 @@ impl ChatModel for OpenAiChat {
             .and_then(|client| Ok((client, self.endpoint()?, self.headers()?)));
         let body = self.request_body(request);
         let policy = &self.policy;
+        let tools_offered = request.tools.iter().any(|spec| !spec.hosted);
         let opened = async move {
             let (client, url, headers) = prepared?;
             tracing::debug!(
@@ -315,12 +469,14 @@ impl ChatModel for OpenAiChat {
                 tools = request.tools.len(),
                 "requesting a chat completion"
             );
-            http::post_sse(&client, &url, &headers, &body, policy).await
+            http::post_sse(&client, &url, &headers, &body, policy)
+                .await
+                .map_err(|error| stream::explain_refusal(error, tools_offered))
         }
         .instrument(span.clone());
         Box::pin(
             futures_util::stream::once(opened).flat_map(move |opened| match opened {
-                Ok(events) => decode(events, span.clone()).left_stream(),
+                Ok(events) => decode(events, tools_offered, span.clone()).left_stream(),
                 Err(error) => {
                     span.in_scope(|| tracing::debug!(%error, "chat completion request failed"));
                     futures_util::stream::iter([Err(error)]).right_stream()

@@ -6,11 +6,12 @@
 use serde::Serialize;
 use serde_json::{Map, Number, Value, json};
 
-use super::{OpenAiChat, StructuredOutput};
+use super::{OpenAiChat, ReasoningEcho, ReasoningField, StructuredOutput};
 use crate::content::Content;
 use crate::model::attachments::{Attachment, classify, data_url, is_blank_text, left_out};
 use crate::model::{ChatRequest, Message, ToolChoice, ToolSpec};
 use crate::schema::Dialect;
+use crate::transcript::ThinkingBlock;
 
 impl OpenAiChat {
     /// The JSON body of a streaming request for `request`: what
@@ -22,12 +23,31 @@ impl OpenAiChat {
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert(
             "messages".into(),
-            Value::Array(messages_json(&request.messages)),
+            Value::Array(messages_json(
+                &request.messages,
+                self.reasoning_echo(),
+                self.reasoning_field,
+            )),
         );
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({ "include_usage": true }));
-        if !request.tools.is_empty() {
-            let tools: Vec<ChatTool<'_>> = request.tools.iter().map(ChatTool::from).collect();
+        // Chat Completions hosts no tool: a provider's tool offered as a
+        // function would be called and never run.
+        let tools: Vec<ChatTool<'_>> = request
+            .tools
+            .iter()
+            .filter(|spec| {
+                if spec.hosted {
+                    tracing::warn!(
+                        tool = %spec.name,
+                        "Chat Completions hosts no provider tool: left out of the request"
+                    );
+                }
+                !spec.hosted
+            })
+            .map(ChatTool::from)
+            .collect();
+        if !tools.is_empty() {
             // Plain structs of strings and JSON values: serializing them
             // cannot fail.
             body.insert("tools".into(), json!(tools));
@@ -76,10 +96,18 @@ impl OpenAiChat {
 /// `image_url` (a `data:` URL), `file` (PDF) or `input_audio` (WAV, MP3)
 /// parts. The turn's tool messages stay together right after the assistant
 /// message, as the API requires; the user message comes after all of them.
-pub(super) fn messages_json(transcript: &[Message]) -> Vec<Value> {
+///
+/// An assistant message's reasoning goes back in `field` where `echo` says
+/// (see [`ReasoningEcho`]).
+pub(super) fn messages_json(
+    transcript: &[Message],
+    echo: ReasoningEcho,
+    field: ReasoningField,
+) -> Vec<Value> {
+    let echoed = echoed_reasoning(transcript, echo);
     let mut out = Vec::with_capacity(transcript.len());
     let mut attached: Vec<Value> = Vec::new();
-    for message in transcript {
+    for (position, message) in transcript.iter().enumerate() {
         if !matches!(message, Message::Tool { .. }) && !attached.is_empty() {
             out.push(attachments_message(std::mem::take(&mut attached)));
         }
@@ -102,7 +130,15 @@ pub(super) fn messages_json(transcript: &[Message]) -> Vec<Value> {
                     .map(attachment_part),
             );
         }
-        out.push(message_json(message));
+        let mut lowered = message_json(message);
+        if echoed[position]
+            && let Message::Assistant { thinking, .. } = message
+            && let Some(text) = reasoning_text(thinking)
+            && let Value::Object(object) = &mut lowered
+        {
+            object.insert(field.as_str().into(), Value::String(text));
+        }
+        out.push(lowered);
     }
     if !attached.is_empty() {
         out.push(attachments_message(attached));
@@ -152,13 +188,51 @@ fn audio_format(mime_type: &str) -> Option<&'static str> {
     }
 }
 
+/// Per message of `transcript`, whether its reasoning goes back under
+/// `echo`. A user turn is what lies between two user messages.
+fn echoed_reasoning(transcript: &[Message], echo: ReasoningEcho) -> Vec<bool> {
+    match echo {
+        ReasoningEcho::Always => vec![true; transcript.len()],
+        ReasoningEcho::Never => vec![false; transcript.len()],
+        ReasoningEcho::ToolTurns => {
+            let mut echoed = vec![false; transcript.len()];
+            let mut start = 0;
+            for end in (0..=transcript.len()).filter(|&at| {
+                at == transcript.len() || matches!(transcript[at], Message::User { .. })
+            }) {
+                let called = transcript[start..end].iter().any(|message| {
+                    matches!(message, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty())
+                });
+                echoed[start..end].fill(called);
+                start = end;
+            }
+            echoed
+        }
+    }
+}
+
+/// The reasoning text of an assistant message's own blocks, joined; `None`
+/// when it has none. Other providers' kinds (Anthropic's thinking, a
+/// Responses item, a Gemini part) mean nothing to these servers and are
+/// left out.
+fn reasoning_text(thinking: &[ThinkingBlock]) -> Option<String> {
+    let texts: Vec<&str> = thinking
+        .iter()
+        .filter_map(|block| match block {
+            ThinkingBlock::Reasoning { text } if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
 /// One transcript message in Chat Completions form.
 fn message_json(message: &Message) -> Value {
     match message {
         Message::System { content } => json!({ "role": "system", "content": content }),
         Message::User { content } => json!({ "role": "user", "content": content }),
-        // Thinking and server blocks are Anthropic's; Chat Completions has
-        // no place for them.
+        // Reasoning is added by `messages_json` where it goes back; server
+        // blocks are other providers' and have no place here.
         Message::Assistant {
             content,
             tool_calls,

@@ -7,21 +7,58 @@ use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Map, Value};
 
 use crate::model::http::SseEvent;
-use crate::model::{FinishReason, ModelError, ModelEvent, ToolCallDelta, Usage};
+use crate::model::{FinishReason, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage};
 
 /// How much of an offending data line an error message quotes.
 const QUOTE_CHARS: usize = 200;
+
+/// How much of the start of a turn's text is kept to tell whether it is a
+/// tool call written as text.
+const TEXT_START_BYTES: usize = 64;
+
+/// What to do about a server that cannot stream tool calls, for the errors
+/// that find one.
+const NATIVE_CALLS_FIX: &str = "offer the tools as one structured-output schema instead: \
+    `AgentBuilder::call_mode(CallMode::Composed)`, or `OpenAiChat::with_native_tool_calls(false)` \
+    (`OPENAI_NATIVE_TOOL_CALLS=false`) with `CallMode::Auto`";
+
+/// An error status answering a request that offered tools, whose body
+/// says tools or tool calls are not supported there (llama.cpp's `Cannot
+/// use tools with stream`, llama-cpp-python's `Automatic streaming tool
+/// choice is not supported`, Ollama's `... does not support tools`, vLLM's
+/// `"auto" tool choice requires --enable-auto-tool-choice ...`), is the
+/// server saying it cannot do tool calls here: a [`ModelError::Config`]
+/// naming the cause and the fix. Any other error is passed on as it is,
+/// a refused schema (`Invalid schema for function ...`) among them.
+pub(super) fn explain_refusal(error: ModelError, tools_offered: bool) -> ModelError {
+    match error {
+        ModelError::Http { status, body }
+            if tools_offered
+                && (400..600).contains(&status)
+                && !matches!(status, 401 | 403 | 404 | 408 | 429)
+                && refuses_tool_calls(&body) =>
+        {
+            ModelError::Config(format!(
+                "the server refused the tools of a streamed request ({status}: {}): it cannot \
+                 stream native tool calls; {NATIVE_CALLS_FIX}",
+                quote(&body)
+            ))
+        }
+        other => other,
+    }
+}
 
 /// Turns the response's events into model events, ending after the first
 /// `Finish` or error.
 pub(super) fn decode<S>(
     events: S,
+    tools_offered: bool,
     span: tracing::Span,
 ) -> impl Stream<Item = Result<ModelEvent, ModelError>> + Send
 where
     S: Stream<Item = Result<SseEvent, ModelError>> + Send,
 {
-    let state = (Box::pin(events), ChunkDecoder::default(), false);
+    let state = (Box::pin(events), ChunkDecoder::new(tools_offered), false);
     stream::unfold(state, move |(mut events, mut decoder, ended)| {
         let span = span.clone();
         async move {
@@ -81,9 +118,23 @@ pub(super) struct ChunkDecoder {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     saw_tool_call: bool,
+    /// Whether the request offered tools.
+    tools_offered: bool,
+    /// Whether any chunk arrived.
+    saw_chunk: bool,
+    /// The start of the turn's text (at most [`TEXT_START_BYTES`]), to tell
+    /// a tool call written as text.
+    text_start: String,
 }
 
 impl ChunkDecoder {
+    /// A decoder for the answer to a request that offered tools or not.
+    pub(super) fn new(tools_offered: bool) -> Self {
+        ChunkDecoder {
+            tools_offered,
+            ..ChunkDecoder::default()
+        }
+    }
     /// Decodes the data of one SSE event.
     pub(super) fn on_data(&mut self, data: &str) -> Step {
         let data = data.trim();
@@ -91,11 +142,19 @@ impl ChunkDecoder {
             return Step::more(Vec::new());
         }
         if data == "[DONE]" {
-            let reason = self.finish_reason.take().unwrap_or(if self.saw_tool_call {
-                FinishReason::ToolCalls
-            } else {
-                FinishReason::Stop
-            });
+            let reason = match self.finish_reason.take() {
+                Some(reason) => reason,
+                None => {
+                    if let Some(error) = self.call_written_as_text() {
+                        return Step::end(Vec::new(), Err(error));
+                    }
+                    if self.saw_tool_call {
+                        FinishReason::ToolCalls
+                    } else {
+                        FinishReason::Stop
+                    }
+                }
+            };
             return Step::end(Vec::new(), Ok(self.finish(reason)));
         }
         let chunk = match serde_json::from_str::<Value>(data) {
@@ -128,6 +187,7 @@ impl ChunkDecoder {
                 ))),
             );
         }
+        self.saw_chunk = true;
         let mut events = Vec::new();
         if let Some(choice) = first_choice(&chunk) {
             if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
@@ -139,10 +199,18 @@ impl ChunkDecoder {
         }
         if let Some(usage) = chunk.get("usage").and_then(Value::as_object) {
             let tokens = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Some(Usage::new(
-                tokens("prompt_tokens"),
-                tokens("completion_tokens"),
-            ));
+            // Cached prompt tokens: OpenAI's (and vLLM's, llama.cpp's)
+            // `prompt_tokens_details.cached_tokens`, DeepSeek's
+            // `prompt_cache_hit_tokens`; both are part of `prompt_tokens`.
+            let cached = usage
+                .get("prompt_tokens_details")
+                .and_then(|details| details.get("cached_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or_else(|| tokens("prompt_cache_hit_tokens"));
+            self.usage = Some(Usage {
+                cache_read_tokens: cached,
+                ..Usage::new(tokens("prompt_tokens"), tokens("completion_tokens"))
+            });
         }
         Step::more(events)
     }
@@ -152,9 +220,29 @@ impl ChunkDecoder {
         delta: &Map<String, Value>,
         events: &mut Vec<Result<ModelEvent, ModelError>>,
     ) {
+        // Reasoning before the answer. A server that sends both names
+        // (vLLM while it renamed the field) sends the same text twice: the
+        // first non-empty one counts.
+        if let Some(text) = ["reasoning_content", "reasoning"]
+            .iter()
+            .find_map(|key| delta.get(*key).and_then(Value::as_str))
+            .filter(|text| !text.is_empty())
+        {
+            events.push(Ok(ModelEvent::ThinkingDelta(ThinkingDelta::Reasoning {
+                index: 0,
+                text: text.to_owned(),
+            })));
+        }
         if let Some(text) = delta.get("content").and_then(Value::as_str)
             && !text.is_empty()
         {
+            if self.text_start.len() < TEXT_START_BYTES {
+                let room = TEXT_START_BYTES - self.text_start.len();
+                self.text_start.extend(text.chars().scan(0, |taken, c| {
+                    *taken += c.len_utf8();
+                    (*taken <= room).then_some(c)
+                }));
+            }
             events.push(Ok(ModelEvent::TextDelta(text.to_owned())));
         }
         let tool_calls = delta.get("tool_calls").and_then(Value::as_array);
@@ -220,9 +308,42 @@ impl ChunkDecoder {
     pub(super) fn on_end(&mut self) -> Step {
         let last = match self.finish_reason.take() {
             Some(reason) => Ok(self.finish(reason)),
-            None => Err(ModelError::Incomplete),
+            None => Err(self
+                .call_written_as_text()
+                .or_else(|| self.nothing_after_tools())
+                .unwrap_or(ModelError::Incomplete)),
         };
         Step::end(Vec::new(), last)
+    }
+
+    /// The error for a body that ended without a single chunk after a
+    /// request with tools: what llama-cpp-python's server does when its
+    /// chat format cannot stream tool calls (it fails with `Automatic
+    /// streaming tool choice is not supported` after the response began).
+    fn nothing_after_tools(&self) -> Option<ModelError> {
+        (self.tools_offered && !self.saw_chunk).then(|| {
+            ModelError::Protocol(format!(
+                "the server ended the stream without a single chunk after a request with tools, \
+                 as a server that cannot stream native tool calls does (llama-cpp-python's \
+                 function-calling chat formats; its log says `Automatic streaming tool choice is \
+                 not supported`); {NATIVE_CALLS_FIX}"
+            ))
+        })
+    }
+
+    /// The error for a turn that ended without a `finish_reason` after a
+    /// request with tools, having streamed no tool call but text that looks
+    /// like one: how a server that cannot stream tool calls answers (it
+    /// writes the call the model made in its own format, as text).
+    fn call_written_as_text(&self) -> Option<ModelError> {
+        if !self.tools_offered || self.saw_tool_call || !looks_like_a_call(&self.text_start) {
+            return None;
+        }
+        Some(ModelError::Protocol(format!(
+            "the server streamed what looks like a tool call as text ({}) and ended without a \
+             finish_reason: it cannot stream native tool calls; {NATIVE_CALLS_FIX}",
+            quote(&self.text_start)
+        )))
     }
 
     fn finish(&mut self, reason: FinishReason) -> ModelEvent {
@@ -231,6 +352,43 @@ impl ChunkDecoder {
             usage: self.usage.take(),
         }
     }
+}
+
+/// Whether an error body says the server does not do tool calls (as
+/// opposed to refusing one tool's schema).
+fn refuses_tool_calls(body: &str) -> bool {
+    let body = body.to_ascii_lowercase();
+    body.contains("tool")
+        && !body.contains("schema")
+        && [
+            "stream",
+            "not support",
+            "unsupported",
+            "tool choice",
+            "tool_choice",
+        ]
+        .iter()
+        .any(|phrase| body.contains(phrase))
+}
+
+/// Whether the start of a turn's text looks like a tool call written out:
+/// a JSON object or array (the generic form, Hermes' and Llama's JSON), or
+/// one of the call markers chat templates use (`<tool_call>`,
+/// `<function=`, `<|python_tag|>`, `[TOOL_CALLS]`, `functools[`).
+fn looks_like_a_call(text_start: &str) -> bool {
+    let text = text_start.trim_start();
+    text.starts_with('{')
+        || text.starts_with('[')
+        || [
+            "<tool_call>",
+            "<function",
+            "<|python_tag|>",
+            "[TOOL_CALLS]",
+            "functools[",
+            "<|tool_call",
+        ]
+        .iter()
+        .any(|marker| text.starts_with(marker))
 }
 
 /// The choice with index 0 (the only one unless `n` > 1 was asked for).

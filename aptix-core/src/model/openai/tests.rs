@@ -58,7 +58,11 @@ fn every_kind_of_attachment_has_a_part_or_a_note_after_the_turns_tool_messages()
         ),
         Message::user("Thanks."),
     ];
-    let lowered = messages_json(&transcript);
+    let lowered = messages_json(
+        &transcript,
+        ReasoningEcho::default(),
+        ReasoningField::default(),
+    );
     let roles: Vec<&str> = lowered
         .iter()
         .map(|m| m["role"].as_str().unwrap_or(""))
@@ -85,7 +89,12 @@ fn every_kind_of_attachment_has_a_part_or_a_note_after_the_turns_tool_messages()
 }
 
 fn decode_all(lines: &[&str]) -> Vec<Result<ModelEvent, ModelError>> {
-    let mut decoder = ChunkDecoder::default();
+    decode_with(false, lines)
+}
+
+/// [`decode_all`] for a request that offered tools (`tools_offered`) or not.
+fn decode_with(tools_offered: bool, lines: &[&str]) -> Vec<Result<ModelEvent, ModelError>> {
+    let mut decoder = ChunkDecoder::new(tools_offered);
     let mut out = Vec::new();
     for line in lines {
         let step = decoder.on_data(line);
@@ -342,4 +351,403 @@ proptest::proptest! {
         });
         let _ = decode_all(&[&chunk.to_string(), "[DONE]"]);
     }
+}
+
+fn reasoning(index: usize, text: &str) -> Result<ModelEvent, ModelError> {
+    Ok(ModelEvent::ThinkingDelta(
+        crate::model::ThinkingDelta::Reasoning {
+            index,
+            text: text.into(),
+        },
+    ))
+}
+
+#[test]
+fn reasoning_content_and_reasoning_deltas_are_reasoning_and_never_counted_twice() {
+    let events = decode_all(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Let me "}}]}"#,
+        // Ollama's and OpenRouter's name.
+        r#"{"choices":[{"index":0,"delta":{"reasoning":"think."}}]}"#,
+        // Both names with the same text (vLLM while renaming): once.
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":" Done.","reasoning":" Done."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":"","content":"Hi"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":null,"reasoning":7}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    assert_eq!(
+        events,
+        vec![
+            reasoning(0, "Let me "),
+            reasoning(0, "think."),
+            reasoning(0, " Done."),
+            Ok(ModelEvent::TextDelta("Hi".into())),
+            Ok(ModelEvent::Finish {
+                reason: FinishReason::Stop,
+                usage: None,
+            }),
+        ]
+    );
+}
+
+#[test]
+fn cached_prompt_tokens_are_cache_reads() {
+    for usage in [
+        r#"{"prompt_tokens":100,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":64}}"#,
+        // DeepSeek's name.
+        r#"{"prompt_tokens":100,"completion_tokens":5,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36}"#,
+    ] {
+        let chunk = format!(r#"{{"choices":[],"usage":{usage}}}"#);
+        let events = decode_all(&[
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            &chunk,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            events,
+            vec![Ok(ModelEvent::Finish {
+                reason: FinishReason::Stop,
+                usage: Some(Usage {
+                    cache_read_tokens: 64,
+                    ..Usage::new(100, 5)
+                }),
+            })]
+        );
+    }
+}
+
+fn reasoned(text: &str, calls: Vec<AssistantToolCall>) -> Message {
+    Message::Assistant {
+        content: String::new(),
+        tool_calls: calls,
+        thinking: vec![
+            crate::transcript::ThinkingBlock::Thinking {
+                thinking: "anthropic's".into(),
+                signature: "sig".into(),
+            },
+            crate::transcript::ThinkingBlock::Reasoning { text: text.into() },
+            crate::transcript::ThinkingBlock::OpenaiReasoning {
+                item: json!({ "type": "reasoning", "id": "rs_1" }),
+            },
+        ],
+        server_blocks: Vec::new(),
+        runnable: None,
+    }
+}
+
+fn call(id: &str) -> AssistantToolCall {
+    AssistantToolCall {
+        id: id.into(),
+        name: "lookup".into(),
+        arguments: "{}".into(),
+    }
+}
+
+fn tool_result(id: &str) -> Message {
+    Message::Tool {
+        tool_call_id: id.into(),
+        name: "lookup".into(),
+        content: "{}".into(),
+        is_error: false,
+        attachments: Vec::new(),
+    }
+}
+
+/// Two user turns: the first answered without tools, the second with a
+/// call, its result, and an answer.
+fn two_user_turns() -> Vec<Message> {
+    vec![
+        Message::user("Hi"),
+        reasoned("greet", vec![]),
+        Message::user("Look it up"),
+        reasoned("call it", vec![call("a")]),
+        tool_result("a"),
+        reasoned("answer", vec![]),
+    ]
+}
+
+#[test]
+fn reasoning_goes_back_on_the_assistant_messages_of_user_turns_with_tool_calls() {
+    let lowered = messages_json(
+        &two_user_turns(),
+        ReasoningEcho::ToolTurns,
+        ReasoningField::ReasoningContent,
+    );
+    // Only its own kind, only in the turn that called a tool: the
+    // assistant message with the call and the answer after its result.
+    assert_eq!(lowered[1], json!({ "role": "assistant", "content": "" }));
+    assert_eq!(
+        lowered[3],
+        json!({
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{ "id": "a", "type": "function", "function": { "name": "lookup", "arguments": "{}" } }],
+            "reasoning_content": "call it",
+        })
+    );
+    assert_eq!(
+        lowered[5],
+        json!({ "role": "assistant", "content": "", "reasoning_content": "answer" })
+    );
+}
+
+#[test]
+fn reasoning_echo_always_never_and_the_field_name() {
+    let always = messages_json(
+        &two_user_turns(),
+        ReasoningEcho::Always,
+        ReasoningField::Reasoning,
+    );
+    assert_eq!(
+        always[1],
+        json!({ "role": "assistant", "content": "", "reasoning": "greet" })
+    );
+    assert_eq!(always[3]["reasoning"], "call it");
+    assert_eq!(always[3].get("reasoning_content"), None);
+    let never = messages_json(
+        &two_user_turns(),
+        ReasoningEcho::Never,
+        ReasoningField::ReasoningContent,
+    );
+    for message in &never {
+        assert_eq!(message.get("reasoning_content"), None, "{message}");
+        assert_eq!(message.get("reasoning"), None, "{message}");
+    }
+    // Other providers' kinds alone send nothing, whatever the echo.
+    let foreign = Message::Assistant {
+        content: "x".into(),
+        tool_calls: vec![call("b")],
+        thinking: vec![crate::transcript::ThinkingBlock::Gemini {
+            part: json!({ "text": "t", "thought": true }),
+            tool_call_id: None,
+        }],
+        server_blocks: vec![json!({ "type": "server_tool_use" })],
+        runnable: None,
+    };
+    let lowered = messages_json(
+        &[Message::user("q"), foreign, tool_result("b")],
+        ReasoningEcho::Always,
+        ReasoningField::ReasoningContent,
+    );
+    assert_eq!(lowered[1].get("reasoning_content"), None);
+}
+
+#[test]
+fn from_vars_reads_native_tool_calls_and_the_reasoning_field() -> Result<(), ModelError> {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    };
+    let default = OpenAiChat::from_vars(vars(&[]))?;
+    assert!(default.calls_tools_natively());
+    assert_eq!(default.reasoning_field, ReasoningField::ReasoningContent);
+    let composed = OpenAiChat::from_vars(vars(&[
+        ("OPENAI_NATIVE_TOOL_CALLS", " False "),
+        ("OPENAI_REASONING_FIELD", "reasoning"),
+    ]))?;
+    assert!(!composed.calls_tools_natively());
+    assert_eq!(composed.reasoning_field, ReasoningField::Reasoning);
+    for bad in [
+        &[("OPENAI_NATIVE_TOOL_CALLS", "maybe")][..],
+        &[("OPENAI_REASONING_FIELD", "thoughts")][..],
+    ] {
+        let pairs: &'static [(&'static str, &'static str)] = bad;
+        assert!(matches!(
+            OpenAiChat::from_vars(vars(pairs)),
+            Err(ModelError::Config(_))
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_call_written_as_text_without_a_finish_after_a_tools_request_names_the_fix() {
+    let text = r#"{"choices":[{"index":0,"delta":{"content":"{\"name\": \"lookup\", \"arguments\": {}}"}}]}"#;
+    for ending in [&["[DONE]"][..], &[][..]] {
+        let mut lines = vec![text];
+        lines.extend_from_slice(ending);
+        let events = decode_with(true, &lines);
+        match events.last() {
+            Some(Err(ModelError::Protocol(message))) => {
+                assert!(
+                    message.contains("cannot stream native tool calls"),
+                    "{message}"
+                );
+                assert!(message.contains("CallMode::Composed"), "{message}");
+                assert!(
+                    message.contains("OPENAI_NATIVE_TOOL_CALLS=false"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Without tools offered, or with a finish_reason, or with prose, it is
+    // an answer as before.
+    assert!(matches!(
+        decode_with(false, &[text, "[DONE]"]).last(),
+        Some(Ok(ModelEvent::Finish { .. }))
+    ));
+    assert!(matches!(
+        decode_with(
+            true,
+            &[
+                text,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                "[DONE]"
+            ]
+        )
+        .last(),
+        Some(Ok(ModelEvent::Finish { .. }))
+    ));
+    assert!(matches!(
+        decode_with(
+            true,
+            &[
+                r#"{"choices":[{"index":0,"delta":{"content":"It is sunny."}}]}"#,
+                "[DONE]"
+            ]
+        )
+        .last(),
+        Some(Ok(ModelEvent::Finish { .. }))
+    ));
+    // Nothing at all after a request with tools: the likely cause named.
+    match decode_with(true, &[]).last() {
+        Some(Err(ModelError::Protocol(message))) => {
+            assert!(message.contains("without a single chunk"), "{message}");
+            assert!(message.contains("CallMode::Composed"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        decode_with(false, &[]).last(),
+        Some(&Err(ModelError::Incomplete))
+    );
+    for marker in [
+        "<tool_call>\n{",
+        "  [TOOL_CALLS][{",
+        "<|python_tag|>x",
+        "<function=lookup>",
+    ] {
+        let chunk =
+            json!({ "choices": [{ "index": 0, "delta": { "content": marker } }] }).to_string();
+        assert!(
+            matches!(
+                decode_with(true, &[&chunk, "[DONE]"]).last(),
+                Some(Err(ModelError::Protocol(_)))
+            ),
+            "{marker}"
+        );
+    }
+}
+
+#[test]
+fn an_error_status_about_tools_after_a_tools_request_names_the_fix() {
+    for body in [
+        r#"{"error":{"code":500,"message":"Cannot use tools with stream","type":"server_error"}}"#,
+        "Automatic streaming tool choice is not supported",
+        r#"{"error":{"message":"registry.ollama.ai/library/gemma:2b does not support tools"}}"#,
+        r#"{"object":"error","message":"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set","type":"BadRequestError","code":400}"#,
+        "tools not supported",
+    ] {
+        let error = super::stream::explain_refusal(
+            ModelError::Http {
+                status: 500,
+                body: body.into(),
+            },
+            true,
+        );
+        match error {
+            ModelError::Config(message) => {
+                assert!(message.contains("500"), "{message}");
+                assert!(message.contains("CallMode::Composed"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Not about tools, no tools offered, or a rate limit: as it was.
+    for (status, body, offered) in [
+        (500, "out of memory", true),
+        // A schema the server refused is not a server without tool calls.
+        (
+            400,
+            r#"{"error":{"message":"Invalid schema for function 'lookup': 'minLength' is not supported in strict mode.","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
+            true,
+        ),
+        (
+            400,
+            r#"{"error":{"message":"Invalid type for 'tools[0]'","param":"tools[0]"}}"#,
+            true,
+        ),
+        (500, "tools not supported", false),
+        (429, "too many tool requests", true),
+    ] {
+        let error = ModelError::Http {
+            status,
+            body: body.into(),
+        };
+        assert_eq!(
+            super::stream::explain_refusal(error.clone(), offered),
+            error
+        );
+    }
+}
+
+/// OpenAI's own endpoint has no reasoning field in messages and refuses
+/// unknown ones: a transcript brought from a DeepSeek-style server sends
+/// none there unless asked, and does everywhere else.
+#[test]
+fn openai_itself_gets_no_reasoning_unless_asked() {
+    let request = request(two_user_turns(), Vec::new());
+    let on_openai = OpenAiChat::new("gpt-4o-mini").request_body(&request);
+    assert!(!on_openai.to_string().contains("reasoning_content"));
+    let asked = OpenAiChat::new("gpt-4o-mini")
+        .with_reasoning_echo(ReasoningEcho::ToolTurns)
+        .request_body(&request);
+    assert_eq!(asked["messages"][3]["reasoning_content"], "call it");
+    let deepseek = OpenAiChat::new("deepseek-chat")
+        .with_base_url("https://api.deepseek.com")
+        .request_body(&request);
+    assert_eq!(deepseek["messages"][3]["reasoning_content"], "call it");
+    assert_eq!(deepseek["messages"][1].get("reasoning_content"), None);
+}
+
+/// Chat Completions hosts no tool: an `executor = provider` tool in a
+/// request (an agent refuses to build with one; a request built by hand
+/// may hold one) is left out, never offered as a function nobody runs.
+#[test]
+fn a_provider_tool_is_never_offered_as_a_function() {
+    let spec = |name: &str, hosted: bool| ToolSpec {
+        name: name.into(),
+        description: "d".into(),
+        parameters: json!({ "type": "object", "properties": {} }),
+        dialect: crate::schema::Dialect::OpenAiCompatible,
+        hosted,
+    };
+    let model = OpenAiChat::new("m");
+    assert!(!model.hosts_tool("web_search"));
+    let body = model.request_body(&request(
+        vec![Message::user("q")],
+        vec![spec("web_search", true), spec("lookup", false)],
+    ));
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|tool| tool["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, ["lookup"]);
+    let only_hosted = model.request_body(&request(
+        vec![Message::user("q")],
+        vec![spec("web_search", true)],
+    ));
+    assert_eq!(only_hosted.get("tools"), None);
+    assert_eq!(only_hosted.get("tool_choice"), None);
 }
