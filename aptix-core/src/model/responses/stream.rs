@@ -268,7 +268,13 @@ impl Decoder {
                 // in an `error` object too.
                 let error = match data.get("error") {
                     Some(error @ Value::Object(_)) => error.clone(),
-                    _ => Value::Object(data.clone()),
+                    _ => {
+                        // The event's own `type` is not the error's.
+                        let mut error = data.clone();
+                        error.remove("type");
+                        error.remove("sequence_number");
+                        Value::Object(error)
+                    }
                 };
                 return Err(ModelError::Protocol(format!(
                     "the provider reported an error: {}",
