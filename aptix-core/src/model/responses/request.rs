@@ -133,10 +133,10 @@ impl OpenAiResponses {
             ))
         })??;
         if wire_type(&wire) == Some("file_search")
-            && !wire
+            && wire
                 .get("vector_store_ids")
                 .and_then(Value::as_array)
-                .is_some_and(|ids| !ids.is_empty())
+                .is_none_or(Vec::is_empty)
         {
             return Err(ModelError::Config(format!(
                 "the hosted tool `{}` (file_search) needs the vector stores to search: OpenAiResponses::hosted_tool(\"{}\", json!({{\"type\": \"file_search\", \"vector_store_ids\": [\"vs_…\"]}}))",
