@@ -24,6 +24,11 @@ const QUOTE_CHARS: usize = 500;
 /// little memory even when it carries nothing the assembler counts.
 pub(super) const MAX_OUTPUT_ITEMS: usize = 4096;
 
+/// The longest output item or event type kept or logged: every type the
+/// API has is far shorter, and each item's type is kept for the turn's
+/// record.
+const MAX_TYPE_BYTES: usize = 64;
+
 type Item = Result<ModelEvent, ModelError>;
 
 /// Turns the response's events into model events, ending after the first
@@ -281,13 +286,23 @@ impl Decoder {
                     provider_error(&error)
                 )));
             }
-            other => tracing::debug!(event = other, "ignored an event this adapter does not read"),
+            other => tracing::debug!(
+                event = %other.chars().take(MAX_TYPE_BYTES).collect::<String>(),
+                "ignored an event this adapter does not read"
+            ),
         }
         Ok(Step::more(out))
     }
 
     /// Notes an output item's type, bounding how many there may be.
     fn note(&mut self, index: u64, item: &Map<String, Value>) -> Result<(), ModelError> {
+        let kind = string(item, "type");
+        if kind.len() > MAX_TYPE_BYTES {
+            return Err(ModelError::Protocol(format!(
+                "an output item's type is {} bytes long, more than any type has",
+                kind.len()
+            )));
+        }
         if !self.order.contains_key(&index) && self.order.len() >= MAX_OUTPUT_ITEMS {
             return Err(ModelError::Protocol(format!(
                 "the response has more than {MAX_OUTPUT_ITEMS} output items"

@@ -430,6 +430,9 @@ fn malformed_or_oversized_events_end_the_turn() {
     assert!(failed(small.on_event(&event(
         json!({ "type": "response.output_text.delta", "output_index": 0, "delta": "x".repeat(64) })
     ))));
+    assert!(failed(decoder().on_event(&event(
+        json!({ "type": "response.output_item.added", "output_index": 0, "item": { "type": "x".repeat(65) } })
+    ))));
     let mut decoder = decoder();
     for index in 0..MAX_OUTPUT_ITEMS {
         let step = decoder.on_event(&event(json!({ "type": "response.output_item.added", "output_index": index, "item": { "type": "message" } })));
