@@ -40,6 +40,7 @@ pub mod faulty_store;
 pub mod hostile_mcp;
 pub mod mock_anthropic;
 pub mod mock_openai;
+pub mod mock_responses;
 pub mod mock_server;
 pub mod scripted_model;
 pub mod store_suite;

@@ -18,4 +18,5 @@ mod hello_world;
 pub mod anthropic_adapter;
 pub mod openai_adapter;
 pub mod real_llm;
+pub mod responses_adapter;
 pub mod tool_return;

@@ -28,6 +28,10 @@ use serde_json::Value;
 
 use crate::mock_server::ScriptedResponse;
 
+pub mod openai_responses;
+
+pub use openai_responses::OpenAiResponsesWire;
+
 /// Builds the adapter under test, pointed at a mock server's base URL
 /// (`http://127.0.0.1:PORT`, without a path).
 pub type ModelFactory = dyn Fn(&str) -> Arc<dyn ChatModel> + Send + Sync;
