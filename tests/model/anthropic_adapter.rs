@@ -983,17 +983,7 @@ async fn thinking_turned_on_is_asked_for_and_its_blocks_go_back() -> TestResult 
     Ok(())
 }
 
-/// Anthropic's web search, run by its servers.
-#[aptix::prelude::agent_tool(
-    name = "web_search",
-    usage = "Call to search the web for current facts.",
-    executor = provider
-)]
-#[derive(Debug, aptix::prelude::Deserialize, aptix::prelude::JsonSchema)]
-pub struct WebSearch {
-    /// The query.
-    pub query: String,
-}
+use crate::WebSearch;
 
 /// An agent with the provider's `web_search` and the weather tool builds
 /// on Anthropic and runs: the request offers the search in its server-tool

@@ -20,3 +20,16 @@ pub mod openai_adapter;
 pub mod real_llm;
 pub mod responses_adapter;
 pub mod tool_return;
+
+/// The provider's web search, run by its servers: one declaration for the
+/// whole binary, whose tool names must be unique.
+#[aptix::prelude::agent_tool(
+    name = "web_search",
+    usage = "Call to search the web for current facts.",
+    executor = provider
+)]
+#[derive(Debug, aptix::prelude::Deserialize, aptix::prelude::JsonSchema)]
+pub struct WebSearch {
+    /// The query.
+    pub query: String,
+}

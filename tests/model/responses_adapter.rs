@@ -145,17 +145,7 @@ async fn weather(args: WeatherArgs) -> Result<String, aptix::prelude::ToolError>
     Ok(format!("Sunny in {}", args.city))
 }
 
-/// Searches the web; OpenAI runs it.
-#[aptix::prelude::agent_tool(
-    name = "web_search",
-    usage = "Call to look something up on the web.",
-    executor = provider
-)]
-#[derive(Debug, aptix::prelude::Deserialize, aptix::prelude::JsonSchema)]
-pub struct WebSearch {
-    /// The query.
-    pub query: String,
-}
+use crate::WebSearch;
 
 async fn run_agent(
     agent: &aptix::Agent,
