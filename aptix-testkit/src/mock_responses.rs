@@ -633,8 +633,8 @@ impl MockResponsesServer {
     }
 }
 
-/// A body of `bytes` bytes in one chunk: one text delta that never ends,
-/// for limits tests.
+/// A response whose one text delta is `bytes` bytes long, in one event,
+/// and which never finishes: for the limit on one event.
 pub fn huge_delta_response(bytes: usize) -> ScriptedResponse {
     let turn = ResponsesTurn::new().text("").without_end();
     let mut frames = turn.frames();

@@ -192,7 +192,10 @@ impl Decoder {
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 let delta = string(data, "delta");
-                if let Some(Open::Message { streamed }) = self.open.get_mut(&output_index(data)?) {
+                // Lenient: text is text, whichever item it is said to be in.
+                if let Ok(index) = output_index(data)
+                    && let Some(Open::Message { streamed }) = self.open.get_mut(&index)
+                {
                     *streamed = true;
                 }
                 if !delta.is_empty() {

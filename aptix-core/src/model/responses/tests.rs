@@ -370,6 +370,8 @@ fn text_reasoning_and_hosted_items_and_unknown_events() {
         // A message whose text never streamed: its text at its end.
         json!({ "type": "response.output_item.added", "output_index": 2, "item": { "type": "message", "content": [] } }),
         json!({ "type": "response.output_item.done", "output_index": 2, "item": { "type": "message", "content": [{ "type": "output_text", "text": "Whole." }] } }),
+        // A server that leaves out where its text belongs.
+        json!({ "type": "response.output_text.delta", "delta": " More." }),
     ];
     let produced: Vec<ModelEvent> = events
         .into_iter()
@@ -400,6 +402,7 @@ fn text_reasoning_and_hosted_items_and_unknown_events() {
                 json!({ "type": "web_search_call", "id": "ws_1", "status": "failed", "action": { "type": "search", "query": "q" } })
             ),
             ModelEvent::TextDelta("Whole.".into()),
+            ModelEvent::TextDelta(" More.".into()),
         ]
     );
     let incomplete = json!({ "type": "response.incomplete", "response": { "incomplete_details": { "reason": "something_new" } } });
