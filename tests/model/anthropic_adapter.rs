@@ -1159,7 +1159,13 @@ async fn other_providers_reasoning_is_never_sent() -> TestResult {
                 signature: SIGNATURE.into(),
             },
         ],
-        server_blocks: Vec::new(),
+        // Other providers' blocks of a turn they ran: a Responses turn
+        // record and hosted item, a Gemini code-execution part.
+        server_blocks: vec![
+            json!({ "type": "aptix_responses_turn", "response_id": "resp_1", "output": ["web_search_call"] }),
+            json!({ "type": "web_search_call", "id": "ws_1", "status": "completed" }),
+            json!({ "executableCode": { "language": "PYTHON", "code": "print(1)" } }),
+        ],
         runnable: None,
     };
     let items = collect(
@@ -1179,7 +1185,14 @@ async fn other_providers_reasoning_is_never_sent() -> TestResult {
         "{}",
         requests[0].raw_body
     );
-    for foreign in ["deepseek's", "rs_1", "gemini's"] {
+    for foreign in [
+        "deepseek's",
+        "rs_1",
+        "gemini's",
+        "resp_1",
+        "ws_1",
+        "executableCode",
+    ] {
         assert!(!requests[0].raw_body.contains(foreign), "{foreign}");
     }
     Ok(())

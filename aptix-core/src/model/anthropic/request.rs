@@ -262,7 +262,12 @@ pub(super) fn messages(transcript: &[Message]) -> Vec<Value> {
                 // search and the tools it found, whose `tool_reference`s
                 // load them), before the calls of the tools found.
                 let mut blocks: Vec<Value> = thinking.iter().filter_map(thinking_block).collect();
-                blocks.extend(server_blocks.iter().cloned());
+                blocks.extend(
+                    server_blocks
+                        .iter()
+                        .filter(|block| is_anthropic_block(block))
+                        .cloned(),
+                );
                 if !content.is_empty() {
                     blocks.push(json!({ "type": "text", "text": content }));
                 }
@@ -359,6 +364,22 @@ fn thinking_block(block: &ThinkingBlock) -> Option<Value> {
         }
         _ => None,
     }
+}
+
+/// Whether a kept server block is one of Anthropic's own: its server
+/// tools' calls and results (`server_tool_use`, `web_search_tool_result`,
+/// `code_execution_tool_result`, `tool_search_tool_result`, ...), its MCP
+/// connector's, a container upload. Another provider's blocks of a turn it
+/// ran (a Responses item, a Gemini part) are left out: a transcript moved
+/// between providers must stay one Anthropic accepts.
+fn is_anthropic_block(block: &Value) -> bool {
+    let Some(kind) = block.get("type").and_then(Value::as_str) else {
+        return false;
+    };
+    matches!(
+        kind,
+        "server_tool_use" | "mcp_tool_use" | "container_upload"
+    ) || kind.ends_with("_tool_result")
 }
 
 fn is_tool_result(block: &Value) -> bool {
