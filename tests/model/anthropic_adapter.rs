@@ -28,6 +28,7 @@ fn fast_policy() -> HttpPolicy {
         max_retries: 3,
         initial_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(5),
+        ..HttpPolicy::default()
     }
 }
 

@@ -60,6 +60,7 @@ fn fast_policy() -> HttpPolicy {
         max_retries: 3,
         initial_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(10),
+        ..HttpPolicy::default()
     }
 }
 
@@ -922,6 +923,7 @@ fn error_policy() -> HttpPolicy {
         max_retries: 0,
         initial_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(1),
+        ..HttpPolicy::default()
     }
 }
 
@@ -1219,5 +1221,29 @@ async fn native_tool_calls_off_makes_auto_mode_composed() -> TestResult {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].body.get("tools"), None);
     assert_eq!(requests[0].body["response_format"]["type"], "json_schema");
+    Ok(())
+}
+
+/// One event that never ends, sent fast: a `data:` line of 20 MiB in 16 KiB
+/// pieces. The transport refuses it at `HttpPolicy::max_event_bytes`
+/// (16 MiB by default) in time linear in what was read, rather than
+/// holding all of it and parsing the unfinished line again on each piece.
+#[tokio::test]
+async fn an_event_that_never_ends_is_refused_at_its_limit() -> TestResult {
+    let mut chunks = vec![b"data: ".to_vec()];
+    let piece = vec![b'x'; 16 * 1024];
+    chunks.extend(std::iter::repeat_n(piece, 20 * 64));
+    let server =
+        MockOpenAiServer::start([aptix_testkit::mock_server::ScriptedResponse::sse(chunks)])
+            .await?;
+    let model = model_for(&server);
+    let started = std::time::Instant::now();
+    let events = collect_events(model.stream(&ask("Hi", Vec::new()))).await;
+    match events.last() {
+        Some(Err(ModelError::Protocol(message))) => {
+            assert!(message.contains("16777216 bytes"), "{message}")
+        }
+        other => panic!("{other:?} after {:?}", started.elapsed()),
+    }
     Ok(())
 }

@@ -32,6 +32,7 @@ fn fast_policy() -> HttpPolicy {
         max_retries: 2,
         initial_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(5),
+        ..HttpPolicy::default()
     }
 }
 

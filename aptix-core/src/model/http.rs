@@ -7,11 +7,13 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
+use std::collections::VecDeque;
+
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::ModelError;
+use super::sse::SseDecoder;
 use crate::schema::meta_fields::InCallOrder;
 
 /// Time limits and retry policy of a model endpoint.
@@ -29,6 +31,13 @@ pub struct HttpPolicy {
     pub initial_backoff: Duration,
     /// The longest single wait between retries.
     pub max_backoff: Duration,
+    /// The most bytes one server-sent event may hold before its end: an
+    /// endpoint that sends one longer is cut off with
+    /// [`ModelError::Protocol`] rather than held in memory. Well above any
+    /// event a provider sends for a turn within
+    /// [`TurnLimits`](super::adapter::TurnLimits) (the Responses API's last
+    /// event repeats the whole turn).
+    pub max_event_bytes: usize,
 }
 
 impl Default for HttpPolicy {
@@ -40,6 +49,7 @@ impl Default for HttpPolicy {
             max_retries: 3,
             initial_backoff: Duration::from_millis(250),
             max_backoff: Duration::from_secs(20),
+            max_event_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -116,23 +126,66 @@ pub(crate) async fn post_sse(
         tokio::time::sleep(retry_after.map_or(backoff, |wait| wait.min(policy.max_backoff))).await;
         attempt += 1;
     };
-    let idle = policy.idle_timeout;
-    let events = response.bytes_stream().eventsource();
-    Ok(futures_util::stream::unfold(
-        Box::pin(events),
-        move |mut events| async move {
-            let next = match tokio::time::timeout(idle, events.next()).await {
-                Err(_) => Some(Err(ModelError::Timeout)),
-                Ok(None) => None,
-                Ok(Some(Ok(event))) => Some(Ok(SseEvent {
-                    event: event.event,
-                    data: event.data,
-                })),
-                Ok(Some(Err(error))) => Some(Err(ModelError::Transport(error.to_string()))),
-            };
-            next.map(|item| (item, events))
-        },
+    Ok(events(
+        response,
+        policy.idle_timeout,
+        policy.max_event_bytes,
     ))
+}
+
+/// The events of a response body: each within `idle` of the one before
+/// (the first, of the request), none longer than `max_event_bytes`. The
+/// stream ends after its first error.
+fn events(
+    response: reqwest::Response,
+    idle: Duration,
+    max_event_bytes: usize,
+) -> impl Stream<Item = Result<SseEvent, ModelError>> + Send + use<> {
+    struct Reading<B> {
+        body: B,
+        decoder: SseDecoder,
+        ready: VecDeque<SseEvent>,
+        deadline: tokio::time::Instant,
+        /// Why the stream ends, once it does: handed out after the events
+        /// completed before it.
+        failed: Option<ModelError>,
+        ended: bool,
+    }
+    let reading = Reading {
+        body: Box::pin(response.bytes_stream()),
+        decoder: SseDecoder::new(max_event_bytes),
+        ready: VecDeque::new(),
+        deadline: tokio::time::Instant::now() + idle,
+        failed: None,
+        ended: false,
+    };
+    futures_util::stream::unfold(reading, move |mut reading| async move {
+        loop {
+            if let Some(event) = reading.ready.pop_front() {
+                reading.deadline = tokio::time::Instant::now() + idle;
+                return Some((Ok(event), reading));
+            }
+            if let Some(failed) = reading.failed.take() {
+                return Some((Err(failed), reading));
+            }
+            if reading.ended {
+                return None;
+            }
+            match tokio::time::timeout_at(reading.deadline, reading.body.next()).await {
+                Err(_) => reading.failed = Some(ModelError::Timeout),
+                // An event left unfinished is dropped, as the format says.
+                Ok(None) => {}
+                Ok(Some(Err(error))) => {
+                    reading.failed = Some(ModelError::Transport(error.to_string()));
+                }
+                Ok(Some(Ok(chunk))) => match reading.decoder.feed(&chunk, &mut reading.ready) {
+                    Ok(()) => continue,
+                    Err(error) => reading.failed = Some(ModelError::Protocol(error.to_string())),
+                },
+            }
+            reading.ended = true;
+        }
+    })
 }
 
 /// The most bytes of an error response kept for [`ModelError::Http`].

@@ -19,6 +19,8 @@ pub(crate) mod http;
 pub mod openai;
 #[cfg(feature = "openai")]
 pub mod responses;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+mod sse;
 
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub use http::{ERROR_BODY_LIMIT, HttpPolicy};
