@@ -17,6 +17,10 @@
 //! `mock_anthropic`, ...); the adapter under test is the test's to build,
 //! so this crate needs none of the HTTP adapters.
 
+pub mod gemini;
+
+pub use gemini::GeminiWire;
+
 use std::sync::Arc;
 
 use aptix_core::model::ChatModel;
