@@ -123,7 +123,7 @@ pub(super) fn temperature(value: f32) -> Option<Value> {
 
 /// One content being built: its role, its parts, and, for the user content
 /// that answers a turn's calls, how many function responses lead it (the
-/// attachments and any user text follow them).
+/// attachments follow them).
 struct Turn {
     role: &'static str,
     parts: Vec<Value>,
@@ -138,8 +138,7 @@ struct Turn {
 /// its text), then its function calls, each with the signature that came
 /// on it. Tool results are `functionResponse` parts of one `user` content
 /// per turn, in the calls' order, which is how Gemini takes the answers to
-/// parallel calls; what the tools attached follows them, and a user text
-/// right after them joins that content.
+/// parallel calls; what the tools attached follows them.
 pub(super) fn contents(transcript: &[Message]) -> Vec<Value> {
     let mut out: Vec<Turn> = Vec::new();
     for message in transcript {
@@ -147,8 +146,12 @@ pub(super) fn contents(transcript: &[Message]) -> Vec<Value> {
             Message::System { .. } => {}
             Message::User { content } => {
                 let part = json!({ "text": content });
+                // A user's words after tool results start a content of
+                // their own, as Google's SDKs send them.
                 match out.last_mut() {
-                    Some(turn) if turn.role == "user" => turn.parts.push(part),
+                    Some(turn) if turn.role == "user" && turn.responses.is_none() => {
+                        turn.parts.push(part)
+                    }
                     _ => out.push(Turn {
                         role: "user",
                         parts: vec![part],

@@ -354,8 +354,8 @@ fn signatures_go_back_where_they_came_and_foreign_reasoning_stays_out() {
                 { "functionResponse": { "id": "a", "name": "get_weather", "response": { "output": { "ok": true, "result": "Sunny" } } } },
                 { "functionResponse": { "id": "b", "name": "get_weather", "response": { "error": { "ok": false } } } },
                 { "inlineData": { "mimeType": "image/png", "data": "AAAA" } },
-                { "text": "Thanks." },
             ] },
+            { "role": "user", "parts": [{ "text": "Thanks." }] },
         ])
     );
 }
