@@ -472,6 +472,13 @@ async fn structured_output_carries_composed_calls() -> TestResult {
     let schema = &body["generationConfig"]["responseSchema"];
     assert_eq!(schema["type"], "object");
     assert!(schema["properties"]["calls"].is_object(), "{schema}");
+    // Gemini is told to write a call's `_tool` first.
+    assert!(
+        schema
+            .to_string()
+            .contains(r#""propertyOrdering":["_tool","_activity","city"]"#),
+        "{schema}"
+    );
     Ok(())
 }
 

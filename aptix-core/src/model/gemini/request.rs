@@ -11,6 +11,7 @@ use super::Gemini;
 use crate::content::Content;
 use crate::model::attachments::{Attachment, classify, is_blank_text, left_out};
 use crate::model::{ChatRequest, Message, ThinkingBlock, ToolChoice, ToolSpec};
+use crate::schema::meta_fields;
 use crate::transcript::AssistantToolCall;
 
 impl Gemini {
@@ -76,7 +77,9 @@ impl Gemini {
         }
         if let Some(format) = &request.response_format {
             generation.insert("responseMimeType".into(), json!("application/json"));
-            generation.insert("responseSchema".into(), (*format.schema).clone());
+            let mut schema = (*format.schema).clone();
+            order_properties(&mut schema);
+            generation.insert("responseSchema".into(), schema);
         }
         if let Some(thinking) = self.thinking {
             generation.insert("thinkingConfig".into(), thinking.config());
@@ -85,6 +88,48 @@ impl Gemini {
             body.insert("generationConfig".into(), Value::Object(generation));
         }
         Value::Object(body)
+    }
+}
+
+/// Gives every object of a response schema a `propertyOrdering` in call
+/// order (`_tool`, `_activity`, `_reasoningForCall`, the parameters, then
+/// `_output`), unless it has one. Gemini writes a structured answer's
+/// members alphabetically otherwise, and the model would then work out a
+/// composed call's latent `_output` before naming its `_tool`; the request
+/// body's member order (which the other adapters rely on) does not reach
+/// Gemini's decoder.
+fn order_properties(schema: &mut Value) {
+    let Value::Object(node) = schema else {
+        return;
+    };
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        let mut names: Vec<String> = properties.keys().cloned().collect();
+        names.sort_by_key(|name| (rank(name), name.clone()));
+        properties.values_mut().for_each(order_properties);
+        node.entry("propertyOrdering")
+            .or_insert_with(|| Value::Array(names.into_iter().map(Value::String).collect()));
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = node.get_mut(key) {
+            order_properties(inner);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(branches)) = node.get_mut(key) {
+            branches.iter_mut().for_each(order_properties);
+        }
+    }
+}
+
+/// Where a member goes in a composed call (as the request bodies of the
+/// other adapters write it).
+fn rank(name: &str) -> u8 {
+    match name {
+        meta_fields::TOOL => 0,
+        meta_fields::ACTIVITY => 1,
+        meta_fields::REASONING => 2,
+        meta_fields::OUTPUT => 4,
+        _ => 3,
     }
 }
 

@@ -458,7 +458,11 @@ fn structured_output_and_only_hosted_tools() {
         body["generationConfig"],
         json!({
             "responseMimeType": "application/json",
-            "responseSchema": { "type": "object", "properties": { "calls": { "type": "array" } } },
+            "responseSchema": {
+                "type": "object",
+                "properties": { "calls": { "type": "array" } },
+                "propertyOrdering": ["calls"],
+            },
             "thinkingConfig": { "includeThoughts": true, "thinkingBudget": 1024 },
         })
     );
@@ -514,4 +518,62 @@ fn configuration_from_variables() -> Result<(), ModelError> {
     assert!(!shown.contains("\"k\""), "{shown}");
     assert!(shown.contains("[redacted]"), "{shown}");
     Ok(())
+}
+
+/// Gemini writes a structured answer's members alphabetically unless the
+/// schema says otherwise, which would put a composed call's `_output` (its
+/// latent result) and `_activity` before its `_tool`: every object of the
+/// response schema is sent with `propertyOrdering` in call order.
+#[test]
+fn a_response_schema_is_ordered_for_calls() {
+    let model = Gemini::new("gemini-2.5-flash", "k");
+    let mut asked = request(vec![Message::user("Hi")], vec![]);
+    asked.response_format = Some(ResponseFormat {
+        name: "calls".into(),
+        schema: std::sync::Arc::new(json!({
+            "type": "object",
+            "properties": {
+                "message": { "type": "string" },
+                "calls": { "type": "array", "items": { "anyOf": [{
+                    "type": "object",
+                    "properties": {
+                        "_output": { "type": "object", "properties": { "b": {}, "a": {} } },
+                        "city": { "type": "string" },
+                        "_tool": { "type": "string" },
+                        "_activity": { "type": "string" },
+                        "_reasoningForCall": { "type": "string" },
+                        "properties": { "type": "object", "properties": { "z": {} } },
+                    },
+                }] } },
+            },
+            "propertyOrdering": ["message", "calls"],
+        })),
+        strict: false,
+    });
+    let body = model.request_body(&asked);
+    let schema = &body["generationConfig"]["responseSchema"];
+    // One already there is the caller's and stays.
+    assert_eq!(schema["propertyOrdering"], json!(["message", "calls"]));
+    let call = &schema["properties"]["calls"]["items"]["anyOf"][0];
+    assert_eq!(
+        call["propertyOrdering"],
+        json!([
+            "_tool",
+            "_activity",
+            "_reasoningForCall",
+            "city",
+            "properties",
+            "_output"
+        ])
+    );
+    assert_eq!(
+        call["properties"]["_output"]["propertyOrdering"],
+        json!(["a", "b"])
+    );
+    // A parameter named `properties` is a schema, not a list of them.
+    assert_eq!(
+        call["properties"]["properties"]["propertyOrdering"],
+        json!(["z"])
+    );
+    assert_eq!(call["properties"].get("propertyOrdering"), None);
 }
