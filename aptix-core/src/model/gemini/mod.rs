@@ -261,12 +261,17 @@ impl Gemini {
         &self.model
     }
 
-    /// The full URL requests are posted to.
+    /// The full URL requests are posted to. A model name with a `/` is a
+    /// resource path of its own (`tunedModels/my-model`,
+    /// `models/gemini-2.5-flash`) and is used as it is; any other is under
+    /// `models/`.
     pub fn endpoint(&self) -> String {
-        format!(
-            "{}/models/{}:streamGenerateContent?alt=sse",
-            self.base_url, self.model
-        )
+        let path = if self.model.contains('/') {
+            self.model.clone()
+        } else {
+            format!("models/{}", self.model)
+        };
+        format!("{}/{path}:streamGenerateContent?alt=sse", self.base_url)
     }
 
     /// The tool object sent for the provider tool `name`, if it hosts one.
@@ -294,7 +299,16 @@ impl Gemini {
         let url = self.endpoint();
         reqwest::Url::parse(&url)
             .map_err(|error| ModelError::Config(format!("bad base URL `{url}`: {error}")))?;
-        if self.model.is_empty() || self.model.contains(['/', '?', '#', ' ']) {
+        // The name becomes part of the URL's path: nothing in it may end
+        // the path or climb out of it.
+        let bad = self.model.is_empty()
+            || self.model.contains(['?', '#', '%', '\\'])
+            || self.model.chars().any(char::is_whitespace)
+            || self
+                .model
+                .split('/')
+                .any(|segment| segment.is_empty() || segment == "..");
+        if bad {
             return Err(ModelError::Config(format!(
                 "`{}` is not a Gemini model name",
                 self.model

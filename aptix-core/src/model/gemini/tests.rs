@@ -577,3 +577,26 @@ fn a_response_schema_is_ordered_for_calls() {
     );
     assert_eq!(call["properties"].get("propertyOrdering"), None);
 }
+
+#[test]
+fn a_model_path_is_kept_and_a_bad_name_refused() {
+    let tuned = Gemini::new("tunedModels/my-model", "k").with_base_url("http://h/v1beta");
+    assert_eq!(
+        tuned.endpoint(),
+        "http://h/v1beta/tunedModels/my-model:streamGenerateContent?alt=sse"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let Ok(runtime) = runtime else {
+        panic!("no runtime");
+    };
+    for name in ["", "a b", "x?y", "../secrets", "models//x", "m#1"] {
+        let model = Gemini::new(name, "k").with_base_url("http://127.0.0.1:9/v1beta");
+        let result = runtime.block_on(model.connect(json!({})));
+        assert!(
+            matches!(result, Err(ModelError::Config(_))),
+            "{name:?} was not refused"
+        );
+    }
+}
