@@ -28,10 +28,12 @@
 //! | `{"error": {code, message, status}}` in the stream | `Err(ModelError::Protocol)` with the status and message |
 //!
 //! An error status (`400`, `429`, ...) comes back as
-//! [`ModelError::Http`](super::ModelError::Http) with the start of Google's
+//! [`ModelError::Http`] with the start of Google's
 //! error body; `429` and `5xx` are retried before the first byte. A stream
 //! that ends without a `finishReason` yields [`ModelError::Incomplete`],
-//! never a `Finish`.
+//! never a `Finish`; one that sends more than 1000 chunks in a row without
+//! content (nothing downstream would count them) ends with
+//! [`ModelError::Protocol`].
 //!
 //! Provider tools: an `executor = provider` tool is sent as Gemini's own
 //! tool of its name, and [`Gemini::hosted_tool`] adds or overrides names.

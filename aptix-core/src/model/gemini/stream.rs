@@ -25,6 +25,12 @@ pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelErro
 /// error: the server writes it, so it is bounded like an error body.
 const ERROR_MESSAGE_LIMIT: usize = 1024;
 
+/// The most chunks in a row that add nothing to the turn (no candidate,
+/// empty parts, usage alone). Nothing downstream counts them against the
+/// turn's limits, so a server that streams only those would otherwise hold
+/// the run for as long as it keeps sending; Gemini itself sends a handful.
+pub(super) const MAX_EMPTY_CHUNKS: usize = 1000;
+
 /// Where one model call's stream stands.
 pub(super) enum Phase<'a> {
     Connect {
@@ -188,6 +194,8 @@ pub(super) struct Decoder {
     /// The provider-run call last opened (code execution, a server-side
     /// tool), which a result without an id answers.
     open_hosted: Option<String>,
+    /// Chunks in a row that added nothing ([`MAX_EMPTY_CHUNKS`]).
+    empty: usize,
 }
 
 impl Decoder {
@@ -199,6 +207,26 @@ impl Decoder {
     }
 
     pub(super) fn decode(
+        &mut self,
+        event: &SseEvent,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        let before = out.len();
+        self.decode_chunk(event, out)?;
+        if out.len() > before {
+            self.empty = 0;
+        } else {
+            self.empty += 1;
+            if self.empty > MAX_EMPTY_CHUNKS {
+                return Err(protocol(&format!(
+                    "the stream sent more than {MAX_EMPTY_CHUNKS} chunks in a row without content"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_chunk(
         &mut self,
         event: &SseEvent,
         out: &mut VecDeque<ModelEvent>,

@@ -600,3 +600,25 @@ fn a_model_path_is_kept_and_a_bad_name_refused() {
         );
     }
 }
+
+/// Chunks that carry nothing (no candidates, empty parts, usage alone)
+/// are not counted against the turn's limits by anything downstream, so
+/// the decoder bounds them itself: a server that sends only those is cut
+/// off rather than holding the run forever.
+#[test]
+fn endless_empty_chunks_are_cut_off() {
+    let empty = r#"{"candidates": [{"content": {"parts": [{"text": ""}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 1}}"#;
+    let allowed = vec![empty; super::stream::MAX_EMPTY_CHUNKS];
+    assert!(decode_all(&allowed).is_ok());
+    let mut one_more = allowed.clone();
+    one_more.push(r#"{"candidates": []}"#);
+    assert!(matches!(
+        decode_all(&one_more),
+        Err(ModelError::Protocol(_))
+    ));
+    // Content in between starts the count again.
+    let mut mixed = allowed.clone();
+    mixed.push(r#"{"candidates": [{"content": {"parts": [{"text": "x"}]}}]}"#);
+    mixed.extend(allowed);
+    assert!(decode_all(&mixed).is_ok());
+}
