@@ -39,6 +39,7 @@ pub mod fake_activity;
 pub mod faulty_store;
 pub mod hostile_mcp;
 pub mod mock_anthropic;
+pub mod mock_gemini;
 pub mod mock_openai;
 pub mod mock_responses;
 pub mod mock_server;

@@ -18,8 +18,12 @@
 //! so this crate needs none of the HTTP adapters.
 
 pub mod anthropic;
+pub mod gemini;
+pub mod openai_responses;
 
 pub use anthropic::AnthropicWire;
+pub use gemini::GeminiWire;
+pub use openai_responses::OpenAiResponsesWire;
 
 use std::sync::Arc;
 
@@ -27,10 +31,6 @@ use aptix_core::model::ChatModel;
 use serde_json::Value;
 
 use crate::mock_server::ScriptedResponse;
-
-pub mod openai_responses;
-
-pub use openai_responses::OpenAiResponsesWire;
 
 /// Builds the adapter under test, pointed at a mock server's base URL
 /// (`http://127.0.0.1:PORT`, without a path).
