@@ -10,6 +10,11 @@
 //! | [`agent`] | the agent loop: events, detached runs (`Agent::start`) and cancellation, the finished-turn rule, models, tracing, hooks, approval policies, per-step tools, retention and a context budget |
 //! | [`durable`] | durable suspension: approvals, client and human tools, `resolve` from any process, deadlines, crash safety, stores |
 //! | [`schema_first`] | latent tools, activities bound per environment, fakes, composed calls for models without tool calling |
+//! | [`providers`] | choosing a model provider without code (`APTIX_PROVIDER`), what each adapter supports, a mock of each to run against |
+//! | [`openai_chat`] | OpenAI-compatible Chat Completions: OpenAI, vLLM, llama.cpp, Ollama, DeepSeek; reasoning sent back, servers without streamed tool calls |
+//! | [`openai_responses`] | OpenAI's Responses API: reasoning items kept across calls, stateless or `previous_response_id`, hosted web search, file search, code interpreter |
+//! | [`anthropic`] | Anthropic Messages: thinking, server tools (web search, web fetch, code execution), strict tools, prompt caching |
+//! | [`gemini`] | Gemini natively: thought signatures, parallel calls, Google Search, code execution, URL context |
 //! | [`mcp_server`] | the catalog as an MCP server (feature `mcp`) |
 //! | [`mcp_client`] | other MCP servers' tools in your catalog (feature `mcp-client`) |
 //! | [`tool_search`] | hundreds of tools behind a search (feature `tool-search`) |
@@ -57,6 +62,21 @@ pub mod durable {}
 
 #[doc = include_str!("../docs/schema_first.md")]
 pub mod schema_first {}
+
+#[doc = include_str!("../docs/providers.md")]
+pub mod providers {}
+
+#[doc = include_str!("../docs/openai_chat.md")]
+pub mod openai_chat {}
+
+#[doc = include_str!("../docs/openai_responses.md")]
+pub mod openai_responses {}
+
+#[doc = include_str!("../docs/anthropic.md")]
+pub mod anthropic {}
+
+#[doc = include_str!("../docs/gemini.md")]
+pub mod gemini {}
 
 #[doc = include_str!("../docs/mcp_server.md")]
 pub mod mcp_server {}

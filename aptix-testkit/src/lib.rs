@@ -15,9 +15,13 @@
 //! - [`ScriptedModel`], [`ScriptedTurn`]: a model that answers with scripted
 //!   turns (text, tool calls streamed whole or in pieces, errors), to test an
 //!   agent without a network.
-//! - [`mock_openai::MockOpenAiServer`], [`mock_anthropic::MockAnthropicServer`]:
+//! - [`mock_openai::MockOpenAiServer`], [`mock_responses::MockResponsesServer`],
+//!   [`mock_anthropic::MockAnthropicServer`], [`mock_gemini::MockGeminiServer`]:
 //!   real HTTP servers on 127.0.0.1 streaming each provider's exact SSE bytes,
 //!   to test the model adapters against the wire format.
+//! - [`conformance`]: one suite every model adapter passes (text, calls,
+//!   parallel calls, a suspended call resumed, reasoning kept, a provider
+//!   tool, errors, cut streams, limits), run against those servers.
 //! - [`Fake`]: a test double for a schema-first tool's activity that records
 //!   its calls (`Activities::new().fake(&fake)`).
 //! - [`call_envelope`], [`tool_results`], [`tool_results_by_id`]: a call's

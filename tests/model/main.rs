@@ -1,4 +1,5 @@
-//! Model adapters over the wire (Anthropic, OpenAI-compatible), tool
+//! Model adapters over the wire (Chat Completions, the Responses API,
+//! Anthropic, Gemini) and the conformance suite every one passes, tool
 //! results with attachments in each provider's form, and a real local model.
 //!
 //! Each file is a module of this one test binary; `tests/common/` holds the
