@@ -114,7 +114,10 @@ impl std::fmt::Display for Scenario {
 
 /// A scenario an adapter did not pass: which provider, which scenario, and
 /// what differed from what the suite expects.
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// Its `Debug` is its message, lines and all, so that a test returning
+/// `Result<(), Failure>` prints it readably.
+#[derive(Clone, thiserror::Error)]
 #[error("conformance of `{provider}`, scenario `{scenario}`: {message}")]
 pub struct Failure {
     /// The wire's [`ProviderWire::name`].
@@ -123,6 +126,12 @@ pub struct Failure {
     pub scenario: &'static str,
     /// What differed.
     pub message: String,
+}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// What one scenario sent.
