@@ -198,3 +198,60 @@ async fn quickstart_completes_against_the_mock(provider: Provider) -> TestResult
 async fn the_quickstart_completes_against_the_openai_chat_mock() -> TestResult {
     quickstart_completes_against_the_mock(Provider::OpenAiChat).await
 }
+
+/// A wire that loses every tool result when it reads a request: what an
+/// adapter that forgot to send them back would look like to the suite.
+struct LosingResults;
+
+impl ProviderWire for LosingResults {
+    fn name(&self) -> &'static str {
+        "losing_results"
+    }
+
+    fn turn(&self, turn: &conformance::WireTurn) -> aptix_testkit::mock_server::ScriptedResponse {
+        OpenAiChatWire.turn(turn)
+    }
+
+    fn error(&self, status: u16, message: &str) -> aptix_testkit::mock_server::ScriptedResponse {
+        OpenAiChatWire.error(status, message)
+    }
+
+    fn read_request(&self, body: &serde_json::Value) -> Result<conformance::WireRequest, String> {
+        let mut request = OpenAiChatWire.read_request(body)?;
+        request
+            .messages
+            .retain(|message| !matches!(message, conformance::WireMessage::ToolResult { .. }));
+        Ok(request)
+    }
+
+    fn hosted_tool(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn reasoning_has_token(&self) -> bool {
+        false
+    }
+}
+
+/// The suite fails an adapter whose requests lose the results, naming the
+/// provider, the scenario and what differed, and shows the bodies sent.
+#[tokio::test]
+async fn a_request_without_the_results_fails_naming_provider_scenario_and_difference() {
+    let failure = conformance::run_one(&LosingResults, &openai_chat, Scenario::OneCall)
+        .await
+        .err();
+    let Some(failure) = failure else {
+        panic!("the suite passed requests that lost the tool results");
+    };
+    assert_eq!(
+        (failure.provider, failure.scenario),
+        ("losing_results", "one_call")
+    );
+    let message = failure.to_string();
+    assert!(
+        message.starts_with("conformance of `losing_results`, scenario `one_call`: ")
+            && message.contains("followed by 1 result(s)")
+            && message.contains("\"tool_call_id\":\"call_conformance_1\""),
+        "{message}"
+    );
+}
