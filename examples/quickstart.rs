@@ -8,7 +8,11 @@
 //! `OPENAI_BASE_URL` (and `OPENAI_API_KEY`, `OPENAI_MODEL` where needed) it
 //! talks to that OpenAI-compatible endpoint instead, with the same tools.
 //! Strict schemas are sent to api.openai.com; other servers get the
-//! canonical schema.
+//! canonical schema. `APTIX_PROVIDER` (`openai-chat`, `openai-responses`,
+//! `anthropic`, `gemini`) picks another provider, configured by its own
+//! variables (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, ...): see the guide's
+//! page on choosing a provider, which also shows how to start a mock of each
+//! (`cargo run -p aptix-testkit --example mock_model -- anthropic`).
 //!
 //! `APTIX_CALL_MODE=composed` offers the tools as one structured-output
 //! schema instead of native tool calls (for models without tool calling;
@@ -26,10 +30,10 @@ mod hello_world;
 mod send_email;
 
 use std::io::Write;
+use std::sync::Arc;
 
 use aptix::agent::CallMode;
-use aptix::model::openai::OpenAiChat;
-use aptix::model::{ChatModel, ChatRequest};
+use aptix::model::{ChatModel, ChatRequest, provider};
 use aptix::transcript::Message;
 use aptix::{Agent, AgentEvent, Conversation, DoneReason, Input, ToolContext};
 use aptix_testkit::{ScriptedModel, ScriptedTurn};
@@ -162,21 +166,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     println!("call mode: {mode:?}");
-    let model: Box<dyn ChatModel> = match std::env::var("OPENAI_BASE_URL") {
-        Ok(base_url) => {
-            let model = OpenAiChat::from_env()?.with_strict(base_url.contains("api.openai.com"));
-            println!("\nmodel: {} at {}", model.model(), model.base_url());
-            Box::new(model)
+    // `APTIX_PROVIDER` and that provider's variables, or `OPENAI_BASE_URL`
+    // alone for Chat Completions; nothing set: the scripted model.
+    let model: Arc<dyn ChatModel> = match provider::chosen_from_env()? {
+        Some(chosen) => {
+            println!("\nmodel: {} ({})", chosen.described, chosen.provider);
+            chosen.model
         }
-        Err(_) => {
+        None => {
             println!(
-                "\nmodel: the embedded scripted model (set OPENAI_BASE_URL to use a real one)"
+                "\nmodel: the embedded scripted model (set APTIX_PROVIDER or OPENAI_BASE_URL to use a real one)"
             );
-            Box::new(scripted(mode))
+            Arc::new(scripted(mode))
         }
     };
     let agent = Agent::builder()
-        .shared_model(model.into())
+        .shared_model(model)
         .catalog(catalog)
         .call_mode(mode)
         .context(ToolContext::new().with_state(send_email::Outbox::default()))

@@ -220,3 +220,96 @@ fn answer(
     }
     response.body(Body::from_stream(chunks)).unwrap_or_default()
 }
+
+/// How many requests a [`MockSseServer::start_responding`] server keeps
+/// for [`MockSseServer::requests`]: it may serve forever, so only the
+/// latest are kept.
+const KEPT_REQUESTS: usize = 256;
+
+impl MockSseServer {
+    /// Starts a server on a free port of 127.0.0.1 that answers every
+    /// request with what `respond` makes of it, for as long as it runs:
+    /// for a mock that serves the same conversation to every client that
+    /// comes (`respond` picks the turn from the request it is given).
+    /// Only the latest requests are kept for [`MockSseServer::requests`].
+    pub async fn start_responding<F>(respond: F) -> std::io::Result<Self>
+    where
+        F: Fn(&RecordedRequest) -> ScriptedResponse + Send + Sync + 'static,
+    {
+        let state = Arc::new(Mutex::new(State::default()));
+        let respond = Arc::new(respond);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let shared = state.clone();
+        let app = axum::Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let state = shared.clone();
+                let respond = respond.clone();
+                async move {
+                    let request = record(method, uri, &headers, &body);
+                    let scripted = respond(&request);
+                    if let Ok(mut state) = state.lock() {
+                        if state.requests.len() >= KEPT_REQUESTS {
+                            state.requests.remove(0);
+                        }
+                        state.requests.push(request);
+                    }
+                    streamed(scripted)
+                }
+            },
+        );
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let server = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(error) = server.await {
+                eprintln!("mock server stopped: {error}");
+            }
+        });
+        Ok(MockSseServer {
+            address,
+            state,
+            _shutdown: shutdown,
+        })
+    }
+}
+
+/// A request as [`RecordedRequest`] keeps it.
+fn record(method: Method, uri: Uri, headers: &HeaderMap, body: &Bytes) -> RecordedRequest {
+    RecordedRequest {
+        method: method.to_string(),
+        path: uri.to_string(),
+        headers: headers
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap_or("").to_owned()))
+            .collect(),
+        body: serde_json::from_slice(body).unwrap_or(Value::Null),
+        raw_body: String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+/// `scripted` written as the response, chunk by chunk (what the queue
+/// server's answer does, for the responding server).
+fn streamed(scripted: ScriptedResponse) -> Response {
+    let delay = scripted.chunk_delay;
+    let close_early = scripted.close_early;
+    let chunks = futures_util::stream::iter(scripted.chunks)
+        .then(move |chunk| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Ok::<Bytes, std::io::Error>(chunk)
+        })
+        .chain(
+            futures_util::stream::iter(close_early.then_some(())).then(|()| async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Err(std::io::Error::other("scripted early close"))
+            }),
+        );
+    let mut response = Response::builder().status(scripted.status);
+    for (name, value) in &scripted.headers {
+        response = response.header(name, value);
+    }
+    response.body(Body::from_stream(chunks)).unwrap_or_default()
+}

@@ -17,6 +17,7 @@ mod hello_world;
 // `pub`: the modules' `pub` items (documented for `missing_docs`) stay
 // public, as they were at the root of a test crate of their own.
 pub mod anthropic_adapter;
+pub mod conformance;
 pub mod gemini_adapter;
 pub mod openai_adapter;
 pub mod real_llm;

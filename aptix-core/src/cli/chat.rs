@@ -23,7 +23,7 @@ use crate::executor::{Awaiting, Outcome, ToolCall};
 use crate::live::{ElicitationAnswer, ElicitationRequest};
 use crate::meta::AwaitReason;
 use crate::meta::ServerStep;
-use crate::model::openai::OpenAiChat;
+use crate::model::provider;
 use crate::model::{ChatModel, ChatRequest, FinishReason, ModelEvent, ModelStream, ToolCallDelta};
 use crate::schema::Dialect;
 use crate::transcript::Conversation;
@@ -133,22 +133,20 @@ fn hosted_or_local(catalog: &Catalog, model: &dyn ChatModel) -> Catalog {
         .unwrap_or_else(|_| catalog.clone())
 }
 
-/// The model for this chat and how to describe it: the environment's
-/// endpoint unless `--offline`, else the program's model, else the built-in
-/// offline one.
+/// The model for this chat and how to describe it: the provider the
+/// environment names (`APTIX_PROVIDER`, or `OPENAI_BASE_URL` alone for Chat
+/// Completions; see [`crate::model::provider`]) unless `--offline`, else the
+/// program's model, else the built-in offline one.
 fn choose_model(cli: &Cli, offline: bool) -> Result<(Arc<dyn ChatModel>, String), CliError> {
-    if !offline && let Ok(base_url) = std::env::var("OPENAI_BASE_URL") {
-        // api.openai.com takes strict schemas; other servers (llama.cpp,
-        // vLLM, Ollama) often do not, and get the canonical schema.
-        let model = OpenAiChat::from_env()?.with_strict(base_url.contains("api.openai.com"));
-        let described = format!("{} at {}", model.model(), model.base_url());
-        return Ok((Arc::new(model), described));
+    if !offline && let Some(chosen) = provider::chosen_from_env()? {
+        let described = format!("{} ({})", chosen.described, chosen.provider);
+        return Ok((chosen.model, described));
     }
     Ok(match &cli.model {
         Some(model) => (model.clone(), "the program's offline model".to_owned()),
         None => (
             Arc::new(EchoModel),
-            "built-in offline echo (set OPENAI_BASE_URL for a real model); \
+            "built-in offline echo (set APTIX_PROVIDER or OPENAI_BASE_URL for a real model); \
              a line `TOOL_NAME {json}` calls that tool"
                 .to_owned(),
         ),

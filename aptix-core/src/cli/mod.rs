@@ -117,11 +117,13 @@ pub enum Command {
     },
     /// Chat with an agent that can call the tools; approvals are asked inline.
     ///
-    /// Uses the OpenAI-compatible endpoint at OPENAI_BASE_URL (with
-    /// OPENAI_API_KEY, OPENAI_MODEL) when it is set, and the program's
-    /// offline model otherwise. `/quit` or end of input leaves.
+    /// Uses the provider APTIX_PROVIDER names (openai-chat,
+    /// openai-responses, anthropic, gemini) with its variables
+    /// (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GEMINI_BASE_URL, their _API_KEY
+    /// and _MODEL), or Chat Completions when only OPENAI_BASE_URL is set, and
+    /// the program's offline model otherwise. `/quit` or end of input leaves.
     Chat {
-        /// Use the program's offline model even when OPENAI_BASE_URL is set.
+        /// Use the program's offline model even when a provider is configured.
         #[arg(long)]
         offline: bool,
     },
@@ -200,7 +202,8 @@ pub enum CliError {
     /// Reading the input or writing the output failed.
     #[error("input/output failed: {0}")]
     Io(#[from] std::io::Error),
-    /// The chat model could not be configured (e.g. a malformed `OPENAI_BASE_URL`).
+    /// The chat model could not be configured (e.g. a malformed `OPENAI_BASE_URL`,
+    /// an unknown `APTIX_PROVIDER`).
     #[error("the chat model: {0}")]
     Model(#[from] ModelError),
     /// The chat agent could not be built (e.g. a tool the model's dialect cannot express).
@@ -266,7 +269,8 @@ impl Cli {
         self
     }
 
-    /// The model `chat` uses when `OPENAI_BASE_URL` is not set (or with
+    /// The model `chat` uses when the environment names no provider
+    /// (neither `APTIX_PROVIDER` nor `OPENAI_BASE_URL` is set; or with
     /// `--offline`), e.g. an `aptix_testkit::ScriptedModel`. Without one,
     /// `chat` falls back to a built-in offline model that echoes, and calls
     /// a tool when a line reads `TOOL_NAME {json arguments}`.

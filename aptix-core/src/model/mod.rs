@@ -17,6 +17,7 @@ pub mod gemini;
 pub(crate) mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod provider;
 #[cfg(feature = "openai")]
 pub mod responses;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]

@@ -32,6 +32,16 @@ use serde_json::Value;
 
 use crate::mock_server::ScriptedResponse;
 
+pub mod mock_model;
+mod openai_chat;
+mod scenarios;
+
+pub use openai_chat::OpenAiChatWire;
+pub use scenarios::{
+    CUT_MARKER, Failure, QUESTION, REASONING_TOKEN, SYSTEM, Scenario, ScenarioReport, pretty_json,
+    run, run_one,
+};
+
 /// Builds the adapter under test, pointed at a mock server's base URL
 /// (`http://127.0.0.1:PORT`, without a path).
 pub type ModelFactory = dyn Fn(&str) -> Arc<dyn ChatModel> + Send + Sync;
@@ -153,6 +163,27 @@ pub trait ProviderWire: Send + Sync {
     /// provider-tool scenario (`web_search`, `google_search`); `None`
     /// when the provider hosts none, and the scenario is skipped.
     fn hosted_tool(&self) -> Option<&'static str>;
+
+    /// Whether this provider's reasoning carries an opaque token
+    /// ([`WireReasoning::token`]). The suite scripts one and looks for it
+    /// in the next request when true (the default), and looks for the
+    /// reasoning text when false (an OpenAI-compatible server's
+    /// `reasoning_content`).
+    fn reasoning_has_token(&self) -> bool {
+        true
+    }
+
+    /// The result the provider-tool scenario scripts for the hosted call
+    /// ([`WireHosted::output`]), in this provider's form of it. The default
+    /// is a neutral list of one search hit; a wire whose provider writes
+    /// results otherwise overrides it.
+    fn hosted_output(&self) -> Value {
+        serde_json::json!([{
+            "type": "web_search_result",
+            "title": "Paris weather",
+            "url": "https://example.com/paris-weather"
+        }])
+    }
 }
 
 /// What a run of the suite sent, for the test to snapshot.
@@ -161,4 +192,7 @@ pub struct Report {
     /// Per scenario, by name, the raw bodies of the requests the adapter
     /// sent, in order.
     pub requests: Vec<(&'static str, Vec<String>)>,
+    /// Per scenario, by name, why it was skipped (a provider that hosts
+    /// no tool skips the provider-tool scenario).
+    pub notes: Vec<(&'static str, String)>,
 }
