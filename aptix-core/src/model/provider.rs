@@ -124,10 +124,12 @@ impl Provider {
                 let described = format!("{} at {}", model.model(), model.base_url());
                 Ok(chosen(Arc::new(model), described))
             }
-            // The Responses adapter's arm, once it is merged:
-            // Provider::OpenAiResponses => Ok(chosen(Arc::new(super::responses::OpenAiResponses::from_vars(lookup)?), described(self, lookup))),
             #[cfg(feature = "openai")]
-            Provider::OpenAiResponses => Err(not_yet(self)),
+            Provider::OpenAiResponses => {
+                let model = super::responses::OpenAiResponses::from_vars(lookup)?;
+                let described = format!("{} at {}", model.model(), model.base_url());
+                Ok(chosen(Arc::new(model), described))
+            }
             #[cfg(feature = "anthropic")]
             Provider::Anthropic => {
                 let model = super::anthropic::Anthropic::from_lookup(lookup)?;
@@ -138,10 +140,12 @@ impl Provider {
                 let described = format!("{} at {base_url}", model.model());
                 Ok(chosen(Arc::new(model), described))
             }
-            // The Gemini adapter's arm, once it is merged:
-            // Provider::Gemini => Ok(chosen(Arc::new(super::gemini::Gemini::from_vars(lookup)?), described(self, lookup))),
             #[cfg(feature = "gemini")]
-            Provider::Gemini => Err(not_yet(self)),
+            Provider::Gemini => {
+                let model = super::gemini::Gemini::from_vars(lookup)?;
+                let described = format!("{} at {}", model.model(), described_base(self, lookup));
+                Ok(chosen(Arc::new(model), described))
+            }
             #[allow(unreachable_patterns)]
             _ => Err(ModelError::Config(format!(
                 "{PROVIDER_VAR}={self} needs aptix's `{}` feature, which this build leaves out",
@@ -151,29 +155,14 @@ impl Provider {
     }
 }
 
-/// The refusal of a provider whose adapter this build does not have yet.
-#[allow(dead_code)]
-fn not_yet(provider: Provider) -> ModelError {
-    ModelError::Config(format!(
-        "{PROVIDER_VAR}={provider}: this build has no adapter for it yet"
-    ))
-}
-
-/// `model at base URL`, from the provider's variables (or what its adapter
-/// uses when they are unset).
-#[allow(dead_code)]
-fn described(provider: Provider, lookup: &dyn Fn(&str) -> Option<String>) -> String {
-    let [base_url, _, model] = provider.variables();
-    let var = |name: &str| {
-        lookup(name)
-            .map(|value| value.trim().to_owned())
-            .filter(|value| !value.is_empty())
-    };
-    format!(
-        "{} at {}",
-        var(model).unwrap_or_else(|| "the adapter's default model".to_owned()),
-        var(base_url).unwrap_or_else(|| "the provider's endpoint".to_owned())
-    )
+/// The base URL the provider's variable names, or its adapter's default.
+#[cfg(feature = "gemini")]
+fn described_base(provider: Provider, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let [base_url, _, _] = provider.variables();
+    lookup(base_url)
+        .map(|value| value.trim().trim_end_matches('/').to_owned())
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| super::gemini::DEFAULT_BASE_URL.to_owned())
 }
 
 impl fmt::Display for Provider {

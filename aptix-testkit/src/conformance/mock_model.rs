@@ -12,7 +12,10 @@
 
 use aptix_core::model::provider::Provider;
 
-use super::{OpenAiChatWire, ProviderWire, WireCall, WireMessage, WireTurn};
+use super::{
+    AnthropicWire, GeminiWire, OpenAiChatWire, OpenAiResponsesWire, ProviderWire, WireCall,
+    WireMessage, WireTurn,
+};
 use crate::mock_server::{MockSseServer, ScriptedResponse};
 
 /// The wire of the provider named `provider` (`openai-chat`, ...), for the
@@ -20,6 +23,9 @@ use crate::mock_server::{MockSseServer, ScriptedResponse};
 pub fn wire(provider: &str) -> Option<Box<dyn ProviderWire>> {
     match provider {
         "openai-chat" => Some(Box::new(OpenAiChatWire)),
+        "openai-responses" => Some(Box::new(OpenAiResponsesWire)),
+        "anthropic" => Some(Box::new(AnthropicWire)),
+        "gemini" => Some(Box::new(GeminiWire)),
         _ => None,
     }
 }
@@ -94,7 +100,8 @@ pub fn variables(provider: Provider, url: &str) -> Vec<(&'static str, String)> {
     let [base_url, api_key, _] = provider.variables();
     let path = match provider {
         Provider::OpenAiChat | Provider::OpenAiResponses => "/v1",
-        Provider::Anthropic | Provider::Gemini => "",
+        Provider::Gemini => "/v1beta",
+        Provider::Anthropic => "",
     };
     vec![
         ("APTIX_PROVIDER", provider.as_str().to_owned()),
