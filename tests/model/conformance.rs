@@ -107,18 +107,46 @@ fn openai_chat(url: &str) -> Arc<dyn ChatModel> {
 
 conformance_tests!(openai_chat, OpenAiChatWire, openai_chat);
 
+/// The Responses API at the mock's `/v1`, as a reasoning model (its
+/// reasoning comes back encrypted, stateless).
+fn openai_responses(url: &str) -> Arc<dyn ChatModel> {
+    Arc::new(
+        aptix_core::model::responses::OpenAiResponses::new("gpt-5-mini")
+            .with_base_url(format!("{url}/v1"))
+            .with_api_key("conformance-key"),
+    )
+}
+
+conformance_tests!(
+    openai_responses,
+    conformance::OpenAiResponsesWire,
+    openai_responses
+);
+
+/// Anthropic at the mock's root (the adapter appends `/v1/messages`).
+fn anthropic(url: &str) -> Arc<dyn ChatModel> {
+    Arc::new(
+        aptix_core::model::anthropic::Anthropic::new("claude-sonnet-4-5", "conformance-key")
+            .with_base_url(url),
+    )
+}
+
+conformance_tests!(anthropic, conformance::AnthropicWire, anthropic);
+
+/// Gemini at the mock's `/v1beta`.
+fn gemini(url: &str) -> Arc<dyn ChatModel> {
+    Arc::new(
+        aptix_core::model::gemini::Gemini::new("gemini-2.5-flash", "conformance-key")
+            .with_base_url(format!("{url}/v1beta")),
+    )
+}
+
+conformance_tests!(gemini, conformance::GeminiWire, gemini);
+
 /// `run` itself, over every scenario: what a new adapter's test calls.
 #[tokio::test]
 async fn the_whole_suite_runs_in_one_call_and_notes_what_it_skipped() -> Result<(), Failure> {
-    let report = match conformance::run(&OpenAiChatWire, &openai_chat).await {
-        Ok(report) => report,
-        // Reported by the per-scenario tests: here only the runner's shape
-        // is checked, so a failure of one scenario is not counted twice.
-        Err(failure) => {
-            assert_eq!(failure.provider, "openai_chat");
-            return Ok(());
-        }
-    };
+    let report = conformance::run(&OpenAiChatWire, &openai_chat).await?;
     assert_eq!(report.requests.len(), Scenario::ALL.len());
     assert_eq!(
         report.notes,
@@ -197,6 +225,21 @@ async fn quickstart_completes_against_the_mock(provider: Provider) -> TestResult
 #[tokio::test]
 async fn the_quickstart_completes_against_the_openai_chat_mock() -> TestResult {
     quickstart_completes_against_the_mock(Provider::OpenAiChat).await
+}
+
+#[tokio::test]
+async fn the_quickstart_completes_against_the_openai_responses_mock() -> TestResult {
+    quickstart_completes_against_the_mock(Provider::OpenAiResponses).await
+}
+
+#[tokio::test]
+async fn the_quickstart_completes_against_the_anthropic_mock() -> TestResult {
+    quickstart_completes_against_the_mock(Provider::Anthropic).await
+}
+
+#[tokio::test]
+async fn the_quickstart_completes_against_the_gemini_mock() -> TestResult {
+    quickstart_completes_against_the_mock(Provider::Gemini).await
 }
 
 /// A wire that loses every tool result when it reads a request: what an

@@ -33,6 +33,12 @@ impl ProviderWire for GeminiWire {
         "gemini"
     }
 
+    /// Gemini's grounding is metadata of the answer, not a part: nothing of
+    /// it goes back with the turn.
+    fn hosted_goes_back(&self) -> bool {
+        false
+    }
+
     fn turn(&self, turn: &WireTurn) -> ScriptedResponse {
         gemini_turn(turn).into_response()
     }

@@ -173,6 +173,14 @@ pub trait ProviderWire: Send + Sync {
         true
     }
 
+    /// Whether the provider takes its hosted tool's call and result back
+    /// with the turn (true, the default: Anthropic's server blocks, the
+    /// Responses API's items). Gemini takes no grounding back: its wire
+    /// says false, and the suite checks that nothing of it is sent.
+    fn hosted_goes_back(&self) -> bool {
+        true
+    }
+
     /// The result the provider-tool scenario scripts for the hosted call
     /// ([`WireHosted::output`]), in this provider's form of it. The default
     /// is a neutral list of one search hit; a wire whose provider writes

@@ -664,9 +664,15 @@ impl Run<'_> {
             tools.runs()
         );
         let assistant = call_round(&requests[1], "I searched.", &[&call])?;
+        let sent_back = matches!(assistant, WireMessage::Assistant { hosted: true, .. });
         ensure!(
-            matches!(assistant, WireMessage::Assistant { hosted: true, .. }),
-            "the request after the turn should send the hosted call and its result back with it"
+            sent_back == self.wire.hosted_goes_back(),
+            "the request after the turn should {} the hosted call and its result back with it",
+            if self.wire.hosted_goes_back() {
+                "send"
+            } else {
+                "not send"
+            }
         );
         Ok(None)
     }
