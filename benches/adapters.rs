@@ -11,12 +11,16 @@
 use std::sync::Arc;
 
 use aptix::model::anthropic::Anthropic;
+use aptix::model::gemini::Gemini;
 use aptix::model::openai::OpenAiChat;
+use aptix::model::responses::OpenAiResponses;
 use aptix::model::{ChatModel, ChatRequest, ModelEvent, ToolChoice};
 use aptix::transcript::Message;
-use aptix_testkit::conformance::{OpenAiChatWire, ProviderWire, WireCall, WireRequest, WireTurn};
-use aptix_testkit::mock_anthropic::AnthropicTurn;
-use aptix_testkit::mock_server::{MockSseServer, ScriptedResponse};
+use aptix_testkit::conformance::{
+    AnthropicWire, GeminiWire, OpenAiChatWire, OpenAiResponsesWire, ProviderWire, WireCall,
+    WireTurn,
+};
+use aptix_testkit::mock_server::MockSseServer;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 
@@ -45,52 +49,34 @@ fn adapters() -> Vec<Adapter> {
             },
         },
         Adapter {
+            name: "openai_responses",
+            wire: Box::new(OpenAiResponsesWire),
+            model: |url| {
+                Arc::new(
+                    OpenAiResponses::new("gpt-5-mini")
+                        .with_base_url(format!("{url}/v1"))
+                        .with_api_key("bench-key"),
+                )
+            },
+        },
+        Adapter {
             name: "anthropic",
-            wire: Box::new(AnthropicTurns),
+            wire: Box::new(AnthropicWire),
             model: |url| {
                 Arc::new(Anthropic::new("claude-sonnet-4-5", "bench-key").with_base_url(url))
             },
         },
+        Adapter {
+            name: "gemini",
+            wire: Box::new(GeminiWire),
+            model: |url| {
+                Arc::new(
+                    Gemini::new("gemini-2.5-flash", "bench-key")
+                        .with_base_url(format!("{url}/v1beta")),
+                )
+            },
+        },
     ]
-}
-
-/// Anthropic's turns, written by the testkit's Anthropic mock, until the
-/// conformance suite's own Anthropic wire replaces it here (one line in
-/// [`adapters`]). Only `turn` is used by this bench.
-struct AnthropicTurns;
-
-impl ProviderWire for AnthropicTurns {
-    fn name(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn turn(&self, turn: &WireTurn) -> ScriptedResponse {
-        let mut scripted = AnthropicTurn::new().usage(turn.usage.0, turn.usage.1);
-        let text: Vec<&str> = turn.text.iter().map(String::as_str).collect();
-        if !text.is_empty() {
-            scripted = scripted.text_chunks(&text);
-        }
-        for call in &turn.calls {
-            let pieces: Vec<&str> = call.arguments.iter().map(String::as_str).collect();
-            scripted = scripted.tool_use(&call.id, &call.name, &pieces);
-        }
-        scripted.into_response()
-    }
-
-    fn error(&self, status: u16, message: &str) -> ScriptedResponse {
-        ScriptedResponse::error(
-            status,
-            serde_json::json!({ "type": "error", "error": { "type": "invalid_request_error", "message": message } }),
-        )
-    }
-
-    fn read_request(&self, _: &serde_json::Value) -> Result<WireRequest, String> {
-        Err("not read by the bench".into())
-    }
-
-    fn hosted_tool(&self) -> Option<&'static str> {
-        None
-    }
 }
 
 /// The long turn: text, then one call with many argument pieces.
