@@ -5,6 +5,7 @@
 //! [declaring]: crate::guide::declaring
 //! [running]: crate::guide::running
 //! [agent]: crate::guide::agent
+//! [providers]: crate::guide::providers
 //! [durable]: crate::guide::durable
 //! [schema_first]: crate::guide::schema_first
 //! [mcp_server]: crate::guide::mcp_server
