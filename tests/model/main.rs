@@ -17,6 +17,7 @@ mod hello_world;
 // public, as they were at the root of a test crate of their own.
 pub mod anthropic_adapter;
 pub mod gemini_adapter;
+pub mod hostile_providers;
 pub mod openai_adapter;
 pub mod real_llm;
 pub mod responses_adapter;
