@@ -6,7 +6,7 @@
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Map, Value};
 
-use crate::model::http::SseEvent;
+use crate::model::http::{QUOTE_LIMIT, SseEvent, quoted};
 use crate::model::{FinishReason, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage};
 
 /// How much of an offending data line an error message quotes.
@@ -407,7 +407,8 @@ fn finish_reason(reason: &str) -> FinishReason {
         "tool_calls" | "function_call" => FinishReason::ToolCalls,
         "length" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_owned()),
+        // A server's own reason is kept, cut like a type name.
+        other => FinishReason::Other(quoted(other, 64)),
     }
 }
 
@@ -415,16 +416,16 @@ fn finish_reason(reason: &str) -> FinishReason {
 /// `{"message", "type", "code"}`, a bare string, or whatever else it is.
 fn provider_error(error: &Value) -> String {
     match error {
-        Value::String(message) => message.clone(),
+        Value::String(message) => quoted(message, QUOTE_LIMIT),
         Value::Object(object) => {
-            let message = object
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| quote(&error.to_string()), str::to_owned);
+            let message = object.get("message").and_then(Value::as_str).map_or_else(
+                || quote(&error.to_string()),
+                |message| quoted(message, QUOTE_LIMIT),
+            );
             let details: Vec<String> = ["type", "code"]
                 .iter()
                 .filter_map(|key| match object.get(*key) {
-                    Some(Value::String(text)) => Some(format!("{key} {text}")),
+                    Some(Value::String(text)) => Some(format!("{key} {}", quoted(text, 64))),
                     Some(Value::Number(number)) => Some(format!("{key} {number}")),
                     _ => None,
                 })
