@@ -365,3 +365,62 @@ async fn deeply_nested_events_are_refused_without_a_crash() -> TestResult {
     assert_eq!(assembler.finish()?.server_blocks.len(), 1);
     Ok(())
 }
+
+/// A stream that echoes the key (a proxy's error event after the `200`)
+/// has it replaced before any adapter reads it: errors are shown and logged.
+#[tokio::test]
+async fn an_api_key_echoed_in_the_stream_is_not_shown() -> TestResult {
+    let said = format!("invalid credentials: {KEY}");
+    let server = MockSseServer::start([
+        ScriptedResponse::sse([anthropic_frame(
+            "error",
+            &json!({"type": "error", "error": {"type": "authentication_error", "message": said}}),
+        )]),
+        ScriptedResponse::sse([data_frame(&json!({"error": {"message": said}}))]),
+        ScriptedResponse::sse([data_frame(
+            &json!({"type": "error", "code": "invalid_api_key", "message": said}),
+        )]),
+        ScriptedResponse::sse([data_frame(
+            &json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": said}}),
+        )]),
+    ])
+    .await?;
+    let models: [Box<dyn ChatModel>; 4] = [
+        Box::new(anthropic(&server)),
+        Box::new(openai(&server)),
+        Box::new(responses(&server)),
+        Box::new(gemini(&server)),
+    ];
+    for model in &models {
+        let error = failure(&collect(model.as_ref()).await)?;
+        assert_bounded(&error);
+        assert!(error.to_string().contains("[redacted]"), "{error}");
+    }
+    Ok(())
+}
+
+/// A server-side tool type Gemini does not name (and no tool of the
+/// request maps) names the call shown: cut, not kept whole (100 KiB here).
+#[tokio::test]
+async fn an_unknown_gemini_tool_type_is_cut() -> TestResult {
+    let long = "T".repeat(100 * 1024);
+    let server = MockSseServer::start([ScriptedResponse::sse([
+        data_frame(&json!({"candidates": [{"index": 0, "content": {"parts": [
+            {"toolCall": {"id": "t1", "toolType": long, "args": {}}}
+        ]}}]})),
+        data_frame(&json!({"candidates": [{"index": 0, "finishReason": "STOP"}]})),
+    ])])
+    .await?;
+    let items = collect(&gemini(&server)).await;
+    let name = items
+        .iter()
+        .find_map(|item| match item {
+            Ok(ModelEvent::Hosted(aptix_core::model::HostedToolEvent::Called { name, .. })) => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+        .ok_or("no hosted call")?;
+    assert!(name.len() <= 256, "a name of {} bytes", name.len());
+    Ok(())
+}
