@@ -126,20 +126,26 @@ pub(crate) async fn post_sse(
         tokio::time::sleep(retry_after.map_or(backoff, |wait| wait.min(policy.max_backoff))).await;
         attempt += 1;
     };
+    let secrets = secrets_of(headers).into_iter().map(str::to_owned).collect();
     Ok(events(
         response,
         policy.idle_timeout,
         policy.max_event_bytes,
+        secrets,
     ))
 }
 
 /// The events of a response body: each within `idle` of the one before
-/// (the first, of the request), none longer than `max_event_bytes`. The
-/// stream ends after its first error.
+/// (the first, of the request), none longer than `max_event_bytes`, with
+/// each of `secrets` (the request's credentials) replaced by `[redacted]`:
+/// a provider never sends them back, so one in an event is an echo (an
+/// error event of a proxy) that would be shown and logged. The stream ends
+/// after its first error.
 fn events(
     response: reqwest::Response,
     idle: Duration,
     max_event_bytes: usize,
+    secrets: Vec<String>,
 ) -> impl Stream<Item = Result<SseEvent, ModelError>> + Send + use<> {
     struct Reading<B> {
         body: B,
@@ -150,6 +156,8 @@ fn events(
         /// completed before it.
         failed: Option<ModelError>,
         ended: bool,
+        /// The request's credentials, never passed on.
+        secrets: Vec<String>,
     }
     let reading = Reading {
         body: Box::pin(response.bytes_stream()),
@@ -158,11 +166,17 @@ fn events(
         deadline: tokio::time::Instant::now() + idle,
         failed: None,
         ended: false,
+        secrets,
     };
     futures_util::stream::unfold(reading, move |mut reading| async move {
         loop {
-            if let Some(event) = reading.ready.pop_front() {
+            if let Some(mut event) = reading.ready.pop_front() {
                 reading.deadline = tokio::time::Instant::now() + idle;
+                for secret in &reading.secrets {
+                    if event.data.contains(secret.as_str()) {
+                        event.data = event.data.replace(secret.as_str(), "[redacted]");
+                    }
+                }
                 return Some((Ok(event), reading));
             }
             if let Some(failed) = reading.failed.take() {
