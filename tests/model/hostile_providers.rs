@@ -129,8 +129,9 @@ fn data_frame(data: &Value) -> String {
 
 /// Server blocks the Anthropic adapter holds open (their input streaming)
 /// are its own memory until each stops: many of them, each under the
-/// one-block limit, must not add up without a bound. 3 blocks of 3 MiB
-/// here; the same shape with 40 blocks held 120 MiB.
+/// one-block limit (8 MiB), must not add up without a bound: before the
+/// bound was on all of them, N blocks held N × 8 MiB. 3 blocks of 3 MiB
+/// here.
 #[tokio::test]
 async fn anthropic_open_server_blocks_are_bounded_together() -> TestResult {
     let piece = "x".repeat(1024 * 1024);

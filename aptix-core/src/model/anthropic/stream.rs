@@ -41,7 +41,8 @@ pub(super) enum Phase<'a> {
     },
     Reading {
         events: SseStream,
-        decoder: Decoder,
+        /// Boxed: what it remembers would make every phase as large.
+        decoder: Box<Decoder>,
         pending: VecDeque<ModelEvent>,
     },
     Done,
@@ -61,7 +62,7 @@ pub(super) async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
             } => match adapter.connect(body, beta).await {
                 Ok(events) => Phase::Reading {
                     events,
-                    decoder: Decoder::new(hosted),
+                    decoder: Box::new(Decoder::new(hosted)),
                     pending: VecDeque::new(),
                 },
                 Err(error) => return fail(error),
