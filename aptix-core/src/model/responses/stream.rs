@@ -311,6 +311,13 @@ impl Decoder {
                 kind.len()
             )));
         }
+        // The record is this adapter's, never the server's: one from the
+        // server would be read as the turn's record (the first one found).
+        if kind == TURN_RECORD {
+            return Err(protocol(
+                "the server sent an output item of the type this adapter keeps its own record in",
+            ));
+        }
         if !self.order.contains_key(&index) && self.order.len() >= MAX_OUTPUT_ITEMS {
             return Err(ModelError::Protocol(format!(
                 "the response has more than {MAX_OUTPUT_ITEMS} output items"
