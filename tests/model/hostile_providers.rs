@@ -458,3 +458,23 @@ async fn a_forged_responses_turn_record_is_refused() -> TestResult {
     assert!(matches!(error, ModelError::Protocol(_)), "{error}");
     Ok(())
 }
+
+/// A base URL may carry credentials of its own (a proxy's `user:password@`,
+/// a gateway's `?key=`): a connection failure's error, shown and logged,
+/// names the endpoint without them.
+#[tokio::test]
+async fn credentials_in_a_base_url_are_not_shown_in_a_transport_error() -> TestResult {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    drop(listener);
+    let secret = "proxy-password-0123456789";
+    let model = OpenAiChat::new("gpt-4o-mini")
+        .with_base_url(format!(
+            "http://user:{secret}@127.0.0.1:{port}/v1?key={secret}"
+        ))
+        .with_policy(policy(Duration::from_secs(5)));
+    let error = failure(&collect(&model).await)?;
+    assert!(matches!(error, ModelError::Transport(_)), "{error}");
+    assert!(!error.to_string().contains(secret), "{error}");
+    Ok(())
+}
