@@ -461,7 +461,7 @@ async fn a_forged_responses_turn_record_is_refused() -> TestResult {
 
 /// A base URL may carry credentials of its own (a proxy's `user:password@`,
 /// a gateway's `?key=`): a connection failure's error, shown and logged,
-/// names the endpoint without them.
+/// and the adapter's log lines name the endpoint without them.
 #[tokio::test]
 async fn credentials_in_a_base_url_are_not_shown_in_a_transport_error() -> TestResult {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -473,8 +473,20 @@ async fn credentials_in_a_base_url_are_not_shown_in_a_transport_error() -> TestR
             "http://user:{secret}@127.0.0.1:{port}/v1?key={secret}"
         ))
         .with_policy(policy(Duration::from_secs(5)));
+    let captured = crate::common::Captured::default();
+    let writer = captured.clone();
+    let logs = crate::common::capture_logs(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
     let error = failure(&collect(&model).await)?;
+    drop(logs);
     assert!(matches!(error, ModelError::Transport(_)), "{error}");
     assert!(!error.to_string().contains(secret), "{error}");
+    let logged = captured.text();
+    assert!(logged.contains("127.0.0.1"), "nothing logged: {logged}");
+    assert!(!logged.contains(secret), "logged: {logged}");
     Ok(())
 }
