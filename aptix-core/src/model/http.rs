@@ -97,10 +97,11 @@ pub(crate) async fn post_sse(
             Ok(Err(error))
                 if attempt < policy.max_retries && (error.is_connect() || error.is_request()) =>
             {
+                let error = transport_error(error, url);
                 tracing::warn!(attempt, %error, "model endpoint unreachable; retrying");
                 None
             }
-            Ok(Err(error)) => return Err(ModelError::Transport(error.to_string())),
+            Ok(Err(error)) => return Err(ModelError::Transport(transport_error(error, url))),
             Ok(Ok(response)) if response.status().is_success() => break response,
             Ok(Ok(response)) => {
                 let status = response.status();
@@ -190,7 +191,7 @@ fn events(
                 // An event left unfinished is dropped, as the format says.
                 Ok(None) => {}
                 Ok(Some(Err(error))) => {
-                    reading.failed = Some(ModelError::Transport(error.to_string()));
+                    reading.failed = Some(ModelError::Transport(error.without_url().to_string()));
                 }
                 Ok(Some(Ok(chunk))) => match reading.decoder.feed(&chunk, &mut reading.ready) {
                     Ok(()) => continue,
@@ -286,6 +287,27 @@ pub(crate) fn quoted(text: &str, limit: usize) -> String {
     match text.char_indices().nth(limit) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
+    }
+}
+
+/// A transport error as shown and logged: naming the endpoint without the
+/// credentials its URL may carry, which reqwest's own message would show.
+fn transport_error(error: reqwest::Error, url: &str) -> String {
+    format!("{} ({})", error.without_url(), shown_url(url))
+}
+
+/// `url` as it may be shown and logged: without the credentials it may
+/// carry (a proxy's `user:password@`, a `key=` in its query).
+pub(crate) fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            parsed.to_string()
+        }
+        Err(_) => "the model endpoint".to_owned(),
     }
 }
 
