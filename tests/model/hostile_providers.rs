@@ -490,3 +490,24 @@ async fn credentials_in_a_base_url_are_not_shown_in_a_transport_error() -> TestR
     assert!(!logged.contains(secret), "logged: {logged}");
     Ok(())
 }
+
+/// Chunks that add nothing to the turn (`{}`, a delta without content)
+/// reset the stream's silence limit and count against no limit of the
+/// turn: a server that sends only those holds the run until the model
+/// call's own time-out, if there is one. Past 1000 in a row, the Chat
+/// Completions adapter ends the stream, as the Gemini adapter does.
+#[tokio::test]
+async fn endless_empty_chat_chunks_end_the_stream() -> TestResult {
+    let mut body = vec!["data: {}\n\n".repeat(600)];
+    body.push(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n".repeat(600),
+    );
+    body.push("data: [DONE]\n\n".to_owned());
+    let server = MockSseServer::start([ScriptedResponse::sse(body)]).await?;
+    let error = failure(&collect(&openai(&server)).await)?;
+    assert!(
+        matches!(&error, ModelError::Protocol(text) if text.contains("1000")),
+        "{error}"
+    );
+    Ok(())
+}
