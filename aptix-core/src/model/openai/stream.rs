@@ -16,6 +16,14 @@ const QUOTE_CHARS: usize = 200;
 /// tool call written as text.
 const TEXT_START_BYTES: usize = 64;
 
+/// The most chunks in a row that add nothing to the turn (`{}`, a delta
+/// without content, usage alone, an empty data line). Nothing downstream
+/// counts them against the turn's limits and each resets the stream's
+/// silence limit, so a server that streams only those would hold the run
+/// until the model call's time-out (or for ever without one); servers send
+/// a handful.
+pub(super) const MAX_EMPTY_CHUNKS: usize = 1000;
+
 /// What to do about a server that cannot stream tool calls, for the errors
 /// that find one.
 const NATIVE_CALLS_FIX: &str = "offer the tools as one structured-output schema instead: \
@@ -125,6 +133,8 @@ pub(super) struct ChunkDecoder {
     /// The start of the turn's text (at most [`TEXT_START_BYTES`]), to tell
     /// a tool call written as text.
     text_start: String,
+    /// Chunks in a row that added nothing ([`MAX_EMPTY_CHUNKS`]).
+    empty: usize,
 }
 
 impl ChunkDecoder {
@@ -135,8 +145,27 @@ impl ChunkDecoder {
             ..ChunkDecoder::default()
         }
     }
-    /// Decodes the data of one SSE event.
+    /// Decodes the data of one SSE event, ending the stream after more
+    /// than [`MAX_EMPTY_CHUNKS`] in a row that add nothing.
     pub(super) fn on_data(&mut self, data: &str) -> Step {
+        let step = self.decode_data(data);
+        if !step.events.is_empty() {
+            self.empty = 0;
+            return step;
+        }
+        self.empty += 1;
+        if self.empty > MAX_EMPTY_CHUNKS {
+            return Step::end(
+                Vec::new(),
+                Err(ModelError::Protocol(format!(
+                    "the stream sent more than {MAX_EMPTY_CHUNKS} chunks in a row without content"
+                ))),
+            );
+        }
+        step
+    }
+
+    fn decode_data(&mut self, data: &str) -> Step {
         let data = data.trim();
         if data.is_empty() {
             return Step::more(Vec::new());
