@@ -19,6 +19,7 @@ mod hello_world;
 pub mod anthropic_adapter;
 pub mod conformance;
 pub mod gemini_adapter;
+pub mod hostile_providers;
 pub mod openai_adapter;
 pub mod real_llm;
 pub mod responses_adapter;

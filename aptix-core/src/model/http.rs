@@ -97,10 +97,11 @@ pub(crate) async fn post_sse(
             Ok(Err(error))
                 if attempt < policy.max_retries && (error.is_connect() || error.is_request()) =>
             {
+                let error = transport_error(error, url);
                 tracing::warn!(attempt, %error, "model endpoint unreachable; retrying");
                 None
             }
-            Ok(Err(error)) => return Err(ModelError::Transport(error.to_string())),
+            Ok(Err(error)) => return Err(ModelError::Transport(transport_error(error, url))),
             Ok(Ok(response)) if response.status().is_success() => break response,
             Ok(Ok(response)) => {
                 let status = response.status();
@@ -108,7 +109,7 @@ pub(crate) async fn post_sse(
                 if !retryable || attempt >= policy.max_retries {
                     return Err(ModelError::Http {
                         status: status.as_u16(),
-                        body: error_body(response, policy.idle_timeout).await,
+                        body: error_body(response, policy.idle_timeout, &secrets_of(headers)).await,
                     });
                 }
                 tracing::warn!(
@@ -126,20 +127,26 @@ pub(crate) async fn post_sse(
         tokio::time::sleep(retry_after.map_or(backoff, |wait| wait.min(policy.max_backoff))).await;
         attempt += 1;
     };
+    let secrets = secrets_of(headers).into_iter().map(str::to_owned).collect();
     Ok(events(
         response,
         policy.idle_timeout,
         policy.max_event_bytes,
+        secrets,
     ))
 }
 
 /// The events of a response body: each within `idle` of the one before
-/// (the first, of the request), none longer than `max_event_bytes`. The
-/// stream ends after its first error.
+/// (the first, of the request), none longer than `max_event_bytes`, with
+/// each of `secrets` (the request's credentials) replaced by `[redacted]`:
+/// a provider never sends them back, so one in an event is an echo (an
+/// error event of a proxy) that would be shown and logged. The stream ends
+/// after its first error.
 fn events(
     response: reqwest::Response,
     idle: Duration,
     max_event_bytes: usize,
+    secrets: Vec<String>,
 ) -> impl Stream<Item = Result<SseEvent, ModelError>> + Send + use<> {
     struct Reading<B> {
         body: B,
@@ -150,6 +157,8 @@ fn events(
         /// completed before it.
         failed: Option<ModelError>,
         ended: bool,
+        /// The request's credentials, never passed on.
+        secrets: Vec<String>,
     }
     let reading = Reading {
         body: Box::pin(response.bytes_stream()),
@@ -158,11 +167,17 @@ fn events(
         deadline: tokio::time::Instant::now() + idle,
         failed: None,
         ended: false,
+        secrets,
     };
     futures_util::stream::unfold(reading, move |mut reading| async move {
         loop {
-            if let Some(event) = reading.ready.pop_front() {
+            if let Some(mut event) = reading.ready.pop_front() {
                 reading.deadline = tokio::time::Instant::now() + idle;
+                for secret in &reading.secrets {
+                    if event.data.contains(secret.as_str()) {
+                        event.data = event.data.replace(secret.as_str(), "[redacted]");
+                    }
+                }
                 return Some((Ok(event), reading));
             }
             if let Some(failed) = reading.failed.take() {
@@ -176,7 +191,7 @@ fn events(
                 // An event left unfinished is dropped, as the format says.
                 Ok(None) => {}
                 Ok(Some(Err(error))) => {
-                    reading.failed = Some(ModelError::Transport(error.to_string()));
+                    reading.failed = Some(ModelError::Transport(error.without_url().to_string()));
                 }
                 Ok(Some(Ok(chunk))) => match reading.decoder.feed(&chunk, &mut reading.ready) {
                     Ok(()) => continue,
@@ -192,17 +207,23 @@ fn events(
 pub const ERROR_BODY_LIMIT: usize = 4096;
 
 /// The start of an error response's body: at most [`ERROR_BODY_LIMIT`] bytes,
-/// read within `within` in all. An endpoint (or something in front of it)
-/// controls this body, and a body that never ends or never stops must not
-/// hold the run or its memory; the rest is dropped with the connection.
-async fn error_body(response: reqwest::Response, within: Duration) -> String {
+/// read within `within` in all, with every one of `secrets` in it replaced
+/// by `[redacted]`. An endpoint (or something in front of it) controls this
+/// body, and a body that never ends or never stops must not hold the run or
+/// its memory; the rest is dropped with the connection. It is shown to the
+/// user and logged, and a proxy may echo the request's credentials in it,
+/// so the body is read a secret's length past the limit: a secret that
+/// starts within the kept part is whole when it is replaced, never cut in
+/// two with its first half shown.
+async fn error_body(response: reqwest::Response, within: Duration, secrets: &[&str]) -> String {
+    let limit = ERROR_BODY_LIMIT + secrets.iter().map(|secret| secret.len()).max().unwrap_or(0);
     let mut kept = Vec::new();
     let mut chunks = response.bytes_stream();
     let read = async {
         while let Some(Ok(chunk)) = chunks.next().await {
-            let room = ERROR_BODY_LIMIT - kept.len();
+            let room = limit - kept.len();
             kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            if kept.len() == ERROR_BODY_LIMIT {
+            if kept.len() == limit {
                 break;
             }
         }
@@ -211,7 +232,83 @@ async fn error_body(response: reqwest::Response, within: Duration) -> String {
     // not an error here.
     let _ = tokio::time::timeout(within, read).await;
     drop(chunks);
-    String::from_utf8_lossy(&kept).into_owned()
+    let mut body = String::from_utf8_lossy(&kept).into_owned();
+    for secret in secrets {
+        if body.contains(secret) {
+            body = body.replace(secret, "[redacted]");
+        }
+    }
+    if body.len() > ERROR_BODY_LIMIT {
+        let mut end = ERROR_BODY_LIMIT;
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body.truncate(end);
+    }
+    body
+}
+
+/// The shortest credential looked for in an error body: a shorter one (a
+/// local server's placeholder key) would redact ordinary words.
+const MIN_SECRET_BYTES: usize = 8;
+
+/// The credentials among a request's headers (`authorization`, `x-api-key`,
+/// `x-goog-api-key`, any header naming a key, token or auth), without an
+/// `authorization` scheme such as `Bearer`.
+fn secrets_of<'a>(headers: &'a [(&'static str, String)]) -> Vec<&'a str> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.to_ascii_lowercase();
+            ["auth", "key", "token", "secret"]
+                .iter()
+                .any(|word| name.contains(word))
+        })
+        .flat_map(|(_, value)| {
+            let credential = value
+                .split_once(' ')
+                .filter(|(scheme, _)| {
+                    ["bearer", "basic", "token"].contains(&scheme.to_ascii_lowercase().as_str())
+                })
+                .map_or(value.as_str(), |(_, credential)| credential);
+            [value.as_str(), credential.trim()]
+        })
+        .filter(|secret| secret.len() >= MIN_SECRET_BYTES)
+        .collect()
+}
+
+/// The most characters of a peer's words (an error event's message, a
+/// reason no API has) an adapter quotes in what it shows or logs.
+pub(crate) const QUOTE_LIMIT: usize = 1024;
+
+/// At most `limit` characters of `text`, which a peer wrote: an ellipsis
+/// says when more was left out.
+pub(crate) fn quoted(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// A transport error as shown and logged: naming the endpoint without the
+/// credentials its URL may carry, which reqwest's own message would show.
+fn transport_error(error: reqwest::Error, url: &str) -> String {
+    format!("{} ({})", error.without_url(), shown_url(url))
+}
+
+/// `url` as it may be shown and logged: without the credentials it may
+/// carry (a proxy's `user:password@`, a `key=` in its query).
+pub(crate) fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            parsed.to_string()
+        }
+        Err(_) => "the model endpoint".to_owned(),
+    }
 }
 
 fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {

@@ -11,15 +11,22 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::Anthropic;
-use crate::model::http::SseEvent;
+use crate::model::http::{QUOTE_LIMIT, SseEvent, quoted};
 use crate::model::{
     FinishReason, HostedToolEvent, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage,
 };
 
-/// The most bytes of a server block's streamed input held until the block
-/// stops. The assembler bounds the turn once the block arrives whole; this
-/// bounds it before, at the assembler's default turn size.
+/// The most bytes the server blocks still open may hold together (each
+/// block's start and the input streamed for it, plus
+/// [`OPEN_BLOCK_OVERHEAD`] each) until they stop. The assembler bounds the
+/// turn once a block arrives whole; this bounds the blocks before, at the
+/// assembler's default turn size: a limit per block alone would let a
+/// server open blocks without end, each just under it.
 pub(super) const SERVER_INPUT_BYTES: usize = 8 * 1024 * 1024;
+
+/// What each open server block counts against [`SERVER_INPUT_BYTES`]
+/// besides its bytes, so that many empty blocks are bounded too.
+const OPEN_BLOCK_OVERHEAD: usize = 64;
 
 pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
 
@@ -34,7 +41,8 @@ pub(super) enum Phase<'a> {
     },
     Reading {
         events: SseStream,
-        decoder: Decoder,
+        /// Boxed: what it remembers would make every phase as large.
+        decoder: Box<Decoder>,
         pending: VecDeque<ModelEvent>,
     },
     Done,
@@ -54,7 +62,7 @@ pub(super) async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
             } => match adapter.connect(body, beta).await {
                 Ok(events) => Phase::Reading {
                     events,
-                    decoder: Decoder::new(hosted),
+                    decoder: Box::new(Decoder::new(hosted)),
                     pending: VecDeque::new(),
                 },
                 Err(error) => return fail(error),
@@ -117,6 +125,10 @@ pub(super) struct Decoder {
     /// Open blocks the provider runs itself, by index, with the input
     /// streamed for them so far.
     server_blocks: HashMap<usize, (Value, String)>,
+    /// What the open `server_blocks` hold, counted against
+    /// [`SERVER_INPUT_BYTES`]: each one's start (its JSON text's length),
+    /// its input so far, and [`OPEN_BLOCK_OVERHEAD`].
+    server_bytes: usize,
     /// The catalog name of each hosted tool offered, by the name its
     /// `server_tool_use` blocks carry.
     hosted_names: HashMap<String, String>,
@@ -216,6 +228,14 @@ impl Decoder {
                     // not the client's to run, but are kept whole, to be
                     // sent back with the turn.
                     Some(_) => {
+                        let bytes = OPEN_BLOCK_OVERHEAD + block.to_string().len();
+                        // A start again at an open index replaces that block.
+                        if let Some(replaced) = self.server_blocks.remove(&index) {
+                            self.server_bytes = self
+                                .server_bytes
+                                .saturating_sub(open_block_bytes(&replaced));
+                        }
+                        self.hold_server_bytes(bytes)?;
                         self.server_blocks
                             .insert(index, (block.clone(), String::new()));
                     }
@@ -245,13 +265,11 @@ impl Decoder {
                         if partial.is_empty() {
                             return Ok(());
                         }
-                        if let Some((_, input)) = self.server_blocks.get_mut(&index) {
-                            if input.len().saturating_add(partial.len()) > SERVER_INPUT_BYTES {
-                                return Err(protocol(&format!(
-                                    "a server tool's input is over {SERVER_INPUT_BYTES} bytes"
-                                )));
+                        if self.server_blocks.contains_key(&index) {
+                            self.hold_server_bytes(partial.len())?;
+                            if let Some((_, input)) = self.server_blocks.get_mut(&index) {
+                                input.push_str(partial);
                             }
-                            input.push_str(partial);
                             return Ok(());
                         }
                         // A delta for a block that never opened as tool_use
@@ -291,7 +309,9 @@ impl Decoder {
             }
             "content_block_stop" => {
                 let index = index_of(&data)?;
-                if let Some((mut block, input)) = self.server_blocks.remove(&index) {
+                if let Some(open) = self.server_blocks.remove(&index) {
+                    self.server_bytes = self.server_bytes.saturating_sub(open_block_bytes(&open));
+                    let (mut block, input) = open;
                     if !input.is_empty() {
                         let input: Value = serde_json::from_str(&input).map_err(|error| {
                             protocol(&format!("a server block's input is not JSON: {error}"))
@@ -358,7 +378,11 @@ impl Decoder {
                     .and_then(|error| error.get("message"))
                     .and_then(Value::as_str)
                     .unwrap_or("the stream reported an error");
-                return Err(ModelError::Protocol(format!("{kind}: {message}")));
+                return Err(ModelError::Protocol(format!(
+                    "{}: {}",
+                    quoted(kind, 64),
+                    quoted(message, QUOTE_LIMIT)
+                )));
             }
             // Anthropic may add event types; unknown ones are skipped.
             _ => {}
@@ -385,6 +409,19 @@ impl Decoder {
 }
 
 impl Decoder {
+    /// Counts `bytes` more held by the open server blocks, within
+    /// [`SERVER_INPUT_BYTES`].
+    fn hold_server_bytes(&mut self, bytes: usize) -> Result<(), ModelError> {
+        let held = self.server_bytes.saturating_add(bytes);
+        if held > SERVER_INPUT_BYTES {
+            return Err(protocol(&format!(
+                "the server tool blocks still open hold over {SERVER_INPUT_BYTES} bytes"
+            )));
+        }
+        self.server_bytes = held;
+        Ok(())
+    }
+
     /// What a person is shown of a whole server block: a hosted tool's
     /// call (a `server_tool_use` whose name is a hosted tool offered), or
     /// the result of one of this turn's hosted calls, whose `content` is
@@ -423,6 +460,12 @@ impl Decoder {
     }
 }
 
+/// What an open server block counts against [`SERVER_INPUT_BYTES`]: what
+/// [`Decoder::hold_server_bytes`] was given for it.
+fn open_block_bytes((block, input): &(Value, String)) -> usize {
+    OPEN_BLOCK_OVERHEAD + block.to_string().len() + input.len()
+}
+
 fn protocol(message: &str) -> ModelError {
     ModelError::Protocol(message.to_owned())
 }
@@ -444,6 +487,7 @@ fn finish_reason(stop_reason: &str) -> FinishReason {
         "tool_use" => FinishReason::ToolCalls,
         "max_tokens" => FinishReason::Length,
         "refusal" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_owned()),
+        // Anthropic may add reasons; a peer's own is cut like a type name.
+        other => FinishReason::Other(quoted(other, 64)),
     }
 }

@@ -173,7 +173,9 @@ impl HostedNames {
         } else if tool_type.starts_with("URL_CONTEXT") {
             self.url.clone()
         } else {
-            tool_type.to_ascii_lowercase()
+            // A type the adapter does not know names the call; the peer
+            // wrote it, so it is cut like any type name.
+            bounded(&tool_type.to_ascii_lowercase(), 64)
         }
     }
 }

@@ -454,7 +454,7 @@ impl ChatModel for OpenAiChat {
         let span = tracing::debug_span!(
             "openai_chat",
             model = %self.model,
-            base_url = %self.base_url,
+            base_url = %http::shown_url(&self.base_url),
         );
         let prepared = self
             .client()

@@ -6,7 +6,7 @@
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Map, Value};
 
-use crate::model::http::SseEvent;
+use crate::model::http::{QUOTE_LIMIT, SseEvent, quoted};
 use crate::model::{FinishReason, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage};
 
 /// How much of an offending data line an error message quotes.
@@ -15,6 +15,14 @@ const QUOTE_CHARS: usize = 200;
 /// How much of the start of a turn's text is kept to tell whether it is a
 /// tool call written as text.
 const TEXT_START_BYTES: usize = 64;
+
+/// The most chunks in a row that add nothing to the turn (`{}`, a delta
+/// without content, usage alone, an empty data line). Nothing downstream
+/// counts them against the turn's limits and each resets the stream's
+/// silence limit, so a server that streams only those would hold the run
+/// until the model call's time-out (or for ever without one); servers send
+/// a handful.
+pub(super) const MAX_EMPTY_CHUNKS: usize = 1000;
 
 /// What to do about a server that cannot stream tool calls, for the errors
 /// that find one.
@@ -125,6 +133,8 @@ pub(super) struct ChunkDecoder {
     /// The start of the turn's text (at most [`TEXT_START_BYTES`]), to tell
     /// a tool call written as text.
     text_start: String,
+    /// Chunks in a row that added nothing ([`MAX_EMPTY_CHUNKS`]).
+    empty: usize,
 }
 
 impl ChunkDecoder {
@@ -135,8 +145,27 @@ impl ChunkDecoder {
             ..ChunkDecoder::default()
         }
     }
-    /// Decodes the data of one SSE event.
+    /// Decodes the data of one SSE event, ending the stream after more
+    /// than [`MAX_EMPTY_CHUNKS`] in a row that add nothing.
     pub(super) fn on_data(&mut self, data: &str) -> Step {
+        let step = self.decode_data(data);
+        if !step.events.is_empty() {
+            self.empty = 0;
+            return step;
+        }
+        self.empty += 1;
+        if self.empty > MAX_EMPTY_CHUNKS {
+            return Step::end(
+                Vec::new(),
+                Err(ModelError::Protocol(format!(
+                    "the stream sent more than {MAX_EMPTY_CHUNKS} chunks in a row without content"
+                ))),
+            );
+        }
+        step
+    }
+
+    fn decode_data(&mut self, data: &str) -> Step {
         let data = data.trim();
         if data.is_empty() {
             return Step::more(Vec::new());
@@ -407,7 +436,8 @@ fn finish_reason(reason: &str) -> FinishReason {
         "tool_calls" | "function_call" => FinishReason::ToolCalls,
         "length" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_owned()),
+        // A server's own reason is kept, cut like a type name.
+        other => FinishReason::Other(quoted(other, 64)),
     }
 }
 
@@ -415,16 +445,16 @@ fn finish_reason(reason: &str) -> FinishReason {
 /// `{"message", "type", "code"}`, a bare string, or whatever else it is.
 fn provider_error(error: &Value) -> String {
     match error {
-        Value::String(message) => message.clone(),
+        Value::String(message) => quoted(message, QUOTE_LIMIT),
         Value::Object(object) => {
-            let message = object
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| quote(&error.to_string()), str::to_owned);
+            let message = object.get("message").and_then(Value::as_str).map_or_else(
+                || quote(&error.to_string()),
+                |message| quoted(message, QUOTE_LIMIT),
+            );
             let details: Vec<String> = ["type", "code"]
                 .iter()
                 .filter_map(|key| match object.get(*key) {
-                    Some(Value::String(text)) => Some(format!("{key} {text}")),
+                    Some(Value::String(text)) => Some(format!("{key} {}", quoted(text, 64))),
                     Some(Value::Number(number)) => Some(format!("{key} {number}")),
                     _ => None,
                 })

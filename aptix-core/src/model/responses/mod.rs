@@ -423,7 +423,7 @@ impl ChatModel for OpenAiResponses {
         let span = tracing::debug_span!(
             "openai_responses",
             model = %self.model,
-            base_url = %self.base_url,
+            base_url = %http::shown_url(&self.base_url),
         );
         let prepared = self.client().and_then(|client| {
             Ok((

@@ -201,9 +201,13 @@ pub(super) fn continued_from(messages: &[Message]) -> (Option<String>, usize) {
     (None, 0)
 }
 
+/// The turn's record: the last block of its type, which the adapter adds
+/// after every item of the turn (a transcript kept before the server's
+/// items of that type were refused may hold one of those first).
 fn turn_record(server_blocks: &[Value]) -> Option<&Value> {
     server_blocks
         .iter()
+        .rev()
         .find(|block| wire_type(block) == Some(TURN_RECORD))
 }
 

@@ -29,6 +29,10 @@ pub(super) const MAX_OUTPUT_ITEMS: usize = 4096;
 /// record.
 const MAX_TYPE_BYTES: usize = 64;
 
+/// The longest response id kept: the API's are about 50 bytes, and the id
+/// is kept in the turn's record and sent back as `previous_response_id`.
+const MAX_RESPONSE_ID_BYTES: usize = 256;
+
 type Item = Result<ModelEvent, ModelError>;
 
 /// Turns the response's events into model events, ending after the first
@@ -183,7 +187,7 @@ impl Decoder {
                     .and_then(|response| response.get("id"))
                     .and_then(Value::as_str)
                 {
-                    self.response_id = Some(id.to_owned());
+                    self.response_id = Some(response_id(id)?);
                 }
             }
             "response.output_item.added" => {
@@ -253,7 +257,8 @@ impl Decoder {
                     self.response_id = response
                         .and_then(|response| response.get("id"))
                         .and_then(Value::as_str)
-                        .map(str::to_owned);
+                        .map(response_id)
+                        .transpose()?;
                 }
                 out.push(Ok(ModelEvent::ServerBlock(self.record())));
                 let usage = response
@@ -305,6 +310,13 @@ impl Decoder {
                 "an output item's type is {} bytes long, more than any type has",
                 kind.len()
             )));
+        }
+        // The record is this adapter's, never the server's: one from the
+        // server would be read as the turn's record (the first one found).
+        if kind == TURN_RECORD {
+            return Err(protocol(
+                "the server sent an output item of the type this adapter keeps its own record in",
+            ));
         }
         if !self.order.contains_key(&index) && self.order.len() >= MAX_OUTPUT_ITEMS {
             return Err(ModelError::Protocol(format!(
@@ -511,6 +523,17 @@ fn call_delta(
     })
 }
 
+/// A response id as kept, refused when no API would make it.
+fn response_id(id: &str) -> Result<String, ModelError> {
+    if id.len() > MAX_RESPONSE_ID_BYTES {
+        return Err(ModelError::Protocol(format!(
+            "a response id of {} bytes, longer than the {MAX_RESPONSE_ID_BYTES} any response has",
+            id.len()
+        )));
+    }
+    Ok(id.to_owned())
+}
+
 fn output_index(data: &Map<String, Value>) -> Result<u64, ModelError> {
     data.get("output_index")
         .and_then(Value::as_u64)
@@ -538,7 +561,8 @@ fn incomplete_reason(response: Option<&Value>) -> FinishReason {
     {
         Some("max_output_tokens") => FinishReason::Length,
         Some("content_filter") => FinishReason::ContentFilter,
-        Some(other) => FinishReason::Other(other.to_owned()),
+        // A reason the API adds later is kept, cut like a type name.
+        Some(other) => FinishReason::Other(other.chars().take(MAX_TYPE_BYTES).collect()),
         None => FinishReason::Other("incomplete".to_owned()),
     }
 }
