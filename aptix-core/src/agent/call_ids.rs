@@ -6,7 +6,8 @@ use crate::model::assembly::AssembledCall;
 use crate::transcript::Message;
 
 /// Gives every call of a new turn an id no earlier call of the
-/// conversation has, nor an earlier call of the same turn. Models (and
+/// conversation has, nor an earlier call of the same turn, nor a call the
+/// provider ran in it (`hosted`: the ids they were shown under). Models (and
 /// OpenAI-compatible servers) sometimes reuse ids; two calls with one id
 /// cannot each be answered, and a result would be taken for the wrong
 /// call. Returns each renaming, `(model's id, id used)`.
@@ -17,6 +18,7 @@ use crate::transcript::Message;
 pub(crate) fn make_ids_unique(
     calls: &mut [AssembledCall],
     earlier: &[Message],
+    hosted: &[String],
 ) -> Vec<(String, String)> {
     let mut used: HashSet<String> = earlier
         .iter()
@@ -25,6 +27,7 @@ pub(crate) fn make_ids_unique(
             _ => &[],
         })
         .map(|call| call.id.clone())
+        .chain(hosted.iter().cloned())
         .collect();
     let mut renamed = Vec::new();
     for call in calls {

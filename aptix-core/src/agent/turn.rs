@@ -5,6 +5,7 @@
 //! opening). A stage of the loop in `run.rs`, kept apart because it is
 //! the one place the model is waited on.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::ControlFlow;
 use std::pin::pin;
 use std::time::{Duration, Instant};
@@ -14,8 +15,9 @@ use futures_util::StreamExt;
 use super::run::{Scope, StepRequest, Tally};
 use super::summary::{CallOutcome, RunSummary};
 use super::{Agent, AgentEvent, DoneReason, call_ids, composed};
+use crate::model::HostedToolEvent;
 use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler};
-use crate::model::{ChatRequest, HostedToolEvent, ModelError};
+use crate::model::{ChatRequest, ModelError};
 use crate::transcript::{AssistantToolCall, Conversation, Message};
 
 impl Agent {
@@ -41,8 +43,17 @@ impl Agent {
             tools_fingerprint = request.narrowed.as_ref().unwrap_or(catalog).fingerprint(),
         );
         let model_started = Instant::now();
+        // The ids the provider's own calls were shown under: the turn's
+        // calls stay clear of them.
+        let mut hosted_ids = Vec::new();
         let mut turn = self
-            .stream_turn(&request.chat, &model_span, scope, &mut tally.summary)
+            .stream_turn(
+                &request.chat,
+                &model_span,
+                scope,
+                &mut tally.summary,
+                &mut hosted_ids,
+            )
             .await?;
         model_span.in_scope(|| {
             tracing::info!(
@@ -86,7 +97,13 @@ impl Agent {
                             .messages
                             .extend(composed::correction(&turn.text, &problem));
                         turn = self
-                            .stream_turn(retry, &model_span, scope, &mut tally.summary)
+                            .stream_turn(
+                                retry,
+                                &model_span,
+                                scope,
+                                &mut tally.summary,
+                                &mut hosted_ids,
+                            )
                             .await?;
                         if let Some(turn_usage) = turn.usage {
                             tally.usage += turn_usage;
@@ -113,7 +130,7 @@ impl Agent {
             }
         }
         for (original, renamed) in
-            call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages)
+            call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages, &hosted_ids)
         {
             tracing::warn!(
                 model_id = %original,
@@ -148,6 +165,7 @@ impl Agent {
         model_span: &tracing::Span,
         scope: &Scope,
         summary: &mut RunSummary,
+        hosted_ids: &mut Vec<String>,
     ) -> ControlFlow<DoneReason, AssembledTurn> {
         let inner = &*self.inner;
         let out = &scope.out;
@@ -161,7 +179,7 @@ impl Agent {
         let mut shown: Vec<bool> = Vec::new();
         // The provider's own calls of this turn, by id, since they started:
         // the summary counts them with the agent's.
-        let mut hosted = HostedCalls::default();
+        let mut hosted = HostedCalls::new(&request.messages);
         loop {
             // Cancellation first, then the deadline, then the model.
             let next = tokio::select! {
@@ -196,11 +214,14 @@ impl Agent {
                     {
                         out.emit(AgentEvent::TextDelta(text.clone())).await;
                     }
-                    if let crate::model::ModelEvent::Hosted(event) = &event {
-                        hosted.saw(event, summary);
-                    }
-                    if let Some(shown) = self.shown(&event) {
-                        out.emit(shown).await;
+                    let display = match &event {
+                        crate::model::ModelEvent::Hosted(event) => {
+                            Some(self.hosted_shown(event, hosted.saw(event, summary)))
+                        }
+                        event => self.shown(event),
+                    };
+                    if let Some(display) = display {
+                        out.emit(display).await;
                     }
                     let streams_a_call = inner.composed.is_none()
                         && matches!(event, crate::model::ModelEvent::ToolCallDelta(_));
@@ -230,6 +251,7 @@ impl Agent {
             }
         }
         drop(events);
+        hosted_ids.extend(hosted.shown_ids().map(str::to_owned));
         hosted.unfinished(summary);
         match assembler.finish() {
             Ok(turn) => ControlFlow::Continue(turn),
@@ -243,29 +265,35 @@ impl Agent {
     /// calls and results of `executor = provider` tools. Reasoning is shown,
     /// never logged.
     fn shown(&self, event: &crate::model::ModelEvent) -> Option<AgentEvent> {
-        use crate::model::{HostedToolEvent, ModelEvent, ThinkingDelta};
+        use crate::model::{ModelEvent, ThinkingDelta};
         match event {
             ModelEvent::ThinkingDelta(
                 ThinkingDelta::Text { text, .. }
                 | ThinkingDelta::Reasoning { text, .. }
                 | ThinkingDelta::Preview { text },
             ) if !text.is_empty() => Some(AgentEvent::ReasoningDelta(text.clone())),
-            ModelEvent::Hosted(HostedToolEvent::Called { id, name, input }) => {
-                Some(AgentEvent::ToolCallStart {
-                    id: id.clone(),
-                    reasoning: None,
-                    kind: self.kind_of(name),
-                    name: name.clone(),
-                    arguments: input.clone(),
-                })
-            }
-            ModelEvent::Hosted(HostedToolEvent::Finished {
+            _ => None,
+        }
+    }
+
+    /// A tool the provider ran, shown as a call and a result of its
+    /// `executor = provider` tool, under `id` ([`HostedCalls::saw`]).
+    fn hosted_shown(&self, event: &HostedToolEvent, id: String) -> AgentEvent {
+        match event {
+            HostedToolEvent::Called { name, input, .. } => AgentEvent::ToolCallStart {
                 id,
+                reasoning: None,
+                kind: self.kind_of(name),
+                name: name.clone(),
+                arguments: input.clone(),
+            },
+            HostedToolEvent::Finished {
                 name,
                 output,
                 is_error,
-            }) => Some(AgentEvent::ToolCallResult {
-                id: id.clone(),
+                ..
+            } => AgentEvent::ToolCallResult {
+                id,
                 kind: self.kind_of(name),
                 name: name.clone(),
                 envelope: if *is_error {
@@ -280,8 +308,7 @@ impl Agent {
                 } else {
                     serde_json::json!({ "ok": true, "result": output })
                 },
-            }),
-            _ => None,
+            },
         }
     }
 
@@ -314,44 +341,101 @@ impl Agent {
     }
 }
 
-/// The calls a provider ran during one turn, counted in the run's summary
-/// like the agent's own: each from its start to its result.
-#[derive(Default)]
+/// The calls a provider ran during one turn: counted in the run's summary
+/// like the agent's own, each from its start to its result, and shown
+/// under ids a reader can trust.
+///
+/// The provider picks a hosted call's id, and may send none, one id twice,
+/// or the id of a call of the conversation: a renderer that keys calls by
+/// id would then show the provider's result as that call's. Such an id is
+/// shown as a fresh `hosted_<uuid>` instead (the kept blocks keep the
+/// provider's own). Calls are looked up by id in a map: a turn may hold
+/// tens of thousands of them within its byte limit.
 struct HostedCalls {
-    started: Vec<(String, String, Instant)>,
+    /// Calls started and not yet finished, by the provider's id.
+    started: HashMap<String, VecDeque<(String, String, Instant)>>,
+    /// Every id shown or used by a call of the conversation.
+    used: HashSet<String>,
+    /// The ids this turn's hosted calls were shown under.
+    shown: Vec<String>,
 }
 
 impl HostedCalls {
-    fn saw(&mut self, event: &HostedToolEvent, summary: &mut RunSummary) {
+    fn new(earlier: &[Message]) -> Self {
+        let used = earlier
+            .iter()
+            .flat_map(|message| match message {
+                Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+                _ => &[],
+            })
+            .map(|call| call.id.clone())
+            .collect();
+        HostedCalls {
+            started: HashMap::new(),
+            used,
+            shown: Vec::new(),
+        }
+    }
+
+    /// Notes `event` and returns the id it is shown under.
+    fn saw(&mut self, event: &HostedToolEvent, summary: &mut RunSummary) -> String {
         match event {
             HostedToolEvent::Called { id, name, .. } => {
-                // Bounded like the turn: the assembler counts each event.
-                self.started
-                    .push((id.clone(), name.clone(), Instant::now()));
+                let shown = if id.is_empty() || !self.used.insert(id.clone()) {
+                    let fresh = format!("hosted_{}", uuid::Uuid::new_v4().simple());
+                    self.used.insert(fresh.clone());
+                    fresh
+                } else {
+                    id.clone()
+                };
+                self.started.entry(id.clone()).or_default().push_back((
+                    shown.clone(),
+                    name.clone(),
+                    Instant::now(),
+                ));
+                self.shown.push(shown.clone());
+                shown
             }
             HostedToolEvent::Finished {
                 id, name, is_error, ..
             } => {
-                let started = self
-                    .started
-                    .iter()
-                    .position(|(started, _, _)| started == id)
-                    .map(|at| self.started.swap_remove(at));
-                let took = started.map_or(Duration::ZERO, |(_, _, at)| at.elapsed());
+                let started = self.started.get_mut(id).and_then(VecDeque::pop_front);
+                let (shown, took) = match started {
+                    Some((shown, _, at)) => (shown, at.elapsed()),
+                    // A result of no call the provider started: shown
+                    // under an id of its own, never under another's.
+                    None => {
+                        let fresh = if id.is_empty() || self.used.contains(id) {
+                            format!("hosted_{}", uuid::Uuid::new_v4().simple())
+                        } else {
+                            id.clone()
+                        };
+                        self.used.insert(fresh.clone());
+                        self.shown.push(fresh.clone());
+                        (fresh, Duration::ZERO)
+                    }
+                };
                 let outcome = if *is_error {
                     CallOutcome::Failed
                 } else {
                     CallOutcome::Ok
                 };
                 summary.record_call(name, took, outcome);
+                shown
             }
         }
+    }
+
+    /// The ids the turn's hosted calls were shown under, for the turn's
+    /// own calls to stay clear of.
+    fn shown_ids(&self) -> impl Iterator<Item = &str> {
+        self.shown.iter().map(String::as_str)
     }
 
     /// Calls the provider started and never reported on: they happened,
     /// and count, without an outcome of their own.
     fn unfinished(self, summary: &mut RunSummary) {
-        for (_, name, at) in self.started {
+        for (_, name, at) in self.started.into_values().flatten() {
             summary.record_call(&name, at.elapsed(), CallOutcome::Ok);
         }
     }
