@@ -740,9 +740,9 @@ fn debug_hides_the_key() {
 
 #[test]
 fn from_env_needs_a_key() {
-    let missing = Anthropic::from_lookup(|_| None);
+    let missing = Anthropic::from_vars(|_| None);
     assert!(matches!(missing, Err(ModelError::Config(_))), "{missing:?}");
-    let empty = Anthropic::from_lookup(|name| (name == "ANTHROPIC_API_KEY").then(String::new));
+    let empty = Anthropic::from_vars(|name| (name == "ANTHROPIC_API_KEY").then(String::new));
     assert!(matches!(empty, Err(ModelError::Config(_))), "{empty:?}");
 
     // The process environment itself: only checked when the key is absent,
@@ -756,11 +756,11 @@ fn from_env_needs_a_key() {
 #[test]
 fn from_env_defaults_and_overrides() -> Result<(), ModelError> {
     let defaults =
-        Anthropic::from_lookup(|name| (name == "ANTHROPIC_API_KEY").then(|| "k".to_owned()))?;
+        Anthropic::from_vars(|name| (name == "ANTHROPIC_API_KEY").then(|| "k".to_owned()))?;
     assert_eq!(defaults.model(), "claude-sonnet-4-5");
     assert_eq!(defaults.endpoint(), "https://api.anthropic.com/v1/messages");
 
-    let custom = Anthropic::from_lookup(|name| {
+    let custom = Anthropic::from_vars(|name| {
         match name {
             "ANTHROPIC_API_KEY" => Some("k"),
             "ANTHROPIC_BASE_URL" => Some("http://localhost:8080/"),

@@ -132,7 +132,7 @@ impl Provider {
             }
             #[cfg(feature = "anthropic")]
             Provider::Anthropic => {
-                let model = super::anthropic::Anthropic::from_lookup(lookup)?;
+                let model = super::anthropic::Anthropic::from_vars(lookup)?;
                 let base_url = lookup("ANTHROPIC_BASE_URL")
                     .map(|url| url.trim().trim_end_matches('/').to_owned())
                     .filter(|url| !url.is_empty())

@@ -201,12 +201,12 @@ impl Anthropic {
     /// `ANTHROPIC_MODEL` (default [`DEFAULT_MODEL`]). Empty values count as
     /// unset.
     pub fn from_env() -> Result<Self, ModelError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from_vars(|name| std::env::var(name).ok())
     }
 
     /// Like [`Anthropic::from_env`], reading variables through `lookup`
     /// instead of the process environment (tests, config files).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
         let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
         let api_key = get("ANTHROPIC_API_KEY")
             .ok_or_else(|| ModelError::Config("ANTHROPIC_API_KEY is not set".into()))?;
