@@ -284,7 +284,12 @@ fn model_parts(
             }
         }
     }
-    parts.extend(server_blocks.iter().cloned());
+    parts.extend(
+        server_blocks
+            .iter()
+            .filter(|block| is_gemini_part(block))
+            .cloned(),
+    );
     let mut on_text = on_text.into_iter();
     if !content.is_empty() || on_text.len() > 0 {
         let mut part = json!({ "text": content });
@@ -384,4 +389,20 @@ fn attachment_parts(content: &Content) -> Vec<Value> {
         }
         Attachment::Other => vec![json!({ "text": left_out(content, "Gemini") })],
     }
+}
+
+/// Whether a kept server block is one of Gemini's own parts (code it ran
+/// and the result, a tool call of its own). Another provider's blocks of a
+/// turn it ran (an Anthropic server tool, a Responses item or turn record)
+/// are left out: Gemini would refuse them.
+fn is_gemini_part(block: &Value) -> bool {
+    [
+        "executableCode",
+        "codeExecutionResult",
+        "toolCall",
+        "toolResponse",
+    ]
+    .iter()
+    .any(|key| block.get(key).is_some())
+        && block.get("type").is_none()
 }

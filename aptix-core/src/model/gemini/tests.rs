@@ -321,7 +321,13 @@ fn signatures_go_back_where_they_came_and_foreign_reasoning_stays_out() {
                     tool_call_id: None,
                 },
             ],
-            server_blocks: vec![],
+            // Another provider's blocks (a Responses turn record, an
+            // Anthropic search) stay out; Gemini's own code part goes back.
+            server_blocks: vec![
+                json!({ "type": "aptix_responses_turn", "output": ["message"] }),
+                json!({ "type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {} }),
+                json!({ "executableCode": { "language": "PYTHON", "code": "print(1)" } }),
+            ],
             runnable: None,
         },
         Message::Tool {
@@ -346,6 +352,7 @@ fn signatures_go_back_where_they_came_and_foreign_reasoning_stays_out() {
             { "role": "user", "parts": [{ "text": "Weather in Paris and Oslo?" }] },
             { "role": "model", "parts": [
                 { "text": "T", "thought": true },
+                { "executableCode": { "language": "PYTHON", "code": "print(1)" } },
                 { "text": "Checking.", "thoughtSignature": "on-text" },
                 { "functionCall": { "id": "a", "name": "get_weather", "args": { "city": "Paris" } }, "thoughtSignature": "on-a" },
                 { "functionCall": { "id": "b", "name": "get_weather", "args": {} } },
