@@ -103,8 +103,40 @@ impl OpenAiResponses {
             None => {}
         }
         body.insert("store".into(), Value::Bool(self.previous_response_id));
-        if !self.previous_response_id && self.reasons() {
-            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        let stateless = !self.previous_response_id;
+        if stateless && let Some(Value::Array(items)) = body.get_mut("input") {
+            // Unstored, OpenAI finds a reasoning item only through its
+            // encrypted content: one without it (a model not known to
+            // reason, so none was asked for) would fail the request.
+            let before = items.len();
+            items.retain(|item| {
+                item.get("type").and_then(Value::as_str) != Some("reasoning")
+                    || item.get("encrypted_content").is_some()
+            });
+            if items.len() < before {
+                tracing::warn!(
+                    left_out = before - items.len(),
+                    "reasoning items without encrypted content cannot go back unstored: left out"
+                );
+            }
+        }
+        // What the hosted tools found comes back only when asked for.
+        let mut include: Vec<&str> = Vec::new();
+        if stateless && self.reasons() {
+            include.push("reasoning.encrypted_content");
+        }
+        for (kind, _) in self.hosted_names(request) {
+            match kind.as_str() {
+                "web_search" | "web_search_preview" => {
+                    include.push("web_search_call.action.sources")
+                }
+                "file_search" => include.push("file_search_call.results"),
+                "code_interpreter" => include.push("code_interpreter_call.outputs"),
+                _ => {}
+            }
+        }
+        if !include.is_empty() {
+            body.insert("include".into(), json!(include));
         }
         if let Some(previous) = previous {
             body.insert("previous_response_id".into(), Value::String(previous));

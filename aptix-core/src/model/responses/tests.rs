@@ -476,3 +476,57 @@ proptest::proptest! {
         }
     }
 }
+
+/// What a hosted tool found comes back only when `include` asks for it;
+/// and unstored, a reasoning item without its encrypted content cannot be
+/// found by OpenAI ("Items are not persisted when `store` is set to
+/// false"), so it stays out rather than failing the request.
+#[test]
+fn hosted_results_are_asked_for_and_unstored_reasoning_goes_back_only_encrypted()
+-> Result<(), ModelError> {
+    let model = OpenAiResponses::new("gpt-4.1");
+    let mut request = chat(
+        vec![
+            spec("web_search", true, Dialect::OpenAiStrict),
+            spec("code_interpreter", true, Dialect::OpenAiStrict),
+        ],
+        ToolChoice::Auto,
+    );
+    request.messages.push(Message::Assistant {
+        content: "Here.".into(),
+        tool_calls: Vec::new(),
+        thinking: vec![
+            ThinkingBlock::OpenaiReasoning {
+                item: json!({ "id": "rs_plain", "type": "reasoning", "summary": [] }),
+            },
+            reasoning("rs_sealed"),
+        ],
+        server_blocks: Vec::new(),
+        runnable: None,
+    });
+    request.messages.push(Message::user("And?"));
+    let body = model.request_body(&request)?;
+    assert_eq!(
+        body["include"],
+        json!([
+            "web_search_call.action.sources",
+            "code_interpreter_call.outputs"
+        ])
+    );
+    let ids: Vec<&str> = body["input"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item["id"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(ids, ["rs_sealed"]);
+    // Stored, the API finds its items by id: both go back.
+    let body = model
+        .with_previous_response_id(true)
+        .request_body(&request)?;
+    assert!(body["input"].to_string().contains("rs_plain"), "{body}");
+    Ok(())
+}
