@@ -433,3 +433,73 @@ async fn many_provider_calls_in_one_turn_are_all_counted() {
         Some(CALLS)
     );
 }
+
+/// A call given a new id (its id was used before in the conversation)
+/// keeps what the provider keyed by it: Gemini's thought signature goes
+/// back on that call, or Gemini refuses the next request.
+#[tokio::test]
+async fn a_renamed_call_keeps_its_thought_signature() {
+    let signed = |id: &str, signature: &str| {
+        ModelEvent::ThinkingDelta(ThinkingDelta::Block {
+            index: 0,
+            block: ThinkingBlock::Gemini {
+                part: json!({ "thoughtSignature": signature }),
+                tool_call_id: Some(id.into()),
+            },
+        })
+    };
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .event(signed("call_0", "first"))
+            .tool_call("call_0", "recall", r#"{"query":"a"}"#),
+        // The provider numbers its calls per turn: `call_0` again, twice.
+        ScriptedTurn::new()
+            .event(signed("call_0", "second"))
+            .event(signed("call_0", "third"))
+            .tool_call("call_0", "recall", r#"{"query":"b"}"#)
+            .tool_call("call_0", "recall", r#"{"query":"c"}"#),
+        ScriptedTurn::new().text("Done."),
+    ]));
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(
+            aptix::tools![RecallTool]
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conversation = Conversation::new("conv-renamed-signature");
+    let _: Vec<AgentEvent> = agent
+        .run(&mut conversation, Input::User("Go.".into()))
+        .collect()
+        .await;
+    let Some(Message::Assistant {
+        tool_calls,
+        thinking,
+        ..
+    }) = conversation.messages.get(3)
+    else {
+        panic!("the second turn is kept: {:?}", conversation.messages)
+    };
+    let ids: Vec<&str> = tool_calls.iter().map(|call| call.id.as_str()).collect();
+    assert!(
+        !ids.contains(&"call_0"),
+        "both calls of the second turn were given new ids: {ids:?}"
+    );
+    let keyed: Vec<(Option<&str>, &str)> = thinking
+        .iter()
+        .filter_map(|block| match block {
+            ThinkingBlock::Gemini { part, tool_call_id } => Some((
+                tool_call_id.as_deref(),
+                part["thoughtSignature"].as_str().unwrap_or(""),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        keyed,
+        [(Some(ids[0]), "second"), (Some(ids[1]), "third")],
+        "each signature follows its call to its new id"
+    );
+}

@@ -18,7 +18,7 @@ use super::{Agent, AgentEvent, DoneReason, call_ids, composed};
 use crate::model::HostedToolEvent;
 use crate::model::assembly::{AssembledTurn, CallSeen, TurnAssembler};
 use crate::model::{ChatRequest, ModelError};
-use crate::transcript::{AssistantToolCall, Conversation, Message};
+use crate::transcript::{AssistantToolCall, Conversation, Message, ThinkingBlock};
 
 impl Agent {
     /// Asks the model for the turn of `request`, appends it to
@@ -129,6 +129,7 @@ impl Agent {
                 out.emit(AgentEvent::TextDelta(turn.text.clone())).await;
             }
         }
+        let before: Vec<String> = turn.tool_calls.iter().map(|call| call.id.clone()).collect();
         for (original, renamed) in
             call_ids::make_ids_unique(&mut turn.tool_calls, &conversation.messages, &hosted_ids)
         {
@@ -138,6 +139,7 @@ impl Agent {
                 "the model reused a tool call id; the call goes by a new one"
             );
         }
+        keyed_blocks_follow(&mut turn.thinking, &before, &turn.tool_calls);
         conversation.messages.push(Message::Assistant {
             content: turn.text.clone(),
             tool_calls: turn
@@ -437,6 +439,45 @@ impl HostedCalls {
     fn unfinished(self, summary: &mut RunSummary) {
         for (_, name, at) in self.started.into_values().flatten() {
             summary.record_call(&name, at.elapsed(), CallOutcome::Ok);
+        }
+    }
+}
+
+/// What the provider keyed by a call's id (a Gemini thought signature)
+/// follows the call when the call was given a new id: the `n`-th block of
+/// an id belongs to the `n`-th call of that id in the turn. Without it the
+/// signature would go back on no call, and Gemini refuses the request.
+fn keyed_blocks_follow(
+    thinking: &mut [ThinkingBlock],
+    before: &[String],
+    calls: &[crate::model::adapter::AssembledCall],
+) {
+    // Read before any is changed: the blocks keyed by each id, in order.
+    let keyed: Vec<(usize, String)> = thinking
+        .iter()
+        .enumerate()
+        .filter_map(|(at, block)| match block {
+            ThinkingBlock::Gemini {
+                tool_call_id: Some(id),
+                ..
+            } => Some((at, id.clone())),
+            _ => None,
+        })
+        .collect();
+    for (place, (original, call)) in before.iter().zip(calls).enumerate() {
+        if *original == call.id {
+            continue;
+        }
+        let nth = before[..place].iter().filter(|id| *id == original).count();
+        let block = keyed
+            .iter()
+            .filter(|(_, id)| id == original)
+            .nth(nth)
+            .map(|(at, _)| *at);
+        if let Some(ThinkingBlock::Gemini { tool_call_id, .. }) =
+            block.and_then(|at| thinking.get_mut(at))
+        {
+            *tool_call_id = Some(call.id.clone());
         }
     }
 }
