@@ -989,3 +989,22 @@ fn from_vars_reads_the_usual_variables_and_debug_hides_the_key() -> Result<(), M
     ));
     Ok(())
 }
+
+/// The adapter's own event limit (32 MiB by default, as
+/// `response.completed` repeats the whole turn) holds over the transport's
+/// default (16 MiB): a 20 MiB event is read, not cut at the transport.
+#[tokio::test]
+async fn the_adapters_event_limit_raises_the_transports() -> TestResult {
+    let server = MockResponsesServer::start([huge_delta_response(20 * 1024 * 1024)]).await?;
+    let model = model_for(&server);
+    let items = collect(&model, &ask("Hi")).await;
+    let longest = items
+        .iter()
+        .filter_map(|item| match item {
+            Ok(ModelEvent::TextDelta(text)) => Some(text.len()),
+            _ => None,
+        })
+        .max();
+    assert_eq!(longest, Some(20 * 1024 * 1024), "{:?}", items.last());
+    Ok(())
+}

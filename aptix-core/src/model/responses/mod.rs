@@ -322,7 +322,8 @@ impl OpenAiResponses {
 
     /// The largest Server-Sent Event read (default
     /// [`DEFAULT_MAX_EVENT_BYTES`]); a bigger one ends the call with
-    /// [`ModelError::Protocol`].
+    /// [`ModelError::Protocol`]. It raises the policy's
+    /// [`HttpPolicy::max_event_bytes`] for this adapter when larger.
     pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
         self.max_event_bytes = bytes;
         self
@@ -435,8 +436,15 @@ impl ChatModel for OpenAiResponses {
         });
         let names = self.hosted_names(request);
         let max_event_bytes = self.max_event_bytes;
-        let policy = &self.policy;
+        // The transport reads events up to this adapter's own limit when it
+        // is the larger one (`response.completed` repeats the whole turn);
+        // the decoder holds each event to it.
+        let policy = HttpPolicy {
+            max_event_bytes: self.policy.max_event_bytes.max(max_event_bytes),
+            ..self.policy.clone()
+        };
         let opened = async move {
+            let policy = &policy;
             let (client, url, headers, body) = prepared?;
             tracing::debug!(
                 messages = request.messages.len(),
