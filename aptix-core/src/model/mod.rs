@@ -109,6 +109,7 @@ pub enum ThinkingDelta {
 /// of an `executor = provider` tool. What goes back to the provider with
 /// the turn is its [`ModelEvent::ServerBlock`]s, not this.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum HostedToolEvent {
     /// The model called the hosted tool.
     Called {
