@@ -11,6 +11,8 @@ pub mod anthropic;
 pub(crate) mod assembly;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod attachments;
+#[cfg(any(feature = "anthropic", feature = "gemini"))]
+mod event_stream;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]

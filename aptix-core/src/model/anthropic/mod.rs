@@ -64,12 +64,11 @@ mod stream;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use tracing::Instrument;
 
+use super::event_stream::SseStream;
 use super::http::{self, HttpPolicy};
 use super::{ChatModel, ChatRequest, ModelError, ModelStream};
 use crate::schema::Dialect;
-use stream::{Phase, SseStream, next};
 
 /// The API version this adapter speaks (the `anthropic-version` header).
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -431,15 +430,9 @@ impl ChatModel for Anthropic {
             tools = request.tools.len(),
             "starting a model call"
         );
-        let start = Phase::Connect {
-            adapter: self,
-            body,
-            beta: self.betas(request),
-            hosted: self.hosted_names(request),
-        };
-        Box::pin(futures_util::stream::unfold(start, move |phase| {
-            next(phase).instrument(span.clone())
-        }))
+        let connect = self.connect(body, self.betas(request));
+        let decoder = stream::Decoder::new(self.hosted_names(request));
+        Box::pin(super::event_stream::model_events(connect, decoder, span))
     }
 }
 

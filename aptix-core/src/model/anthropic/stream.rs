@@ -5,12 +5,9 @@
 //! assembler ([`crate::model::adapter::TurnAssembler`]) builds the calls.
 
 use std::collections::{HashMap, VecDeque};
-use std::pin::Pin;
 
-use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
-use super::Anthropic;
 use crate::model::http::{QUOTE_LIMIT, SseEvent, quoted};
 use crate::model::{
     FinishReason, HostedToolEvent, ModelError, ModelEvent, ThinkingDelta, ToolCallDelta, Usage,
@@ -27,89 +24,6 @@ pub(super) const SERVER_INPUT_BYTES: usize = 8 * 1024 * 1024;
 /// What each open server block counts against [`SERVER_INPUT_BYTES`]
 /// besides its bytes, so that many empty blocks are bounded too.
 const OPEN_BLOCK_OVERHEAD: usize = 64;
-
-pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
-
-/// Where one model call's stream stands.
-pub(super) enum Phase<'a> {
-    Connect {
-        adapter: &'a Anthropic,
-        body: Value,
-        beta: Option<String>,
-        /// Catalog names of the hosted tools offered, by wire name.
-        hosted: HashMap<String, String>,
-    },
-    Reading {
-        events: SseStream,
-        /// Boxed: what it remembers would make every phase as large.
-        decoder: Box<Decoder>,
-        pending: VecDeque<ModelEvent>,
-    },
-    Done,
-}
-
-type Item = Result<ModelEvent, ModelError>;
-
-pub(super) async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
-    loop {
-        phase = match phase {
-            Phase::Done => return None,
-            Phase::Connect {
-                adapter,
-                body,
-                beta,
-                hosted,
-            } => match adapter.connect(body, beta).await {
-                Ok(events) => Phase::Reading {
-                    events,
-                    decoder: Box::new(Decoder::new(hosted)),
-                    pending: VecDeque::new(),
-                },
-                Err(error) => return fail(error),
-            },
-            Phase::Reading {
-                mut events,
-                mut decoder,
-                mut pending,
-            } => {
-                if let Some(event) = pending.pop_front() {
-                    // After `Finish` nothing more is read: whatever the
-                    // server sends after `message_stop` is not part of the turn.
-                    let rest = if matches!(event, ModelEvent::Finish { .. }) {
-                        tracing::debug!("model call finished");
-                        Phase::Done
-                    } else {
-                        Phase::Reading {
-                            events,
-                            decoder,
-                            pending,
-                        }
-                    };
-                    return Some((Ok(event), rest));
-                }
-                match events.next().await {
-                    None => return fail(ModelError::Incomplete),
-                    Some(Err(error)) => return fail(error),
-                    Some(Ok(event)) => {
-                        if let Err(error) = decoder.decode(&event, &mut pending) {
-                            return fail(error);
-                        }
-                    }
-                }
-                Phase::Reading {
-                    events,
-                    decoder,
-                    pending,
-                }
-            }
-        };
-    }
-}
-
-fn fail<'a>(error: ModelError) -> Option<(Item, Phase<'a>)> {
-    tracing::debug!(%error, "model call failed");
-    Some((Err(error), Phase::Done))
-}
 
 /// Translates Anthropic's events into [`ModelEvent`]s, one event at a time.
 #[derive(Debug, Default)]
@@ -489,5 +403,15 @@ fn finish_reason(stop_reason: &str) -> FinishReason {
         "refusal" => FinishReason::ContentFilter,
         // Anthropic may add reasons; a peer's own is cut like a type name.
         other => FinishReason::Other(quoted(other, 64)),
+    }
+}
+
+impl crate::model::event_stream::EventDecoder for Decoder {
+    fn decode(
+        &mut self,
+        event: &SseEvent,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        Decoder::decode(self, event, out)
     }
 }

@@ -53,12 +53,11 @@ mod stream;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
-use tracing::Instrument;
 
+use super::event_stream::SseStream;
 use super::http::{self, HttpPolicy};
 use super::{ChatModel, ChatRequest, ModelError, ModelStream};
 use crate::schema::Dialect;
-use stream::{Phase, SseStream, next};
 
 /// The endpoint used when none is configured.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
@@ -348,14 +347,9 @@ impl ChatModel for Gemini {
             tools = request.tools.len(),
             "starting a model call"
         );
-        let start = Phase::Connect {
-            adapter: self,
-            body,
-            names: stream::HostedNames::of(self, request),
-        };
-        Box::pin(futures_util::stream::unfold(start, move |phase| {
-            next(phase).instrument(span.clone())
-        }))
+        let connect = self.connect(body);
+        let decoder = stream::Decoder::new(stream::HostedNames::of(self, request));
+        Box::pin(super::event_stream::model_events(connect, decoder, span))
     }
 }
 

@@ -7,107 +7,21 @@
 //! ([`crate::model::adapter::TurnAssembler`]) builds the calls.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 
-use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::Gemini;
-use crate::model::http::SseEvent;
+use crate::model::http::{QUOTE_LIMIT, SseEvent, quoted};
 use crate::model::{
     ChatRequest, FinishReason, HostedToolEvent, ModelError, ModelEvent, ThinkingBlock,
     ThinkingDelta, ToolCallDelta, Usage,
 };
-
-pub(super) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
-
-/// The most characters of an error message from the stream kept in the
-/// error: the server writes it, so it is bounded like an error body.
-const ERROR_MESSAGE_LIMIT: usize = 1024;
 
 /// The most chunks in a row that add nothing to the turn (no candidate,
 /// empty parts, usage alone). Nothing downstream counts them against the
 /// turn's limits, so a server that streams only those would otherwise hold
 /// the run for as long as it keeps sending; Gemini itself sends a handful.
 pub(super) const MAX_EMPTY_CHUNKS: usize = 1000;
-
-/// Where one model call's stream stands.
-pub(super) enum Phase<'a> {
-    Connect {
-        adapter: &'a Gemini,
-        body: Value,
-        names: HostedNames,
-    },
-    Reading {
-        events: SseStream,
-        decoder: Decoder,
-        pending: VecDeque<ModelEvent>,
-    },
-    Done,
-}
-
-type Item = Result<ModelEvent, ModelError>;
-
-pub(super) async fn next(mut phase: Phase<'_>) -> Option<(Item, Phase<'_>)> {
-    loop {
-        phase = match phase {
-            Phase::Done => return None,
-            Phase::Connect {
-                adapter,
-                body,
-                names,
-            } => match adapter.connect(body).await {
-                Ok(events) => Phase::Reading {
-                    events,
-                    decoder: Decoder::new(names),
-                    pending: VecDeque::new(),
-                },
-                Err(error) => return fail(error),
-            },
-            Phase::Reading {
-                mut events,
-                mut decoder,
-                mut pending,
-            } => {
-                if let Some(event) = pending.pop_front() {
-                    // After `Finish` nothing more is read: whatever the
-                    // server sends after the finishing chunk is not part of
-                    // the turn.
-                    let rest = if matches!(event, ModelEvent::Finish { .. }) {
-                        tracing::debug!("model call finished");
-                        Phase::Done
-                    } else {
-                        Phase::Reading {
-                            events,
-                            decoder,
-                            pending,
-                        }
-                    };
-                    return Some((Ok(event), rest));
-                }
-                match events.next().await {
-                    None => return fail(ModelError::Incomplete),
-                    Some(Err(error)) => return fail(error),
-                    Some(Ok(event)) => {
-                        if let Err(error) = decoder.decode(&event, &mut pending) {
-                            return fail(error);
-                        }
-                    }
-                }
-                Phase::Reading {
-                    events,
-                    decoder,
-                    pending,
-                }
-            }
-        };
-    }
-}
-
-fn fail<'a>(error: ModelError) -> Option<(Item, Phase<'a>)> {
-    tracing::debug!(%error, "model call failed");
-    Some((Err(error), Phase::Done))
-}
 
 /// The catalog's names for Gemini's own tools in this request, so that
 /// what they did is shown as the calls of the tools the agent knows (a
@@ -175,7 +89,7 @@ impl HostedNames {
         } else {
             // A type the adapter does not know names the call; the peer
             // wrote it, so it is cut like any type name.
-            bounded(&tool_type.to_ascii_lowercase(), 64)
+            quoted(&tool_type.to_ascii_lowercase(), 64)
         }
     }
 }
@@ -244,7 +158,7 @@ impl Decoder {
         if let Some(id) = chunk.get("responseId").and_then(Value::as_str)
             && self.response_id.is_none()
         {
-            self.response_id = Some(bounded(id, 128));
+            self.response_id = Some(quoted(id, 128));
         }
         if let Some(usage) = chunk.get("usageMetadata") {
             self.read_usage(usage);
@@ -493,7 +407,7 @@ impl Decoder {
             | "IMAGE_SAFETY"
             | "IMAGE_PROHIBITED_CONTENT"
             | "IMAGE_RECITATION" => FinishReason::ContentFilter,
-            other => FinishReason::Other(bounded(other, 64)),
+            other => FinishReason::Other(quoted(other, 64)),
         }
     }
 }
@@ -521,19 +435,21 @@ fn stream_error(error: &Value) -> ModelError {
     let message = field("message").unwrap_or("the stream reported an error");
     ModelError::Protocol(format!(
         "{} ({code}): {}",
-        bounded(status, 64),
-        bounded(message, ERROR_MESSAGE_LIMIT)
+        quoted(status, 64),
+        quoted(message, QUOTE_LIMIT)
     ))
-}
-
-/// At most `limit` characters of `text`.
-fn bounded(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
 }
 
 fn protocol(message: &str) -> ModelError {
     ModelError::Protocol(message.to_owned())
+}
+
+impl crate::model::event_stream::EventDecoder for Decoder {
+    fn decode(
+        &mut self,
+        event: &SseEvent,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        Decoder::decode(self, event, out)
+    }
 }
