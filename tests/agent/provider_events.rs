@@ -38,6 +38,27 @@ async fn recall(args: Recall) -> Result<String, ToolError> {
     Ok(format!("found {}", args.query))
 }
 
+/// Runs an agent over `model` and `catalog` on a new conversation `id`,
+/// from `input` to its end: the events and the conversation after.
+async fn run(
+    model: Arc<ScriptedModel>,
+    catalog: aptix::CatalogBuilder,
+    id: &str,
+    input: &str,
+) -> (Vec<AgentEvent>, Conversation) {
+    let agent = Agent::builder()
+        .shared_model(model)
+        .catalog(catalog.build().unwrap_or_else(|e| panic!("{e}")))
+        .build()
+        .unwrap_or_else(|e| panic!("the model hosts the provider's tool: {e}"));
+    let mut conversation = Conversation::new(id);
+    let events = agent
+        .run(&mut conversation, Input::User(input.into()))
+        .collect()
+        .await;
+    (events, conversation)
+}
+
 const SECRET_THOUGHT: &str = "the user's PIN is 4921";
 
 fn thinking(delta: ThinkingDelta) -> ModelEvent {
@@ -89,20 +110,13 @@ async fn reasoning_is_shown_as_it_streams_kept_with_the_turn_and_never_logged() 
             }))
             .text("Done."),
     ]));
-    let agent = Agent::builder()
-        .shared_model(model.clone())
-        .catalog(
-            aptix::tools![RecallTool]
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut conversation = Conversation::new("conv-reasoning");
-    let events: Vec<AgentEvent> = agent
-        .run(&mut conversation, Input::User("Go.".into()))
-        .collect()
-        .await;
+    let (events, conversation) = run(
+        model.clone(),
+        aptix::tools![RecallTool],
+        "conv-reasoning",
+        "Go.",
+    )
+    .await;
     let shown: Vec<&str> = events
         .iter()
         .filter_map(|event| match event {
@@ -195,21 +209,13 @@ async fn a_tool_the_provider_ran_is_shown_as_a_call_and_a_result_and_its_blocks_
             .text("Rust's site is www.rust-lang.org.")])
         .hosting(["hosted_search"]),
     );
-    let agent = Agent::builder()
-        .shared_model(model)
-        .catalog(
-            aptix::Catalog::builder()
-                .tool::<WebSearch>()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("a model that hosts web_search takes the tool: {e}"));
-    let mut conversation = Conversation::new("conv-hosted");
-    let events: Vec<AgentEvent> = agent
-        .run(&mut conversation, Input::User("Find Rust's site.".into()))
-        .collect()
-        .await;
+    let (events, conversation) = run(
+        model,
+        aptix::Catalog::builder().tool::<WebSearch>(),
+        "conv-hosted",
+        "Find Rust's site.",
+    )
+    .await;
     let start = events.iter().position(|event| {
         matches!(event, AgentEvent::ToolCallStart { id, name, kind, arguments, .. }
             if id == "srvtoolu_1" && name == "hosted_search" && *kind == PROVIDER
@@ -267,20 +273,7 @@ async fn the_tokens_a_providers_cache_saved_are_summed_on_done() {
             .with_usage(cached(0, 900)),
         ScriptedTurn::new().text("Done.").with_usage(cached(900, 0)),
     ]));
-    let agent = Agent::builder()
-        .shared_model(model)
-        .catalog(
-            aptix::tools![RecallTool]
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut conversation = Conversation::new("conv-cache");
-    let events: Vec<AgentEvent> = agent
-        .run(&mut conversation, Input::User("Go.".into()))
-        .collect()
-        .await;
+    let (events, _) = run(model, aptix::tools![RecallTool], "conv-cache", "Go.").await;
     let Some(AgentEvent::Done { usage, .. }) = events.last() else {
         panic!("the run ends with Done")
     };
@@ -333,22 +326,15 @@ async fn a_providers_call_ids_never_pass_for_another_calls() {
         ])
         .hosting(["hosted_search"]),
     );
-    let agent = Agent::builder()
-        .shared_model(model)
-        .catalog(
-            aptix::Catalog::builder()
-                .tool::<WebSearch>()
-                .tool::<RecallTool>()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut conversation = Conversation::new("conv-hosted-ids");
-    let events: Vec<AgentEvent> = agent
-        .run(&mut conversation, Input::User("Go.".into()))
-        .collect()
-        .await;
+    let (events, _) = run(
+        model,
+        aptix::Catalog::builder()
+            .tool::<WebSearch>()
+            .tool::<RecallTool>(),
+        "conv-hosted-ids",
+        "Go.",
+    )
+    .await;
     let provider = |kind: &Option<ToolKind>| *kind == PROVIDER;
     let started: Vec<&str> = events
         .iter()
@@ -410,21 +396,13 @@ async fn many_provider_calls_in_one_turn_are_all_counted() {
         turn = turn.event(hosted(false, &format!("srv_{n}")));
     }
     let model = Arc::new(ScriptedModel::new([turn.text("Done.")]).hosting(["hosted_search"]));
-    let agent = Agent::builder()
-        .shared_model(model)
-        .catalog(
-            aptix::Catalog::builder()
-                .tool::<WebSearch>()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut conversation = Conversation::new("conv-hosted-many");
-    let events: Vec<AgentEvent> = agent
-        .run(&mut conversation, Input::User("Go.".into()))
-        .collect()
-        .await;
+    let (events, _) = run(
+        model,
+        aptix::Catalog::builder().tool::<WebSearch>(),
+        "conv-hosted-many",
+        "Go.",
+    )
+    .await;
     let Some(AgentEvent::Done { summary, .. }) = events.last() else {
         panic!("the run ends with Done")
     };
@@ -460,20 +438,13 @@ async fn a_renamed_call_keeps_its_thought_signature() {
             .tool_call("call_0", "recall", r#"{"query":"c"}"#),
         ScriptedTurn::new().text("Done."),
     ]));
-    let agent = Agent::builder()
-        .shared_model(model)
-        .catalog(
-            aptix::tools![RecallTool]
-                .build()
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut conversation = Conversation::new("conv-renamed-signature");
-    let _: Vec<AgentEvent> = agent
-        .run(&mut conversation, Input::User("Go.".into()))
-        .collect()
-        .await;
+    let (_, conversation) = run(
+        model,
+        aptix::tools![RecallTool],
+        "conv-renamed-signature",
+        "Go.",
+    )
+    .await;
     let Some(Message::Assistant {
         tool_calls,
         thinking,
