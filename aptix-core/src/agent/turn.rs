@@ -353,39 +353,51 @@ impl Agent {
 /// shown as a fresh `hosted_<uuid>` instead (the kept blocks keep the
 /// provider's own). Calls are looked up by id in a map: a turn may hold
 /// tens of thousands of them within its byte limit.
-struct HostedCalls {
+struct HostedCalls<'a> {
     /// Calls started and not yet finished, by the provider's id.
     started: HashMap<String, VecDeque<(String, String, Instant)>>,
-    /// Every id shown or used by a call of the conversation.
-    used: HashSet<String>,
+    /// The conversation before the turn, whose calls' ids are taken.
+    earlier: &'a [Message],
+    /// Every id shown or used by a call of the conversation, gathered at
+    /// the turn's first hosted call: a turn without one (most) pays
+    /// nothing for it.
+    used: Option<HashSet<String>>,
     /// The ids this turn's hosted calls were shown under.
     shown: Vec<String>,
 }
 
-impl HostedCalls {
-    fn new(earlier: &[Message]) -> Self {
-        let used = earlier
-            .iter()
-            .flat_map(|message| match message {
-                Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
-                _ => &[],
-            })
-            .map(|call| call.id.clone())
-            .collect();
+impl<'a> HostedCalls<'a> {
+    fn new(earlier: &'a [Message]) -> Self {
         HostedCalls {
             started: HashMap::new(),
-            used,
+            earlier,
+            used: None,
             shown: Vec::new(),
         }
+    }
+
+    /// The ids taken so far.
+    fn used(&mut self) -> &mut HashSet<String> {
+        let earlier = self.earlier;
+        self.used.get_or_insert_with(|| {
+            earlier
+                .iter()
+                .flat_map(|message| match message {
+                    Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+                    _ => &[],
+                })
+                .map(|call| call.id.clone())
+                .collect()
+        })
     }
 
     /// Notes `event` and returns the id it is shown under.
     fn saw(&mut self, event: &HostedToolEvent, summary: &mut RunSummary) -> String {
         match event {
             HostedToolEvent::Called { id, name, .. } => {
-                let shown = if id.is_empty() || !self.used.insert(id.clone()) {
+                let shown = if id.is_empty() || !self.used().insert(id.clone()) {
                     let fresh = format!("hosted_{}", uuid::Uuid::new_v4().simple());
-                    self.used.insert(fresh.clone());
+                    self.used().insert(fresh.clone());
                     fresh
                 } else {
                     id.clone()
@@ -407,12 +419,12 @@ impl HostedCalls {
                     // A result of no call the provider started: shown
                     // under an id of its own, never under another's.
                     None => {
-                        let fresh = if id.is_empty() || self.used.contains(id) {
+                        let fresh = if id.is_empty() || self.used().contains(id) {
                             format!("hosted_{}", uuid::Uuid::new_v4().simple())
                         } else {
                             id.clone()
                         };
-                        self.used.insert(fresh.clone());
+                        self.used().insert(fresh.clone());
                         self.shown.push(fresh.clone());
                         (fresh, Duration::ZERO)
                     }
